@@ -1,0 +1,862 @@
+//! The field query on the CPU: rayon, fused, deterministic, generic over `f32` / `f64`.
+//!
+//! This is the ndarray backend's implementation and the oracle the GPU kernels are tested
+//! against (in `f64` it is also what the finite-difference gradient checks run on).
+//!
+//! # Layout
+//! Tensors arrive row-major (`points [P,3]`, `features [N,C]`, ...). Each call converts them once
+//! into padded structure-of-arrays columns so that the inner loops run over [`LANES`] contiguous
+//! values and vectorise: the Gaussians as 12 columns (the whitening matrix `W` row-major, then the
+//! mean), the features and output gradients channel-major.
+//!
+//! # Exact mode
+//! - forward: parallel over points; each point sweeps all Gaussians in blocks of [`LANES`].
+//! - backward: parallel over fixed chunks of Gaussians; each Gaussian sweeps all points in blocks
+//!   of [`LANES`], keeping its own gradient in lane accumulators (no atomics, no sharing) and
+//!   adding its point-gradient contributions to its chunk's private `[P, 3]` buffer. The chunk
+//!   buffers are summed in chunk order, so the result does not depend on the thread count.
+//!
+//! # Cutoff mode
+//! A uniform grid over the points' bounding box. The forward lists, per cell, the Gaussians
+//! whose `k`-sigma bounding box overlaps it; a point visits only its cell's list. The backward
+//! sorts the points by cell; a Gaussian visits only the cells its box overlaps. Both skip pairs
+//! with `d^2 > k^2` exactly, so results equal the exact mode with those pairs zeroed.
+
+use rayon::prelude::*;
+
+use super::{Covariance, FieldOptions};
+use crate::real::Real;
+
+/// Width of the blocks the inner loops process at once (a multiple of every SIMD width).
+pub const LANES: usize = 16;
+
+/// Below this quaternion norm the rotation is taken as the identity and gets no gradient.
+pub const MIN_QUAT_NORM: f64 = 1e-12;
+
+/// Row-major inputs of the field query (shapes as in the [op contract](super)).
+#[derive(Clone, Copy, Debug)]
+pub struct FieldArrays<'a, T> {
+    /// `[P, 3]`
+    pub points: &'a [T],
+    /// `[N, 3]`
+    pub means: &'a [T],
+    /// `[N, 4]`
+    pub quats: &'a [T],
+    /// `[N, 3]`
+    pub log_scales: &'a [T],
+    /// `[N, C]`
+    pub features: &'a [T],
+    /// Feature channels `C`.
+    pub channels: usize,
+}
+
+impl<T: Real> FieldArrays<'_, T> {
+    /// Number of query points `P`.
+    pub fn num_points(&self) -> usize {
+        self.points.len() / 3
+    }
+
+    /// Number of Gaussians `N`.
+    pub fn num_gaussians(&self) -> usize {
+        self.means.len() / 3
+    }
+}
+
+/// Row-major gradients of the field query.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldGradArrays<T> {
+    /// `[P, 3]`, empty when not requested.
+    pub points: Vec<T>,
+    /// `[N, 3]`
+    pub means: Vec<T>,
+    /// `[N, 4]`
+    pub quats: Vec<T>,
+    /// `[N, 3]`
+    pub log_scales: Vec<T>,
+    /// `[N, C]`
+    pub features: Vec<T>,
+}
+
+/// A Gaussian's rotation and scale, and what the backward needs of them.
+#[derive(Clone, Copy, Debug)]
+struct Frame<T> {
+    /// `W = S^-1 R^T`, row-major.
+    w: [T; 9],
+    /// Normalised quaternion `(w, x, y, z)`.
+    q: [T; 4],
+    /// Norm of the raw quaternion (`0` marks a degenerate one: identity, no gradient).
+    q_norm: T,
+    /// `exp(log_scale)`.
+    scale: [T; 3],
+}
+
+impl<T: Real> Frame<T> {
+    fn new(quat: &[T], log_scale: &[T], covariance: Covariance) -> Self {
+        let scale = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
+        let norm = (quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3])
+            .sqrt();
+        // Diagonal mode ignores the quaternion entirely (even a NaN one); a (near-)zero one is
+        // the identity. A NaN norm falls through and propagates.
+        let identity = covariance == Covariance::Diagonal || norm.to_f64() < MIN_QUAT_NORM;
+        let (q, q_norm) = if identity {
+            ([T::ONE, T::ZERO, T::ZERO, T::ZERO], T::ZERO)
+        } else {
+            let inv = T::ONE / norm;
+            ([quat[0] * inv, quat[1] * inv, quat[2] * inv, quat[3] * inv], norm)
+        };
+        let r = rotation(q);
+        let mut w = [T::ZERO; 9];
+        for a in 0..3 {
+            let inv_s = T::ONE / scale[a];
+            for b in 0..3 {
+                w[3 * a + b] = r[3 * b + a] * inv_s;
+            }
+        }
+        Frame {
+            w,
+            q,
+            q_norm,
+            scale,
+        }
+    }
+
+    /// Chain rule from `G = dL/dW` to the raw quaternion and the log-scales.
+    fn backward(&self, g: &[T; 9], covariance: Covariance) -> ([T; 4], [T; 3]) {
+        let two = T::from_f64(2.0);
+        let mut d_log_scale = [T::ZERO; 3];
+        for (a, d) in d_log_scale.iter_mut().enumerate() {
+            for b in 0..3 {
+                if covariance == Covariance::Full || a == b {
+                    *d -= g[3 * a + b] * self.w[3 * a + b];
+                }
+            }
+        }
+        if covariance == Covariance::Diagonal || self.q_norm == T::ZERO {
+            return ([T::ZERO; 4], d_log_scale);
+        }
+        // dR[b][a] = G[a][b] / s_a
+        let mut dr = [T::ZERO; 9];
+        for a in 0..3 {
+            for b in 0..3 {
+                dr[3 * b + a] = g[3 * a + b] / self.scale[a];
+            }
+        }
+        let [w, x, y, z] = self.q;
+        let gw = two
+            * (-z * dr[1] + y * dr[2] + z * dr[3] - x * dr[5] - y * dr[6] + x * dr[7]);
+        let gx = two
+            * (y * dr[1] + z * dr[2] + y * dr[3] - two * x * dr[4] - w * dr[5] + z * dr[6]
+                + w * dr[7]
+                - two * x * dr[8]);
+        let gy = two
+            * (-two * y * dr[0] + x * dr[1] + w * dr[2] + x * dr[3] + z * dr[5] - w * dr[6]
+                + z * dr[7]
+                - two * y * dr[8]);
+        let gz = two
+            * (-two * z * dr[0] - w * dr[1] + x * dr[2] + w * dr[3] - two * z * dr[4]
+                + y * dr[5]
+                + x * dr[6]
+                + y * dr[7]);
+        let gq = [gw, gx, gy, gz];
+        let dot = gq[0] * w + gq[1] * x + gq[2] * y + gq[3] * z;
+        let inv = T::ONE / self.q_norm;
+        let mut d_quat = [T::ZERO; 4];
+        for k in 0..4 {
+            d_quat[k] = (gq[k] - self.q[k] * dot) * inv;
+        }
+        (d_quat, d_log_scale)
+    }
+}
+
+/// Rotation matrix (row-major) of a unit quaternion `(w, x, y, z)`.
+fn rotation<T: Real>([w, x, y, z]: [T; 4]) -> [T; 9] {
+    let one = T::ONE;
+    let two = T::from_f64(2.0);
+    [
+        one - two * (y * y + z * z),
+        two * (x * y - w * z),
+        two * (x * z + w * y),
+        two * (x * y + w * z),
+        one - two * (x * x + z * z),
+        two * (y * z - w * x),
+        two * (x * z - w * y),
+        two * (y * z + w * x),
+        one - two * (x * x + y * y),
+    ]
+}
+
+/// Rounds up to a multiple of [`LANES`].
+fn padded(n: usize) -> usize {
+    n.div_ceil(LANES) * LANES
+}
+
+/// The Gaussians of one call in padded structure-of-arrays form.
+struct Gaussians<T> {
+    n: usize,
+    n_pad: usize,
+    channels: usize,
+    frames: Vec<Frame<T>>,
+    /// 12 columns of `n_pad`: `W` (row-major) then the mean. Padding is zero.
+    cols: Vec<T>,
+    /// `C` columns of `n_pad`: channel-major features. Padding is zero, so padded Gaussians
+    /// contribute nothing.
+    feats: Vec<T>,
+}
+
+impl<T: Real> Gaussians<T> {
+    fn new(a: &FieldArrays<'_, T>, covariance: Covariance) -> Self {
+        let n = a.num_gaussians();
+        let n_pad = padded(n);
+        let c = a.channels;
+        let frames: Vec<Frame<T>> = (0..n)
+            .into_par_iter()
+            .map(|i| Frame::new(&a.quats[4 * i..4 * i + 4], &a.log_scales[3 * i..3 * i + 3], covariance))
+            .collect();
+        let mut cols = vec![T::ZERO; 12 * n_pad];
+        let mut feats = vec![T::ZERO; c * n_pad];
+        for (i, f) in frames.iter().enumerate() {
+            for k in 0..9 {
+                cols[k * n_pad + i] = f.w[k];
+            }
+            for k in 0..3 {
+                cols[(9 + k) * n_pad + i] = a.means[3 * i + k];
+            }
+            for ch in 0..c {
+                feats[ch * n_pad + i] = a.features[c * i + ch];
+            }
+        }
+        Gaussians {
+            n,
+            n_pad,
+            channels: c,
+            frames,
+            cols,
+            feats,
+        }
+    }
+
+    fn col(&self, k: usize) -> &[T] {
+        &self.cols[k * self.n_pad..(k + 1) * self.n_pad]
+    }
+
+    fn mean(&self, i: usize) -> [T; 3] {
+        [
+            self.cols[9 * self.n_pad + i],
+            self.cols[10 * self.n_pad + i],
+            self.cols[11 * self.n_pad + i],
+        ]
+    }
+
+    /// Half-extents of the axis-aligned box around the `k`-sigma ellipsoid of Gaussian `i`.
+    fn box_half_extent(&self, i: usize, k: T) -> [T; 3] {
+        let f = &self.frames[i];
+        let r = rotation(f.q);
+        let mut e = [T::ZERO; 3];
+        for (a, e) in e.iter_mut().enumerate() {
+            let mut sum = T::ZERO;
+            for b in 0..3 {
+                let m = r[3 * a + b] * f.scale[b];
+                sum += m * m;
+            }
+            *e = k * sum.sqrt();
+        }
+        e
+    }
+}
+
+/// `d^2 = |W (x - mu)|^2` for one pair, with `z = W (x - mu)` and `v = x - mu`.
+#[inline(always)]
+fn whiten<T: Real, const DIAG: bool>(w: &[T; 9], v: [T; 3]) -> ([T; 3], T) {
+    let z = if DIAG {
+        [w[0] * v[0], w[4] * v[1], w[8] * v[2]]
+    } else {
+        [
+            w[0] * v[0] + w[1] * v[1] + w[2] * v[2],
+            w[3] * v[0] + w[4] * v[1] + w[5] * v[2],
+            w[6] * v[0] + w[7] * v[1] + w[8] * v[2],
+        ]
+    };
+    (z, z[0] * z[0] + z[1] * z[1] + z[2] * z[2])
+}
+
+/// `exp(-d^2 / 2)`, zero beyond the cutoff (`k2 = k^2`, infinite when exact).
+#[inline(always)]
+fn kernel_weight<T: Real>(d2: T, k2: T) -> T {
+    T::select(d2 <= k2, (T::from_f64(-0.5) * d2).exp())
+}
+
+fn cutoff_sq<T: Real>(options: &FieldOptions) -> T {
+    match options.cutoff {
+        Some(k) => T::from_f64(f64::from(k) * f64::from(k)),
+        None => T::from_f64(f64::INFINITY),
+    }
+}
+
+/// Forward: `values [P, C]`, row-major.
+pub fn forward<T: Real>(a: &FieldArrays<'_, T>, options: &FieldOptions) -> Vec<T> {
+    let g = Gaussians::new(a, options.covariance);
+    match (options.cutoff, options.covariance) {
+        (None, Covariance::Full) => forward_exact::<T, false>(a, &g),
+        (None, Covariance::Diagonal) => forward_exact::<T, true>(a, &g),
+        (Some(k), Covariance::Full) => forward_cutoff::<T, false>(a, &g, T::from_f64(k.into())),
+        (Some(k), Covariance::Diagonal) => forward_cutoff::<T, true>(a, &g, T::from_f64(k.into())),
+    }
+}
+
+/// Points per rayon task in the point-major loops.
+const POINTS_PER_TASK: usize = 8;
+
+fn forward_exact<T: Real, const DIAG: bool>(a: &FieldArrays<'_, T>, g: &Gaussians<T>) -> Vec<T> {
+    let c = g.channels;
+    let mut out = vec![T::ZERO; a.num_points() * c];
+    let w_cols: [&[T]; 9] = core::array::from_fn(|k| g.col(k));
+    let m_cols: [&[T]; 3] = core::array::from_fn(|k| g.col(9 + k));
+    out.par_chunks_mut(POINTS_PER_TASK * c)
+        .enumerate()
+        .for_each(|(task, rows)| {
+            let mut lanes = vec![[T::ZERO; LANES]; c];
+            for (r, row) in rows.chunks_mut(c).enumerate() {
+                let p = task * POINTS_PER_TASK + r;
+                let x = [a.points[3 * p], a.points[3 * p + 1], a.points[3 * p + 2]];
+                lanes.iter_mut().for_each(|l| *l = [T::ZERO; LANES]);
+                for j0 in (0..g.n_pad).step_by(LANES) {
+                    let mut e = [T::ZERO; LANES];
+                    for j in 0..LANES {
+                        let i = j0 + j;
+                        let w: [T; 9] = core::array::from_fn(|k| w_cols[k][i]);
+                        let v = [x[0] - m_cols[0][i], x[1] - m_cols[1][i], x[2] - m_cols[2][i]];
+                        let (_, d2) = whiten::<T, DIAG>(&w, v);
+                        e[j] = (T::from_f64(-0.5) * d2).exp();
+                    }
+                    for (ch, lane) in lanes.iter_mut().enumerate() {
+                        let f = &g.feats[ch * g.n_pad + j0..ch * g.n_pad + j0 + LANES];
+                        for j in 0..LANES {
+                            lane[j] += f[j] * e[j];
+                        }
+                    }
+                }
+                for (o, lane) in row.iter_mut().zip(&lanes) {
+                    *o = lane_sum(lane);
+                }
+            }
+        });
+    out
+}
+
+/// Sum of a lane accumulator in a fixed (pairwise) order.
+#[inline(always)]
+fn lane_sum<T: Real>(l: &[T; LANES]) -> T {
+    let mut half = *l;
+    let mut width = LANES / 2;
+    while width > 0 {
+        for j in 0..width {
+            half[j] = half[j] + half[j + width];
+        }
+        width /= 2;
+    }
+    half[0]
+}
+
+/// A uniform grid over a bounding box, `dims` cells of edge `cell`.
+#[derive(Clone, Debug)]
+struct Grid<T> {
+    origin: [T; 3],
+    cell: T,
+    dims: [usize; 3],
+}
+
+/// The most cells a grid may have, relative to the number of points (bounds memory).
+const MAX_CELLS_PER_POINT: usize = 2;
+
+impl<T: Real> Grid<T> {
+    /// A grid over the points whose cell edge is about the typical Gaussian box size.
+    fn new(points: &[T], g: &Gaussians<T>, k: T) -> Self {
+        let mut lo = [T::from_f64(f64::INFINITY); 3];
+        let mut hi = [T::from_f64(f64::NEG_INFINITY); 3];
+        for p in points.chunks_exact(3) {
+            for a in 0..3 {
+                if p[a] < lo[a] {
+                    lo[a] = p[a];
+                }
+                if p[a] > hi[a] {
+                    hi[a] = p[a];
+                }
+            }
+        }
+        for a in 0..3 {
+            if !(lo[a] <= hi[a]) {
+                // Only non-finite points: any finite box works, they never match.
+                lo[a] = T::ZERO;
+                hi[a] = T::ZERO;
+            }
+        }
+        // The mean box edge over the Gaussians (finite ones) sets the cell size.
+        let mut sum = 0.0f64;
+        let mut count = 0usize;
+        for i in 0..g.n {
+            let e = g.box_half_extent(i, k);
+            let edge = 2.0 * (e[0].to_f64() + e[1].to_f64() + e[2].to_f64()) / 3.0;
+            if edge.is_finite() && edge > 0.0 {
+                sum += edge;
+                count += 1;
+            }
+        }
+        let extent: [f64; 3] = core::array::from_fn(|a| (hi[a] - lo[a]).to_f64());
+        let largest = extent.iter().cloned().fold(0.0, f64::max);
+        let mut cell = if count > 0 { sum / count as f64 } else { largest };
+        let max_cells = (MAX_CELLS_PER_POINT * points.len() / 3).max(1) as f64;
+        if !(cell > 0.0) {
+            cell = largest.max(1.0);
+        }
+        // Coarsen until the cell count fits the budget.
+        let cells = |cell: f64| {
+            extent
+                .iter()
+                .map(|e| (e / cell).floor() + 1.0)
+                .product::<f64>()
+        };
+        while cells(cell) > max_cells {
+            cell *= 1.25;
+        }
+        let dims = core::array::from_fn(|a| (extent[a] / cell).floor() as usize + 1);
+        Grid {
+            origin: lo,
+            cell: T::from_f64(cell),
+            dims,
+        }
+    }
+
+    fn num_cells(&self) -> usize {
+        self.dims[0] * self.dims[1] * self.dims[2]
+    }
+
+    /// The cell coordinate of a position along axis `a`, clamped to the grid (NaN maps to 0).
+    fn coord(&self, a: usize, x: T) -> usize {
+        let c = ((x - self.origin[a]) / self.cell).to_f64();
+        if c >= 0.0 {
+            (c as usize).min(self.dims[a] - 1)
+        } else {
+            0
+        }
+    }
+
+    /// The cell of a point; points are always inside the grid's box.
+    fn cell_of(&self, x: &[T]) -> usize {
+        let c: [usize; 3] = core::array::from_fn(|a| self.coord(a, x[a]));
+        (c[2] * self.dims[1] + c[1]) * self.dims[0] + c[0]
+    }
+
+    /// The inclusive cell ranges a box `centre +- half` overlaps, or `None` when it misses the
+    /// grid (or is not finite).
+    fn cell_range(&self, centre: [T; 3], half: [T; 3]) -> Option<[(usize, usize); 3]> {
+        let mut r = [(0, 0); 3];
+        for a in 0..3 {
+            let lo = ((centre[a] - half[a] - self.origin[a]) / self.cell).to_f64();
+            let hi = ((centre[a] + half[a] - self.origin[a]) / self.cell).to_f64();
+            if !(lo <= hi) || hi < 0.0 || lo >= self.dims[a] as f64 {
+                return None;
+            }
+            r[a] = (lo.max(0.0) as usize, (hi as usize).min(self.dims[a] - 1));
+        }
+        Some(r)
+    }
+}
+
+/// Visits every cell index in inclusive ranges.
+fn for_each_cell(grid_dims: [usize; 3], r: [(usize, usize); 3], mut f: impl FnMut(usize)) {
+    for cz in r[2].0..=r[2].1 {
+        for cy in r[1].0..=r[1].1 {
+            let row = (cz * grid_dims[1] + cy) * grid_dims[0];
+            for cx in r[0].0..=r[0].1 {
+                f(row + cx);
+            }
+        }
+    }
+}
+
+/// Compressed lists: the entries of bucket `b` are `items[starts[b]..starts[b + 1]]`.
+struct Buckets {
+    starts: Vec<usize>,
+    items: Vec<u32>,
+}
+
+impl Buckets {
+    /// Buckets filled in the order `pairs` yields them (deterministic).
+    fn build(num_buckets: usize, pairs: impl Fn(&mut dyn FnMut(usize, u32))) -> Self {
+        let mut counts = vec![0usize; num_buckets + 1];
+        pairs(&mut |b, _| counts[b + 1] += 1);
+        for b in 0..num_buckets {
+            counts[b + 1] += counts[b];
+        }
+        let mut cursor = counts.clone();
+        let mut items = vec![0u32; counts[num_buckets]];
+        pairs(&mut |b, item| {
+            items[cursor[b]] = item;
+            cursor[b] += 1;
+        });
+        Buckets {
+            starts: counts,
+            items,
+        }
+    }
+
+    fn get(&self, b: usize) -> &[u32] {
+        &self.items[self.starts[b]..self.starts[b + 1]]
+    }
+}
+
+/// The `k`-sigma boxes of all Gaussians (cell ranges on `grid`), `None` for those that miss it.
+fn gaussian_ranges<T: Real>(
+    g: &Gaussians<T>,
+    grid: &Grid<T>,
+    k: T,
+) -> Vec<Option<[(usize, usize); 3]>> {
+    (0..g.n)
+        .into_par_iter()
+        .map(|i| grid.cell_range(g.mean(i), g.box_half_extent(i, k)))
+        .collect()
+}
+
+fn forward_cutoff<T: Real, const DIAG: bool>(
+    a: &FieldArrays<'_, T>,
+    g: &Gaussians<T>,
+    k: T,
+) -> Vec<T> {
+    let c = g.channels;
+    let k2 = k * k;
+    let grid = Grid::new(a.points, g, k);
+    let ranges = gaussian_ranges(g, &grid, k);
+    let lists = Buckets::build(grid.num_cells(), |emit| {
+        for (i, r) in ranges.iter().enumerate() {
+            if let Some(r) = r {
+                for_each_cell(grid.dims, *r, |cell| emit(cell, i as u32));
+            }
+        }
+    });
+    let mut out = vec![T::ZERO; a.num_points() * c];
+    out.par_chunks_mut(POINTS_PER_TASK * c)
+        .enumerate()
+        .for_each(|(task, rows)| {
+            for (r, row) in rows.chunks_mut(c).enumerate() {
+                let p = task * POINTS_PER_TASK + r;
+                let x = &a.points[3 * p..3 * p + 3];
+                for &i in lists.get(grid.cell_of(x)) {
+                    let i = i as usize;
+                    let mu = g.mean(i);
+                    let (_, d2) = whiten::<T, DIAG>(&g.frames[i].w, [x[0] - mu[0], x[1] - mu[1], x[2] - mu[2]]);
+                    if d2 <= k2 {
+                        let e = (T::from_f64(-0.5) * d2).exp();
+                        for (ch, o) in row.iter_mut().enumerate() {
+                            *o += g.feats[ch * g.n_pad + i] * e;
+                        }
+                    }
+                }
+            }
+        });
+    out
+}
+
+/// Per-Gaussian gradient accumulators, reduced to the raw-parameter gradients at the end.
+struct GaussianGrad<T> {
+    mean: [T; 3],
+    /// `dL/dW`, row-major.
+    w: [T; 9],
+}
+
+/// Backward: gradients of `sum(values * grad_values)`, row-major, `grad_values [P, C]`.
+pub fn backward<T: Real>(
+    a: &FieldArrays<'_, T>,
+    grad_values: &[T],
+    options: &FieldOptions,
+    points_grad: bool,
+) -> FieldGradArrays<T> {
+    let g = Gaussians::new(a, options.covariance);
+    let p = a.num_points();
+    let p_pad = padded(p);
+    let c = g.channels;
+    // Points and output gradients as padded columns: padded points have zero gradient, so they
+    // add nothing.
+    let mut pts = vec![T::ZERO; 3 * p_pad];
+    let mut gv = vec![T::ZERO; c * p_pad];
+    for q in 0..p {
+        for k in 0..3 {
+            pts[k * p_pad + q] = a.points[3 * q + k];
+        }
+        for ch in 0..c {
+            gv[ch * p_pad + q] = grad_values[c * q + ch];
+        }
+    }
+    let columns = PointColumns {
+        p_pad,
+        pts: &pts,
+        gv: &gv,
+    };
+    let k2 = cutoff_sq::<T>(options);
+    let (per_gaussian, point_grad) = match options.cutoff {
+        None => match options.covariance {
+            Covariance::Full => backward_sweep::<T, false>(&g, &columns, k2, points_grad, None),
+            Covariance::Diagonal => backward_sweep::<T, true>(&g, &columns, k2, points_grad, None),
+        },
+        Some(k) => {
+            let k = T::from_f64(k.into());
+            let grid = Grid::new(a.points, &g, k);
+            // Points sorted by cell (stable, so ties keep index order): each cell is a range.
+            let by_cell = Buckets::build(grid.num_cells(), |emit| {
+                for q in 0..p {
+                    emit(grid.cell_of(&a.points[3 * q..3 * q + 3]), q as u32);
+                }
+            });
+            let ranges = gaussian_ranges(&g, &grid, k);
+            let cells = CellIndex {
+                grid: &grid,
+                by_cell: &by_cell,
+                ranges: &ranges,
+            };
+            match options.covariance {
+                Covariance::Full => backward_sweep::<T, false>(&g, &columns, k2, points_grad, Some(&cells)),
+                Covariance::Diagonal => {
+                    backward_sweep::<T, true>(&g, &columns, k2, points_grad, Some(&cells))
+                }
+            }
+        }
+    };
+
+    let n = g.n;
+    let mut out = FieldGradArrays {
+        points: Vec::new(),
+        means: vec![T::ZERO; 3 * n],
+        quats: vec![T::ZERO; 4 * n],
+        log_scales: vec![T::ZERO; 3 * n],
+        features: vec![T::ZERO; c * n],
+    };
+    for (i, (grad, feats)) in per_gaussian.into_iter().enumerate() {
+        let (dq, dls) = g.frames[i].backward(&grad.w, options.covariance);
+        out.means[3 * i..3 * i + 3].copy_from_slice(&grad.mean);
+        out.quats[4 * i..4 * i + 4].copy_from_slice(&dq);
+        out.log_scales[3 * i..3 * i + 3].copy_from_slice(&dls);
+        out.features[c * i..c * i + c].copy_from_slice(&feats);
+    }
+    if let Some(cols) = point_grad {
+        out.points = (0..p)
+            .flat_map(|q| [cols[q], cols[p_pad + q], cols[2 * p_pad + q]])
+            .collect();
+    }
+    out
+}
+
+struct PointColumns<'a, T> {
+    p_pad: usize,
+    /// 3 columns of `p_pad`.
+    pts: &'a [T],
+    /// `C` columns of `p_pad`.
+    gv: &'a [T],
+}
+
+struct CellIndex<'a, T> {
+    grid: &'a Grid<T>,
+    by_cell: &'a Buckets,
+    ranges: &'a [Option<[(usize, usize); 3]>],
+}
+
+/// Gaussians per backward task. Fixed, so that the reduction order of the point gradients does
+/// not depend on the number of threads; sized so that small problems still split.
+fn gaussians_per_task(n: usize) -> usize {
+    n.div_ceil(64).max(16)
+}
+
+type SweepResult<T> = (Vec<(GaussianGrad<T>, Vec<T>)>, Option<Vec<T>>);
+
+/// The Gaussian-major backward sweep, over all points (`cells = None`) or over the points in the
+/// cells each Gaussian's box overlaps.
+fn backward_sweep<T: Real, const DIAG: bool>(
+    g: &Gaussians<T>,
+    pts: &PointColumns<'_, T>,
+    k2: T,
+    points_grad: bool,
+    cells: Option<&CellIndex<'_, T>>,
+) -> SweepResult<T> {
+    let per_task = gaussians_per_task(g.n);
+    let tasks: Vec<(Vec<(GaussianGrad<T>, Vec<T>)>, Vec<T>)> = (0..g.n.div_ceil(per_task))
+        .into_par_iter()
+        .map(|task| {
+            let mut dx = if points_grad {
+                vec![T::ZERO; 3 * pts.p_pad]
+            } else {
+                Vec::new()
+            };
+            let grads = (task * per_task..((task + 1) * per_task).min(g.n))
+                .map(|i| match cells {
+                    None => sweep_all_points::<T, DIAG>(g, i, pts, k2, &mut dx),
+                    Some(cells) => sweep_cells::<T, DIAG>(g, i, pts, k2, cells, &mut dx),
+                })
+                .collect();
+            (grads, dx)
+        })
+        .collect();
+    let mut per_gaussian = Vec::with_capacity(g.n);
+    let mut partials = Vec::with_capacity(tasks.len());
+    for (grads, dx) in tasks {
+        per_gaussian.extend(grads);
+        partials.push(dx);
+    }
+    let point_grad = points_grad.then(|| {
+        let mut total = vec![T::ZERO; 3 * pts.p_pad];
+        total
+            .par_chunks_mut(LANES * 64)
+            .enumerate()
+            .for_each(|(b, out)| {
+                let range = b * LANES * 64..b * LANES * 64 + out.len();
+                for part in &partials {
+                    for (o, v) in out.iter_mut().zip(&part[range.clone()]) {
+                        *o += *v;
+                    }
+                }
+            });
+        total
+    });
+    (per_gaussian, point_grad)
+}
+
+/// One Gaussian against every point, `LANES` points at a time.
+fn sweep_all_points<T: Real, const DIAG: bool>(
+    g: &Gaussians<T>,
+    i: usize,
+    pts: &PointColumns<'_, T>,
+    k2: T,
+    dx: &mut [T],
+) -> (GaussianGrad<T>, Vec<T>) {
+    let c = g.channels;
+    let w = g.frames[i].w;
+    let mu = g.mean(i);
+    let f: Vec<T> = (0..c).map(|ch| g.feats[ch * g.n_pad + i]).collect();
+    let pp = pts.p_pad;
+    let mut acc_mean = [[T::ZERO; LANES]; 3];
+    let mut acc_w = [[T::ZERO; LANES]; 9];
+    let mut acc_f = vec![[T::ZERO; LANES]; c];
+    let half = T::from_f64(-0.5);
+    let two = T::from_f64(2.0);
+    for j0 in (0..pp).step_by(LANES) {
+        let mut v = [[T::ZERO; LANES]; 3];
+        let mut z = [[T::ZERO; LANES]; 3];
+        let mut e = [T::ZERO; LANES];
+        for j in 0..LANES {
+            let vj = [
+                pts.pts[j0 + j] - mu[0],
+                pts.pts[pp + j0 + j] - mu[1],
+                pts.pts[2 * pp + j0 + j] - mu[2],
+            ];
+            let (zj, d2) = whiten::<T, DIAG>(&w, vj);
+            e[j] = kernel_weight(d2, k2);
+            for a in 0..3 {
+                v[a][j] = vj[a];
+                z[a][j] = zj[a];
+            }
+        }
+        let mut s = [T::ZERO; LANES];
+        for (ch, acc) in acc_f.iter_mut().enumerate() {
+            let gcol = &pts.gv[ch * pp + j0..ch * pp + j0 + LANES];
+            for j in 0..LANES {
+                s[j] += gcol[j] * f[ch];
+                acc[j] += gcol[j] * e[j];
+            }
+        }
+        for j in 0..LANES {
+            let h2 = two * half * s[j] * e[j]; // 2 dL/d(d^2)
+            let gz = [h2 * z[0][j], h2 * z[1][j], h2 * z[2][j]];
+            let gvj = if DIAG {
+                [w[0] * gz[0], w[4] * gz[1], w[8] * gz[2]]
+            } else {
+                [
+                    w[0] * gz[0] + w[3] * gz[1] + w[6] * gz[2],
+                    w[1] * gz[0] + w[4] * gz[1] + w[7] * gz[2],
+                    w[2] * gz[0] + w[5] * gz[1] + w[8] * gz[2],
+                ]
+            };
+            for a in 0..3 {
+                acc_mean[a][j] -= gvj[a];
+                for b in 0..3 {
+                    acc_w[3 * a + b][j] += gz[a] * v[b][j];
+                }
+            }
+            if !dx.is_empty() {
+                for a in 0..3 {
+                    dx[a * pp + j0 + j] += gvj[a];
+                }
+            }
+        }
+    }
+    let grad = GaussianGrad {
+        mean: core::array::from_fn(|a| lane_sum(&acc_mean[a])),
+        w: core::array::from_fn(|k| lane_sum(&acc_w[k])),
+    };
+    (grad, acc_f.iter().map(lane_sum).collect())
+}
+
+/// One Gaussian against the points in the cells its box overlaps (cutoff mode), in cell order.
+fn sweep_cells<T: Real, const DIAG: bool>(
+    g: &Gaussians<T>,
+    i: usize,
+    pts: &PointColumns<'_, T>,
+    k2: T,
+    cells: &CellIndex<'_, T>,
+    dx: &mut [T],
+) -> (GaussianGrad<T>, Vec<T>) {
+    let c = g.channels;
+    let mut grad = GaussianGrad {
+        mean: [T::ZERO; 3],
+        w: [T::ZERO; 9],
+    };
+    let mut d_feat = vec![T::ZERO; c];
+    let Some(range) = cells.ranges[i] else {
+        return (grad, d_feat);
+    };
+    let w = g.frames[i].w;
+    let mu = g.mean(i);
+    let pp = pts.p_pad;
+    let half = T::from_f64(-0.5);
+    let two = T::from_f64(2.0);
+    for_each_cell(cells.grid.dims, range, |cell| {
+        for &q in cells.by_cell.get(cell) {
+            let q = q as usize;
+            let v = [
+                pts.pts[q] - mu[0],
+                pts.pts[pp + q] - mu[1],
+                pts.pts[2 * pp + q] - mu[2],
+            ];
+            let (z, d2) = whiten::<T, DIAG>(&w, v);
+            if !(d2 <= k2) {
+                continue;
+            }
+            let e = (half * d2).exp();
+            let mut s = T::ZERO;
+            for (ch, df) in d_feat.iter_mut().enumerate() {
+                let gq = pts.gv[ch * pp + q];
+                s += gq * g.feats[ch * g.n_pad + i];
+                *df += gq * e;
+            }
+            let h2 = two * half * s * e;
+            let gz = [h2 * z[0], h2 * z[1], h2 * z[2]];
+            let gvq = if DIAG {
+                [w[0] * gz[0], w[4] * gz[1], w[8] * gz[2]]
+            } else {
+                [
+                    w[0] * gz[0] + w[3] * gz[1] + w[6] * gz[2],
+                    w[1] * gz[0] + w[4] * gz[1] + w[7] * gz[2],
+                    w[2] * gz[0] + w[5] * gz[1] + w[8] * gz[2],
+                ]
+            };
+            for a in 0..3 {
+                grad.mean[a] -= gvq[a];
+                for b in 0..3 {
+                    grad.w[3 * a + b] += gz[a] * v[b];
+                }
+            }
+            if !dx.is_empty() {
+                for a in 0..3 {
+                    dx[a * pp + q] += gvq[a];
+                }
+            }
+        }
+    });
+    (grad, d_feat)
+}

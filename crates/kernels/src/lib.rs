@@ -1,0 +1,58 @@
+//! Ember's compute layer: the [`SplatBackend`] extension trait and every custom op behind it.
+//!
+//! Each op lives in its own folder with all of its implementations side by side:
+//! the contract and the tensor-level entry point in `mod.rs`, the rayon CPU version (also the
+//! f64 oracle the GPU kernels are tested against) in `cpu.rs`, the CubeCL kernels (generic over
+//! the CubeCL runtime, so one source serves wgpu and cuda) in `cube.rs`, the fusion wrapper in
+//! `fusion.rs` and the autodiff `Backward` in `autodiff.rs`.
+//!
+//! | backend                              | implementation                       |
+//! |--------------------------------------|--------------------------------------|
+//! | `NdArray<f32 or f64>`                | rayon CPU kernels (`field/cpu.rs`)   |
+//! | `CubeBackend<R, ..>` (wgpu, cuda)    | CubeCL kernels (`field/cube.rs`)     |
+//! | `Fusion<B>` (burn's `Wgpu`, `Cuda`)  | a custom fusion op running `B`'s     |
+//! | `Autodiff<B>`                        | hand-written `Backward` calling `B`  |
+
+#![warn(missing_docs)]
+
+pub mod field;
+mod real;
+
+pub use field::{Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query};
+
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::ops::FloatTensor;
+
+/// A Burn backend that can run Ember's custom ops.
+///
+/// Callers normally use the tensor-level functions ([`field_query`]) which validate shapes and
+/// dispatch here; implementations may assume the shapes documented on each method.
+pub trait SplatBackend: Backend {
+    /// Forward pass of the Gaussian-field query (see [`field`] for the contract).
+    ///
+    /// Returns `values` `[P, C]`.
+    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self>;
+
+    /// Backward pass of the Gaussian-field query: the gradient of a scalar loss with respect to
+    /// every input, given `grad_values` `[P, C]` (the loss gradient with respect to the output).
+    ///
+    /// `points_grad = false` skips the gradient with respect to the query points
+    /// (`FieldGrads::points` is then `None`), which saves a pass when the points are data.
+    fn field_backward(
+        inputs: FieldInputs<Self>,
+        grad_values: FloatTensor<Self>,
+        options: FieldOptions,
+        points_grad: bool,
+    ) -> FieldGrads<Self>;
+}
+
+/// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and
+/// fitting code asks for.
+pub trait SplatAutodiffBackend: SplatBackend + AutodiffBackend<InnerBackend: SplatBackend> {}
+
+impl<B, C> SplatAutodiffBackend for burn::backend::Autodiff<B, C>
+where
+    B: SplatBackend,
+    C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy,
+{
+}

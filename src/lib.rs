@@ -1,0 +1,66 @@
+//! # Ember
+//!
+//! Differentiable Gaussian splatting on [Burn](https://burn.dev) and CubeCL: a learnable
+//! [`GaussianField`](field::GaussianField) queried by fused kernels with hand-written backward
+//! passes, on CUDA, wgpu and the CPU (ndarray) from one kernel source.
+//!
+//! This facade re-exports the workspace crates and names the backends selected by cargo
+//! features:
+//!
+//! | feature             | backend alias        | device                    |
+//! |---------------------|----------------------|---------------------------|
+//! | `ndarray` (default) | [`backend::Cpu`]     | the CPU (rayon kernels)   |
+//! | `wgpu`              | `backend::Wgpu`      | Vulkan / Metal / DX12 GPU |
+//! | `cuda`              | `backend::Cuda`      | NVIDIA GPU (NVRTC)        |
+//!
+//! Each has an `Autodiff` twin (`CpuAutodiff`, `WgpuAutodiff`, `CudaAutodiff`) for training.
+//! [`backend::Default`] is the fastest compiled one (cuda, then wgpu, then ndarray).
+
+pub use ember_field as field;
+pub use ember_kernels as kernels;
+
+/// Backend type aliases for the compiled cargo features.
+pub mod backend {
+    /// The CPU backend: ndarray with Ember's rayon kernels.
+    #[cfg(feature = "ndarray")]
+    pub type Cpu = burn::backend::NdArray<f32>;
+    /// [`Cpu`] with autodiff.
+    #[cfg(feature = "ndarray")]
+    pub type CpuAutodiff = burn::backend::Autodiff<Cpu>;
+
+    /// The wgpu backend (with fusion), running Ember's CubeCL kernels.
+    #[cfg(feature = "wgpu")]
+    pub type Wgpu = burn::backend::Wgpu<f32, i32, u32>;
+    /// [`Wgpu`] with autodiff.
+    #[cfg(feature = "wgpu")]
+    pub type WgpuAutodiff = burn::backend::Autodiff<Wgpu>;
+
+    /// The CUDA backend (with fusion), running Ember's CubeCL kernels compiled by NVRTC.
+    #[cfg(feature = "cuda")]
+    pub type Cuda = burn::backend::Cuda<f32, i32>;
+    /// [`Cuda`] with autodiff.
+    #[cfg(feature = "cuda")]
+    pub type CudaAutodiff = burn::backend::Autodiff<Cuda>;
+
+    /// The preferred compiled backend: cuda, else wgpu, else ndarray.
+    #[cfg(feature = "cuda")]
+    pub type Default = Cuda;
+    /// The preferred compiled backend: cuda, else wgpu, else ndarray.
+    #[cfg(all(feature = "wgpu", not(feature = "cuda")))]
+    pub type Default = Wgpu;
+    /// The preferred compiled backend: cuda, else wgpu, else ndarray.
+    #[cfg(all(feature = "ndarray", not(any(feature = "wgpu", feature = "cuda"))))]
+    pub type Default = Cpu;
+    /// [`Default`] with autodiff.
+    #[cfg(any(feature = "ndarray", feature = "wgpu", feature = "cuda"))]
+    pub type DefaultAutodiff = burn::backend::Autodiff<Default>;
+}
+
+/// The names research code usually needs.
+pub mod prelude {
+    pub use ember_field::{
+        Covariance, FieldError, FieldOptions, GaussianField, GaussianFieldConfig, ModelError,
+        SplatAutodiffBackend, SplatBackend,
+    };
+    pub use ember_kernels::field_query;
+}
