@@ -21,7 +21,9 @@ pub fn fresh_rng(test: &str) -> StdRng {
 
 /// Uniform values in `[lo, hi)`.
 pub fn uniform(rng: &mut StdRng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
-    (0..n).map(|_| lo + (hi - lo) * rng.random::<f64>()).collect()
+    (0..n)
+        .map(|_| lo + (hi - lo) * rng.random::<f64>())
+        .collect()
 }
 
 /// A random field-query problem in f64, row-major.
@@ -40,7 +42,14 @@ pub struct Problem {
 impl Problem {
     /// Points and means in a box of half-size `extent`, log-scales in `[ls_lo, ls_hi)`,
     /// unnormalised quaternions (norms between 0.2 and 5), features in `[-1, 1)` but away from 0.
-    pub fn random(rng: &mut StdRng, p: usize, n: usize, c: usize, extent: f64, ls: (f64, f64)) -> Self {
+    pub fn random(
+        rng: &mut StdRng,
+        p: usize,
+        n: usize,
+        c: usize,
+        extent: f64,
+        ls: (f64, f64),
+    ) -> Self {
         let quats = (0..n)
             .flat_map(|_| {
                 let q = uniform(rng, 4, -1.0, 1.0);
@@ -81,10 +90,13 @@ impl Problem {
 pub fn rel_err(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len(), "length mismatch");
     let scale = b.iter().fold(0.0f64, |m, v| m.max(v.abs())).max(1e-12);
-    let worst = a
-        .iter()
-        .zip(b)
-        .fold(0.0f64, |m, (x, y)| if (x - y).is_nan() { f64::INFINITY } else { m.max((x - y).abs()) });
+    let worst = a.iter().zip(b).fold(0.0f64, |m, (x, y)| {
+        if (x - y).is_nan() {
+            f64::INFINITY
+        } else {
+            m.max((x - y).abs())
+        }
+    });
     worst / scale
 }
 

@@ -10,7 +10,6 @@ use rand::RngExt;
 
 use crate::common::{Problem, fresh_rng, rel_err, to_f32, to_f64, uniform};
 
-
 /// Loss weights: the analytic gradient is `backward(grad_values = weights)`.
 fn loss(values: &[f64], weights: &[f64]) -> f64 {
     values.iter().zip(weights).map(|(v, w)| v * w).sum()
@@ -47,9 +46,15 @@ fn check_gradients(problem: &Problem, options: FieldOptions) {
         let want = numeric(select);
         let err = rel_err(got, &want);
         println!("{options:?} d/d{name}: relative error {err:.2e}");
-        assert!(err < 1e-6, "{name}: analytic {got:?} vs numeric {want:?} (rel err {err:e})");
+        assert!(
+            err < 1e-6,
+            "{name}: analytic {got:?} vs numeric {want:?} (rel err {err:e})"
+        );
         if options.covariance == Covariance::Full || name != "quats" {
-            assert!(want.iter().any(|v| v.abs() > 1e-8), "{name}: the check must see a non-zero gradient");
+            assert!(
+                want.iter().any(|v| v.abs() > 1e-8),
+                "{name}: the check must see a non-zero gradient"
+            );
         }
     }
 }
@@ -84,7 +89,10 @@ fn gradients_match_central_differences_exact() {
     for covariance in [Covariance::Full, Covariance::Diagonal] {
         for (p, n, c) in [(7, 5, 1), (4, 6, 3), (1, 1, 2)] {
             let problem = Problem::random(&mut rng, p, n, c, 1.0, (-0.7, 0.3));
-            check_gradients(&problem, FieldOptions::default().with_covariance(covariance));
+            check_gradients(
+                &problem,
+                FieldOptions::default().with_covariance(covariance),
+            );
         }
     }
 }
@@ -102,7 +110,9 @@ fn gradients_match_central_differences_cutoff() {
             if margin < 1e-3 || inside == 0 || inside == 63 {
                 continue;
             }
-            let options = FieldOptions::default().with_cutoff(k as f32).with_covariance(covariance);
+            let options = FieldOptions::default()
+                .with_cutoff(k as f32)
+                .with_covariance(covariance);
             // Check against the exact problem with the same k in f64 (k as f32 is what the op sees).
             check_gradients(&problem, options);
             checked += 1;
@@ -124,7 +134,8 @@ pub fn run_autodiff<Bk: SplatBackend>(
     // to touch the device fixes, and NdArray<f32> and NdArray<f64> share one device.
     let dtype = <Bk::FloatElem as burn::tensor::Element>::dtype();
     let t = |v: &[f64], shape: [usize; 2]| {
-        Tensor::<Autodiff<Bk>, 2>::from_data(TensorData::new(v.to_vec(), shape), (&device, dtype)).require_grad()
+        Tensor::<Autodiff<Bk>, 2>::from_data(TensorData::new(v.to_vec(), shape), (&device, dtype))
+            .require_grad()
     };
     let inputs = [
         t(&problem.points, [p, 3]),
@@ -133,7 +144,10 @@ pub fn run_autodiff<Bk: SplatBackend>(
         t(&problem.log_scales, [n, 3]),
         t(&problem.features, [n, c]),
     ];
-    let w = Tensor::<Autodiff<Bk>, 2>::from_data(TensorData::new(weights.to_vec(), [p, c]), (&device, dtype));
+    let w = Tensor::<Autodiff<Bk>, 2>::from_data(
+        TensorData::new(weights.to_vec(), [p, c]),
+        (&device, dtype),
+    );
     let [x, m, q, s, f] = inputs.clone();
     let out = if fused {
         field_query(x, m, q, s, f, options).expect("valid shapes")
@@ -146,7 +160,11 @@ pub fn run_autodiff<Bk: SplatBackend>(
     // An input the output does not depend on (quaternions in diagonal mode) has no gradient.
     let g = inputs
         .iter()
-        .map(|i| i.grad(&grads).map(read).unwrap_or_else(|| vec![0.0; i.dims().iter().product()]))
+        .map(|i| {
+            i.grad(&grads)
+                .map(read)
+                .unwrap_or_else(|| vec![0.0; i.dims().iter().product()])
+        })
         .collect();
     (values, g)
 }
@@ -172,8 +190,16 @@ fn compare_with_reference(problem: &Problem, options: FieldOptions, tol: f64) {
     let g = cpu::backward(&problem.arrays(), &weights, &options, true);
     let oracle_grads = [g.points, g.means, g.quats, g.log_scales, g.features];
     for (what, (values, grads), tol) in [
-        ("fused f32", run_autodiff::<NdArray<f32>>(&problem, &weights, options, true), tol),
-        ("tensor ops f32", run_autodiff::<NdArray<f32>>(&problem, &weights, options, false), 1e-3),
+        (
+            "fused f32",
+            run_autodiff::<NdArray<f32>>(&problem, &weights, options, true),
+            tol,
+        ),
+        (
+            "tensor ops f32",
+            run_autodiff::<NdArray<f32>>(&problem, &weights, options, false),
+            1e-3,
+        ),
     ] {
         let err = rel_err(&values, &oracle_values);
         assert!(err < tol, "{what} forward: rel err {err:e}");
@@ -196,12 +222,28 @@ fn fused_op_matches_tensor_op_formulation() {
     let mut rng = fresh_rng("vs_reference");
     for covariance in [Covariance::Full, Covariance::Diagonal] {
         let options = FieldOptions::default().with_covariance(covariance);
-        compare_with_reference(&Problem::random(&mut rng, 37, 53, 4, 1.0, (-1.0, 0.0)), options, 1e-4);
+        compare_with_reference(
+            &Problem::random(&mut rng, 37, 53, 4, 1.0, (-1.0, 0.0)),
+            options,
+            1e-4,
+        );
         // N = 1 and P = 1.
-        compare_with_reference(&Problem::random(&mut rng, 29, 1, 1, 1.0, (-1.0, 0.0)), options, 1e-4);
-        compare_with_reference(&Problem::random(&mut rng, 1, 41, 16, 1.0, (-1.0, 0.0)), options, 1e-4);
+        compare_with_reference(
+            &Problem::random(&mut rng, 29, 1, 1, 1.0, (-1.0, 0.0)),
+            options,
+            1e-4,
+        );
+        compare_with_reference(
+            &Problem::random(&mut rng, 1, 41, 16, 1.0, (-1.0, 0.0)),
+            options,
+            1e-4,
+        );
         // Very large and very small scales, far apart: exp(-d^2/2) spans the whole f32 range.
-        compare_with_reference(&Problem::random(&mut rng, 23, 31, 2, 1.0, (-6.0, 4.0)), options, 1e-4);
+        compare_with_reference(
+            &Problem::random(&mut rng, 23, 31, 2, 1.0, (-6.0, 4.0)),
+            options,
+            1e-4,
+        );
         // Cutoff: pairs beyond 2.5 sigma are zero in both.
         compare_with_reference(
             &Problem::random(&mut rng, 37, 53, 3, 1.0, (-1.5, -0.5)),
@@ -225,17 +267,43 @@ fn backward_is_bit_identical_across_runs_and_thread_counts() {
     let problem = Problem::random(&mut rng, 300, 700, 3, 1.0, (-1.5, -0.5));
     let a = problem.clone();
     let fa: Vec<f32> = to_f32(&a.points);
-    let (m, q, s, f) = (to_f32(&a.means), to_f32(&a.quats), to_f32(&a.log_scales), to_f32(&a.features));
+    let (m, q, s, f) = (
+        to_f32(&a.means),
+        to_f32(&a.quats),
+        to_f32(&a.log_scales),
+        to_f32(&a.features),
+    );
     let g = to_f32(&uniform(&mut rng, a.p * a.c, -1.0, 1.0));
-    for options in [FieldOptions::default(), FieldOptions::default().with_cutoff(3.0)] {
+    for options in [
+        FieldOptions::default(),
+        FieldOptions::default().with_cutoff(3.0),
+    ] {
         let run = || {
-            let arr = cpu::FieldArrays { points: &fa, means: &m, quats: &q, log_scales: &s, features: &f, channels: a.c };
-            (cpu::forward(&arr, &options), cpu::backward(&arr, &g, &options, true))
+            let arr = cpu::FieldArrays {
+                points: &fa,
+                means: &m,
+                quats: &q,
+                log_scales: &s,
+                features: &f,
+                channels: a.c,
+            };
+            (
+                cpu::forward(&arr, &options),
+                cpu::backward(&arr, &g, &options, true),
+            )
         };
         let first = run();
         let second = run();
-        let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool").install(run);
-        let three_threads = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("pool").install(run);
+        let one_thread = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("pool")
+            .install(run);
+        let three_threads = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .expect("pool")
+            .install(run);
         assert_eq!(first, second, "{options:?}: repeat differs");
         assert_eq!(first, one_thread, "{options:?}: 1 thread differs");
         assert_eq!(first, three_threads, "{options:?}: 3 threads differ");

@@ -68,10 +68,14 @@ pub enum ModelError {
     #[error(transparent)]
     Query(#[from] FieldError),
     /// `query_features` on a field built without features.
-    #[error("this GaussianField has no per-Gaussian features (GaussianFieldConfig::feature_channels = 0)")]
+    #[error(
+        "this GaussianField has no per-Gaussian features (GaussianFieldConfig::feature_channels = 0)"
+    )]
     NoFeatures,
     /// A parameter holds NaN or infinity.
-    #[error("GaussianField parameter `{parameter}` is not finite at Gaussian {index} (value {value})")]
+    #[error(
+        "GaussianField parameter `{parameter}` is not finite at Gaussian {index} (value {value})"
+    )]
     NonFinite {
         /// The parameter's name.
         parameter: &'static str,
@@ -101,17 +105,31 @@ impl<B: Backend> GaussianField<B> {
             if ok {
                 Ok(())
             } else {
-                Err(ModelError::Invalid(format!("`{name}` has shape {dims:?} (N = {n})")))
+                Err(ModelError::Invalid(format!(
+                    "`{name}` has shape {dims:?} (N = {n})"
+                )))
             }
         };
         check("means", means.dims()[1] == 3, &means.dims())?;
         check("quats", quats.dims() == [n, 4], &quats.dims())?;
-        check("log_scales", log_scales.dims() == [n, 3], &log_scales.dims())?;
-        check("opacity_logits", opacity_logits.dims() == [n], &opacity_logits.dims())?;
+        check(
+            "log_scales",
+            log_scales.dims() == [n, 3],
+            &log_scales.dims(),
+        )?;
+        check(
+            "opacity_logits",
+            opacity_logits.dims() == [n],
+            &opacity_logits.dims(),
+        )?;
         check("sh_dc", sh_dc.dims() == [n, 1, 3], &sh_dc.dims())?;
         let k = sh_rest.dims()[1];
         let degree_ok = (0..=3).any(|d| sh::num_coefficients(d) == k + 1);
-        check("sh_rest", sh_rest.dims() == [n, k, 3] && degree_ok, &sh_rest.dims())?;
+        check(
+            "sh_rest",
+            sh_rest.dims() == [n, k, 3] && degree_ok,
+            &sh_rest.dims(),
+        )?;
         if let Some(f) = &features {
             check("features", f.dims()[0] == n && f.dims()[1] > 0, &f.dims())?;
         }
@@ -136,18 +154,30 @@ impl<B: Backend> GaussianField<B> {
         device: &B::Device,
     ) -> Result<Self, ModelError> {
         if (0..3).any(|a| !(lo[a].is_finite() && hi[a].is_finite() && lo[a] <= hi[a])) {
-            return Err(ModelError::Invalid(format!("box {lo:?}..{hi:?} is empty or not finite")));
+            return Err(ModelError::Invalid(format!(
+                "box {lo:?}..{hi:?} is empty or not finite"
+            )));
         }
         let mut rng = StdRng::seed_from_u64(config.seed);
         let means: Vec<f32> = (0..n)
-            .flat_map(|_| core::array::from_fn::<f32, 3, _>(|a| lo[a] + (hi[a] - lo[a]) * rng.random::<f32>()))
+            .flat_map(|_| {
+                core::array::from_fn::<f32, 3, _>(|a| lo[a] + (hi[a] - lo[a]) * rng.random::<f32>())
+            })
             .collect();
         let volume: f64 = (0..3).map(|a| f64::from(hi[a] - lo[a]).max(1e-9)).product();
         let scale = config
             .scale
             .unwrap_or_else(|| 0.1 * (volume / n.max(1) as f64).cbrt());
         let colours = vec![0.5f32; 3 * n];
-        Self::build(config, means, vec![scale as f32; n], colours, true, &mut rng, device)
+        Self::build(
+            config,
+            means,
+            vec![scale as f32; n],
+            colours,
+            true,
+            &mut rng,
+            device,
+        )
     }
 
     /// One Gaussian per point (`points` `[M, 3]`, `colours` `[M, 3]` linear RGB in `[0, 1]`):
@@ -181,7 +211,15 @@ impl<B: Backend> GaussianField<B> {
                 .collect(),
         };
         let mut rng = StdRng::seed_from_u64(config.seed);
-        Self::build(config, points.to_vec(), scales, colours.to_vec(), false, &mut rng, device)
+        Self::build(
+            config,
+            points.to_vec(),
+            scales,
+            colours.to_vec(),
+            false,
+            &mut rng,
+            device,
+        )
     }
 
     fn build(
@@ -194,10 +232,16 @@ impl<B: Backend> GaussianField<B> {
         device: &B::Device,
     ) -> Result<Self, ModelError> {
         if config.sh_degree > 3 {
-            return Err(ModelError::Invalid(format!("SH degree {} (0 to 3)", config.sh_degree)));
+            return Err(ModelError::Invalid(format!(
+                "SH degree {} (0 to 3)",
+                config.sh_degree
+            )));
         }
         if !(config.opacity > 0.0 && config.opacity < 1.0) {
-            return Err(ModelError::Invalid(format!("opacity {} (must be in (0, 1))", config.opacity)));
+            return Err(ModelError::Invalid(format!(
+                "opacity {} (must be in (0, 1))",
+                config.opacity
+            )));
         }
         let n = scales.len();
         let quats: Vec<f32> = if !random_rotations {
@@ -222,12 +266,21 @@ impl<B: Backend> GaussianField<B> {
             let f: Vec<f32> = (0..n * c).map(|_| rng.random::<f32>()).collect();
             Tensor::from_data(TensorData::new(f, [n, c]), device)
         });
-        let dc: Vec<f32> = colours.iter().map(|c| sh::rgb_to_dc(f64::from(*c)) as f32).collect();
+        let dc: Vec<f32> = colours
+            .iter()
+            .map(|c| sh::rgb_to_dc(f64::from(*c)) as f32)
+            .collect();
         Self::from_tensors(
             Tensor::from_data(TensorData::new(means, [n, 3]), device),
             Tensor::from_data(TensorData::new(quats, [n, 4]), device),
             Tensor::from_data(
-                TensorData::new(scales.iter().flat_map(|s| [s.ln(); 3]).collect::<Vec<f32>>(), [n, 3]),
+                TensorData::new(
+                    scales
+                        .iter()
+                        .flat_map(|s| [s.ln(); 3])
+                        .collect::<Vec<f32>>(),
+                    [n, 3],
+                ),
                 device,
             ),
             Tensor::full([n], logit, device),
@@ -245,7 +298,9 @@ impl<B: Backend> GaussianField<B> {
     /// Spherical-harmonics degree, from the shape of `sh_rest`.
     pub fn sh_degree(&self) -> usize {
         let k = self.sh_rest.dims()[1];
-        (0..=3).find(|d| sh::num_coefficients(*d) == k + 1).unwrap_or(0)
+        (0..=3)
+            .find(|d| sh::num_coefficients(*d) == k + 1)
+            .unwrap_or(0)
     }
 
     /// Opacities after the sigmoid, `[N]`.
@@ -290,7 +345,11 @@ impl<B: SplatBackend> GaussianField<B> {
     /// `value(x) = sum_i sigmoid(opacity_logit_i) exp(-1/2 d_i(x)^2)`, `[P]`.
     ///
     /// Differentiable with respect to the field's parameters and the points.
-    pub fn query(&self, points: Tensor<B, 2>, options: FieldOptions) -> Result<Tensor<B, 1>, ModelError> {
+    pub fn query(
+        &self,
+        points: Tensor<B, 2>,
+        options: FieldOptions,
+    ) -> Result<Tensor<B, 1>, ModelError> {
         let [p, _] = points.dims();
         let weights = self.opacities().unsqueeze_dim::<2>(1);
         let values = field_query(

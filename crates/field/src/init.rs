@@ -111,7 +111,9 @@ mod tests {
     fn knn_matches_brute_force() {
         let mut state = 12345u64;
         let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((state >> 33) as f32) / (1u64 << 31) as f32
         };
         let pts: Vec<f32> = (0..3 * 500).map(|_| next() * 4.0 - 2.0).collect();
@@ -128,7 +130,11 @@ mod tests {
                 .collect();
             d.sort_by(f32::total_cmp);
             let want = (d[0] + d[1] + d[2]) / 3.0;
-            assert!((fast[i] - want).abs() < 1e-5, "point {i}: {} vs {want}", fast[i]);
+            assert!(
+                (fast[i] - want).abs() < 1e-5,
+                "point {i}: {} vs {want}",
+                fast[i]
+            );
         }
     }
 }

@@ -17,6 +17,7 @@
 
 pub mod field;
 mod real;
+mod simd;
 
 pub use field::{Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query};
 

@@ -101,11 +101,13 @@ fn exp_f32(x: f32) -> f32 {
     let shifted = t + MAGIC;
     let n = shifted - MAGIC;
     let u = (t - n) * core::f32::consts::LN_2;
+    // Reciprocal constants: a division by 5040 would not be turned into a multiplication.
+    const C7: f32 = 1.0 / 5040.0;
     let p = 1.0
         + u * (1.0
             + u * (0.5
                 + u * (1.0 / 6.0
-                    + u * (1.0 / 24.0 + u * (1.0 / 120.0 + u * (1.0 / 720.0 + u / 5040.0))))));
+                    + u * (1.0 / 24.0 + u * (1.0 / 120.0 + u * (1.0 / 720.0 + u * C7))))));
     let exponent = (shifted.to_bits() as i32).wrapping_sub(MAGIC.to_bits() as i32);
     let scale = f32::from_bits((exponent.wrapping_add(127) as u32) << 23);
     let value = p * scale;

@@ -26,6 +26,7 @@ use rayon::prelude::*;
 
 use super::{Covariance, FieldOptions};
 use crate::real::Real;
+use crate::simd;
 
 /// Width of the blocks the inner loops process at once (a multiple of every SIMD width).
 pub const LANES: usize = 16;
@@ -93,8 +94,8 @@ struct Frame<T> {
 impl<T: Real> Frame<T> {
     fn new(quat: &[T], log_scale: &[T], covariance: Covariance) -> Self {
         let scale = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
-        let norm = (quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3])
-            .sqrt();
+        let norm =
+            (quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3]).sqrt();
         // Diagonal mode ignores the quaternion entirely (even a NaN one); a (near-)zero one is
         // the identity. A NaN norm falls through and propagates.
         let identity = covariance == Covariance::Diagonal || norm.to_f64() < MIN_QUAT_NORM;
@@ -102,7 +103,10 @@ impl<T: Real> Frame<T> {
             ([T::ONE, T::ZERO, T::ZERO, T::ZERO], T::ZERO)
         } else {
             let inv = T::ONE / norm;
-            ([quat[0] * inv, quat[1] * inv, quat[2] * inv, quat[3] * inv], norm)
+            (
+                [quat[0] * inv, quat[1] * inv, quat[2] * inv, quat[3] * inv],
+                norm,
+            )
         };
         let r = rotation(q);
         let mut w = [T::ZERO; 9];
@@ -142,10 +146,10 @@ impl<T: Real> Frame<T> {
             }
         }
         let [w, x, y, z] = self.q;
-        let gw = two
-            * (-z * dr[1] + y * dr[2] + z * dr[3] - x * dr[5] - y * dr[6] + x * dr[7]);
+        let gw = two * (-z * dr[1] + y * dr[2] + z * dr[3] - x * dr[5] - y * dr[6] + x * dr[7]);
         let gx = two
-            * (y * dr[1] + z * dr[2] + y * dr[3] - two * x * dr[4] - w * dr[5] + z * dr[6]
+            * (y * dr[1] + z * dr[2] + y * dr[3] - two * x * dr[4] - w * dr[5]
+                + z * dr[6]
                 + w * dr[7]
                 - two * x * dr[8]);
         let gy = two
@@ -210,7 +214,13 @@ impl<T: Real> Gaussians<T> {
         let c = a.channels;
         let frames: Vec<Frame<T>> = (0..n)
             .into_par_iter()
-            .map(|i| Frame::new(&a.quats[4 * i..4 * i + 4], &a.log_scales[3 * i..3 * i + 3], covariance))
+            .map(|i| {
+                Frame::new(
+                    &a.quats[4 * i..4 * i + 4],
+                    &a.log_scales[3 * i..3 * i + 3],
+                    covariance,
+                )
+            })
             .collect();
         let mut cols = vec![T::ZERO; 12 * n_pad];
         let mut feats = vec![T::ZERO; c * n_pad];
@@ -309,8 +319,7 @@ const POINTS_PER_TASK: usize = 8;
 fn forward_exact<T: Real, const DIAG: bool>(a: &FieldArrays<'_, T>, g: &Gaussians<T>) -> Vec<T> {
     let c = g.channels;
     let mut out = vec![T::ZERO; a.num_points() * c];
-    let w_cols: [&[T]; 9] = core::array::from_fn(|k| g.col(k));
-    let m_cols: [&[T]; 3] = core::array::from_fn(|k| g.col(9 + k));
+    let row_fn = point_row_exact::<T, DIAG>();
     out.par_chunks_mut(POINTS_PER_TASK * c)
         .enumerate()
         .for_each(|(task, rows)| {
@@ -318,36 +327,70 @@ fn forward_exact<T: Real, const DIAG: bool>(a: &FieldArrays<'_, T>, g: &Gaussian
             for (r, row) in rows.chunks_mut(c).enumerate() {
                 let p = task * POINTS_PER_TASK + r;
                 let x = [a.points[3 * p], a.points[3 * p + 1], a.points[3 * p + 2]];
-                lanes.iter_mut().for_each(|l| *l = [T::ZERO; LANES]);
-                for j0 in (0..g.n_pad).step_by(LANES) {
-                    let mut e = [T::ZERO; LANES];
-                    for j in 0..LANES {
-                        let i = j0 + j;
-                        let w: [T; 9] = core::array::from_fn(|k| w_cols[k][i]);
-                        let v = [x[0] - m_cols[0][i], x[1] - m_cols[1][i], x[2] - m_cols[2][i]];
-                        let (_, d2) = whiten::<T, DIAG>(&w, v);
-                        e[j] = (T::from_f64(-0.5) * d2).exp();
-                    }
-                    for (ch, lane) in lanes.iter_mut().enumerate() {
-                        let f = &g.feats[ch * g.n_pad + j0..ch * g.n_pad + j0 + LANES];
-                        for j in 0..LANES {
-                            lane[j] += f[j] * e[j];
-                        }
-                    }
-                }
-                for (o, lane) in row.iter_mut().zip(&lanes) {
-                    *o = lane_sum(lane);
-                }
+                // SAFETY: `simd::variants!` returns the AVX2 build only on CPUs with AVX2+FMA.
+                unsafe { row_fn(g, x, &mut lanes, row) };
             }
         });
     out
 }
 
+/// The `LANES` values of a padded column starting at `j0`.
+#[inline(always)]
+fn block<T>(column: &[T], j0: usize) -> &[T; LANES] {
+    column[j0..j0 + LANES]
+        .try_into()
+        .expect("columns are padded to LANES")
+}
+
+/// The `L` values of a padded column starting at `j0`, mutably.
+#[inline(always)]
+fn lanes_mut<T, const L: usize>(column: &mut [T], j0: usize) -> &mut [T; L] {
+    (&mut column[j0..j0 + L]).try_into().expect("columns are padded")
+}
+
+/// One point against every Gaussian: `row[c] = sum_i f[i, c] exp(-d^2 / 2)`.
+#[inline(always)]
+fn point_row_exact_body<T: Real, const DIAG: bool>(
+    g: &Gaussians<T>,
+    x: [T; 3],
+    lanes: &mut [[T; LANES]],
+    row: &mut [T],
+) {
+    lanes.iter_mut().for_each(|l| *l = [T::ZERO; LANES]);
+    let half = T::from_f64(-0.5);
+    for j0 in (0..g.n_pad).step_by(LANES) {
+        let w: [&[T; LANES]; 9] = core::array::from_fn(|k| block(g.col(k), j0));
+        let m: [&[T; LANES]; 3] = core::array::from_fn(|k| block(g.col(9 + k), j0));
+        let mut e = [T::ZERO; LANES];
+        for j in 0..LANES {
+            let wj: [T; 9] = core::array::from_fn(|k| w[k][j]);
+            let v = [x[0] - m[0][j], x[1] - m[1][j], x[2] - m[2][j]];
+            let (_, d2) = whiten::<T, DIAG>(&wj, v);
+            e[j] = (half * d2).exp();
+        }
+        for (ch, lane) in lanes.iter_mut().enumerate() {
+            let f = block(&g.feats[ch * g.n_pad..(ch + 1) * g.n_pad], j0);
+            for j in 0..LANES {
+                lane[j] += f[j] * e[j];
+            }
+        }
+    }
+    for (o, lane) in row.iter_mut().zip(lanes.iter()) {
+        *o = lane_sum(lane);
+    }
+}
+
+simd::variants!(
+    point_row_exact,
+    point_row_exact_body,
+    (g: &Gaussians<T>, x: [T; 3], lanes: &mut [[T; LANES]], row: &mut [T])
+);
+
 /// Sum of a lane accumulator in a fixed (pairwise) order.
 #[inline(always)]
-fn lane_sum<T: Real>(l: &[T; LANES]) -> T {
+fn lane_sum<T: Real, const L: usize>(l: &[T; L]) -> T {
     let mut half = *l;
-    let mut width = LANES / 2;
+    let mut width = L / 2;
     while width > 0 {
         for j in 0..width {
             half[j] = half[j] + half[j + width];
@@ -403,7 +446,11 @@ impl<T: Real> Grid<T> {
         }
         let extent: [f64; 3] = core::array::from_fn(|a| (hi[a] - lo[a]).to_f64());
         let largest = extent.iter().cloned().fold(0.0, f64::max);
-        let mut cell = if count > 0 { sum / count as f64 } else { largest };
+        let mut cell = if count > 0 {
+            sum / count as f64
+        } else {
+            largest
+        };
         let max_cells = (MAX_CELLS_PER_POINT * points.len() / 3).max(1) as f64;
         if !(cell > 0.0) {
             cell = largest.max(1.0);
@@ -543,7 +590,10 @@ fn forward_cutoff<T: Real, const DIAG: bool>(
                 for &i in lists.get(grid.cell_of(x)) {
                     let i = i as usize;
                     let mu = g.mean(i);
-                    let (_, d2) = whiten::<T, DIAG>(&g.frames[i].w, [x[0] - mu[0], x[1] - mu[1], x[2] - mu[2]]);
+                    let (_, d2) = whiten::<T, DIAG>(
+                        &g.frames[i].w,
+                        [x[0] - mu[0], x[1] - mu[1], x[2] - mu[2]],
+                    );
                     if d2 <= k2 {
                         let e = (T::from_f64(-0.5) * d2).exp();
                         for (ch, o) in row.iter_mut().enumerate() {
@@ -613,7 +663,9 @@ pub fn backward<T: Real>(
                 ranges: &ranges,
             };
             match options.covariance {
-                Covariance::Full => backward_sweep::<T, false>(&g, &columns, k2, points_grad, Some(&cells)),
+                Covariance::Full => {
+                    backward_sweep::<T, false>(&g, &columns, k2, points_grad, Some(&cells))
+                }
                 Covariance::Diagonal => {
                     backward_sweep::<T, true>(&g, &columns, k2, points_grad, Some(&cells))
                 }
@@ -684,9 +736,11 @@ fn backward_sweep<T: Real, const DIAG: bool>(
             } else {
                 Vec::new()
             };
+            let sweep = sweep_all_points::<T, DIAG>();
             let grads = (task * per_task..((task + 1) * per_task).min(g.n))
                 .map(|i| match cells {
-                    None => sweep_all_points::<T, DIAG>(g, i, pts, k2, &mut dx),
+                    // SAFETY: `simd::variants!` returns the AVX2 build only on CPUs with AVX2+FMA.
+                    None => unsafe { sweep(g, i, pts, k2, &mut dx) },
                     Some(cells) => sweep_cells::<T, DIAG>(g, i, pts, k2, cells, &mut dx),
                 })
                 .collect();
@@ -717,80 +771,127 @@ fn backward_sweep<T: Real, const DIAG: bool>(
     (per_gaussian, point_grad)
 }
 
-/// One Gaussian against every point, `LANES` points at a time.
-fn sweep_all_points<T: Real, const DIAG: bool>(
+/// Lanes of the backward sweep: narrower than [`LANES`] so that its nine accumulators stay in
+/// vector registers.
+const SWEEP_LANES: usize = 16;
+
+/// One Gaussian against every point, [`SWEEP_LANES`] points at a time.
+///
+/// With `v = x - mu`, `z = W v` and `h = 2 dL/d(d^2)`, it accumulates `sum(h z)` (3 sums) and
+/// the symmetric `sum(h v v^T)` (6 sums) instead of the 12 sums of `dL/dmu` and `dL/dW`:
+/// `dL/dmu = -W^T sum(h z)` and `dL/dW = W sum(h v v^T)`. The point gradient is `W^T (h z)`.
+/// (`d^2` is formed as `|W v|^2`, not `v^T W^T W v`, which loses precision for very elongated
+/// Gaussians.)
+#[inline(always)]
+fn sweep_all_points_body<T: Real, const DIAG: bool>(
     g: &Gaussians<T>,
     i: usize,
     pts: &PointColumns<'_, T>,
     k2: T,
     dx: &mut [T],
 ) -> (GaussianGrad<T>, Vec<T>) {
+    const L: usize = SWEEP_LANES;
     let c = g.channels;
     let w = g.frames[i].w;
     let mu = g.mean(i);
     let f: Vec<T> = (0..c).map(|ch| g.feats[ch * g.n_pad + i]).collect();
     let pp = pts.p_pad;
-    let mut acc_mean = [[T::ZERO; LANES]; 3];
-    let mut acc_w = [[T::ZERO; LANES]; 9];
-    let mut acc_f = vec![[T::ZERO; LANES]; c];
-    let half = T::from_f64(-0.5);
-    let two = T::from_f64(2.0);
-    for j0 in (0..pp).step_by(LANES) {
-        let mut v = [[T::ZERO; LANES]; 3];
-        let mut z = [[T::ZERO; LANES]; 3];
-        let mut e = [T::ZERO; LANES];
-        for j in 0..LANES {
-            let vj = [
-                pts.pts[j0 + j] - mu[0],
-                pts.pts[pp + j0 + j] - mu[1],
-                pts.pts[2 * pp + j0 + j] - mu[2],
-            ];
+    let mut acc_hz = [[T::ZERO; L]; 3];
+    let mut acc_m = [[T::ZERO; L]; 6];
+    let mut acc_f = vec![[T::ZERO; L]; c];
+    let (dx_x, rest) = dx.split_at_mut(pp.min(dx.len()));
+    let (dx_y, dx_z) = rest.split_at_mut(pp.min(rest.len()));
+    let lanes = |col: &[T], j0: usize| -> [T; L] { col[j0..j0 + L].try_into().expect("padded") };
+    for j0 in (0..pp).step_by(L) {
+        let x: [[T; L]; 3] = core::array::from_fn(|ax| lanes(&pts.pts[ax * pp..(ax + 1) * pp], j0));
+        let mut v = [[T::ZERO; L]; 3];
+        let mut z = [[T::ZERO; L]; 3];
+        let mut e = [T::ZERO; L];
+        for j in 0..L {
+            let vj = [x[0][j] - mu[0], x[1][j] - mu[1], x[2][j] - mu[2]];
             let (zj, d2) = whiten::<T, DIAG>(&w, vj);
             e[j] = kernel_weight(d2, k2);
-            for a in 0..3 {
-                v[a][j] = vj[a];
-                z[a][j] = zj[a];
+            for ax in 0..3 {
+                v[ax][j] = vj[ax];
+                z[ax][j] = zj[ax];
             }
         }
-        let mut s = [T::ZERO; LANES];
+        let mut s = [T::ZERO; L];
         for (ch, acc) in acc_f.iter_mut().enumerate() {
-            let gcol = &pts.gv[ch * pp + j0..ch * pp + j0 + LANES];
-            for j in 0..LANES {
+            let gcol = lanes(&pts.gv[ch * pp..(ch + 1) * pp], j0);
+            for j in 0..L {
                 s[j] += gcol[j] * f[ch];
                 acc[j] += gcol[j] * e[j];
             }
         }
-        for j in 0..LANES {
-            let h2 = two * half * s[j] * e[j]; // 2 dL/d(d^2)
-            let gz = [h2 * z[0][j], h2 * z[1][j], h2 * z[2][j]];
-            let gvj = if DIAG {
-                [w[0] * gz[0], w[4] * gz[1], w[8] * gz[2]]
-            } else {
-                [
-                    w[0] * gz[0] + w[3] * gz[1] + w[6] * gz[2],
-                    w[1] * gz[0] + w[4] * gz[1] + w[7] * gz[2],
-                    w[2] * gz[0] + w[5] * gz[1] + w[8] * gz[2],
-                ]
-            };
-            for a in 0..3 {
-                acc_mean[a][j] -= gvj[a];
-                for b in 0..3 {
-                    acc_w[3 * a + b][j] += gz[a] * v[b][j];
-                }
+        let mut hz = [[T::ZERO; L]; 3];
+        for j in 0..L {
+            // h = 2 dL/d(d^2) = -s e
+            let h = -(s[j] * e[j]);
+            let hv = [h * v[0][j], h * v[1][j], h * v[2][j]];
+            for ax in 0..3 {
+                hz[ax][j] = h * z[ax][j];
+                acc_hz[ax][j] += hz[ax][j];
             }
-            if !dx.is_empty() {
-                for a in 0..3 {
-                    dx[a * pp + j0 + j] += gvj[a];
+            if DIAG {
+                acc_m[0][j] += hv[0] * v[0][j];
+                acc_m[3][j] += hv[1] * v[1][j];
+                acc_m[5][j] += hv[2] * v[2][j];
+            } else {
+                acc_m[0][j] += hv[0] * v[0][j];
+                acc_m[1][j] += hv[0] * v[1][j];
+                acc_m[2][j] += hv[0] * v[2][j];
+                acc_m[3][j] += hv[1] * v[1][j];
+                acc_m[4][j] += hv[1] * v[2][j];
+                acc_m[5][j] += hv[2] * v[2][j];
+            }
+        }
+        if !dx_z.is_empty() {
+            // dL/dx = W^T (h z)
+            let (ox, oy, oz) = (
+                lanes_mut::<T, L>(dx_x, j0),
+                lanes_mut::<T, L>(dx_y, j0),
+                lanes_mut::<T, L>(dx_z, j0),
+            );
+            for j in 0..L {
+                let (a, b, c) = (hz[0][j], hz[1][j], hz[2][j]);
+                if DIAG {
+                    ox[j] += w[0] * a;
+                    oy[j] += w[4] * b;
+                    oz[j] += w[8] * c;
+                } else {
+                    ox[j] += w[0] * a + w[3] * b + w[6] * c;
+                    oy[j] += w[1] * a + w[4] * b + w[7] * c;
+                    oz[j] += w[2] * a + w[5] * b + w[8] * c;
                 }
             }
         }
     }
-    let grad = GaussianGrad {
-        mean: core::array::from_fn(|a| lane_sum(&acc_mean[a])),
-        w: core::array::from_fn(|k| lane_sum(&acc_w[k])),
+    let sum_hz: [T; 3] = core::array::from_fn(|ax| lane_sum(&acc_hz[ax]));
+    let m6: [T; 6] = core::array::from_fn(|k| lane_sum(&acc_m[k]));
+    let m = [
+        m6[0], m6[1], m6[2], m6[1], m6[3], m6[4], m6[2], m6[4], m6[5],
+    ];
+    let mut grad = GaussianGrad {
+        mean: [T::ZERO; 3],
+        w: [T::ZERO; 9],
     };
+    for r in 0..3 {
+        for q in 0..3 {
+            grad.mean[r] -= w[3 * q + r] * sum_hz[q];
+            for k in 0..3 {
+                grad.w[3 * r + q] += w[3 * r + k] * m[3 * k + q];
+            }
+        }
+    }
     (grad, acc_f.iter().map(lane_sum).collect())
 }
+
+simd::variants!(
+    sweep_all_points,
+    sweep_all_points_body,
+    (g: &Gaussians<T>, i: usize, pts: &PointColumns<'_, T>, k2: T, dx: &mut [T]) -> (GaussianGrad<T>, Vec<T>)
+);
 
 /// One Gaussian against the points in the cells its box overlaps (cutoff mode), in cell order.
 fn sweep_cells<T: Real, const DIAG: bool>(

@@ -173,9 +173,24 @@ pub fn field_query<B: SplatBackend>(
     };
     expect("points", [p, pd], [p, 3], "[P, 3]")?;
     expect("means", [n, md], [n, 3], "[N, 3]")?;
-    expect("quats", quats.dims(), [n, 4], &format!("[N, 4] with N = {n}"))?;
-    expect("log_scales", log_scales.dims(), [n, 3], &format!("[N, 3] with N = {n}"))?;
-    expect("features", features.dims(), [n, c], &format!("[N, C] with N = {n}"))?;
+    expect(
+        "quats",
+        quats.dims(),
+        [n, 4],
+        &format!("[N, 4] with N = {n}"),
+    )?;
+    expect(
+        "log_scales",
+        log_scales.dims(),
+        [n, 3],
+        &format!("[N, 3] with N = {n}"),
+    )?;
+    expect(
+        "features",
+        features.dims(),
+        [n, c],
+        &format!("[N, C] with N = {n}"),
+    )?;
     if c == 0 {
         return Err(FieldError::NoChannels { n });
     }
