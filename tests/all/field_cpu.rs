@@ -15,13 +15,16 @@ fn loss(values: &[f64], weights: &[f64]) -> f64 {
     values.iter().zip(weights).map(|(v, w)| v * w).sum()
 }
 
+/// Picks one input array of a problem.
+type Selector = fn(&mut Problem) -> &mut Vec<f64>;
+
 /// Central differences of `sum(values * weights)` against the analytic backward, every input.
 fn check_gradients(problem: &Problem, options: FieldOptions) {
     let mut rng = fresh_rng("weights");
     let weights = uniform(&mut rng, problem.p * problem.c, -1.0, 1.0);
     let analytic = cpu::backward(&problem.arrays(), &weights, &options, true);
     let eps = 1e-6;
-    let numeric = |select: fn(&mut Problem) -> &mut Vec<f64>| -> Vec<f64> {
+    let numeric = |select: Selector| -> Vec<f64> {
         let len = select(&mut problem.clone()).len();
         (0..len)
             .map(|k| {
@@ -35,7 +38,7 @@ fn check_gradients(problem: &Problem, options: FieldOptions) {
             })
             .collect()
     };
-    let cases: [(&str, &[f64], fn(&mut Problem) -> &mut Vec<f64>); 5] = [
+    let cases: [(&str, &[f64], Selector); 5] = [
         ("points", &analytic.points, |p| &mut p.points),
         ("means", &analytic.means, |p| &mut p.means),
         ("quats", &analytic.quats, |p| &mut p.quats),

@@ -357,3 +357,32 @@ fn from_points_uses_colours_and_neighbour_scales() {
         "{err}"
     );
 }
+
+#[test]
+fn cutoff_keeps_a_gaussian_whose_scale_overflows() {
+    // exp(100) overflows f32: W = 0, d^2 = 0 everywhere, so the Gaussian adds its weight at every
+    // point, with or without a cutoff (its box is infinite and covers the whole grid).
+    let mut rng = fresh_rng("overflowing_scale");
+    let pts: Vec<f32> = uniform(&mut rng, 3 * 40, -5.0, 5.0)
+        .iter()
+        .map(|v| *v as f32)
+        .collect();
+    for options in [
+        FieldOptions::default(),
+        FieldOptions::default().with_cutoff(3.0),
+    ] {
+        let out = field_query(
+            tensor::<B>(pts.clone(), [40, 3]),
+            tensor(vec![0.3, 0.1, -0.2, 1.0, 1.0, 1.0], [2, 3]),
+            tensor(vec![1.0, 0.0, 0.0, 0.0, 0.6, 0.0, 0.8, 0.0], [2, 4]),
+            tensor(vec![100.0, 100.0, 100.0, -6.0, -6.0, -6.0], [2, 3]),
+            tensor(vec![0.75, 1.0], [2, 1]),
+            options,
+        )
+        .expect("valid");
+        // The second Gaussian is tiny and far from every point (up to rounding of e^-huge).
+        for v in values(out) {
+            assert!((v - 0.75).abs() < 1e-6, "{options:?}: {v}");
+        }
+    }
+}

@@ -189,7 +189,7 @@ impl<B: Backend> GaussianField<B> {
         colours: &[f32],
         device: &B::Device,
     ) -> Result<Self, ModelError> {
-        if points.len() % 3 != 0 || colours.len() != points.len() {
+        if !points.len().is_multiple_of(3) || colours.len() != points.len() {
             return Err(ModelError::Invalid(format!(
                 "{} point values and {} colour values: expected [M, 3] and [M, 3]",
                 points.len(),

@@ -88,21 +88,32 @@ impl Real for f32 {
     }
 }
 
-/// `e^x` for `f32` as `2^n * 2^f`: `n` by the round-to-nearest magic-number trick (no `floor`
-/// call, which SSE2 cannot vectorise), `2^f` for `|f| <= 1/2` by its degree-7 Taylor polynomial.
-/// Inputs below `-87.3` give `0` (the true value is subnormal); NaN propagates.
+/// `e^x` for `f32` as `2^n e^u`: `n = round(x / ln 2)` by the magic-number trick (no `floor`
+/// call, which SSE2 cannot vectorise), `u = x - n ln 2` with `ln 2` split in two (Cody-Waite) so
+/// the reduction stays exact for large `|x|`, and `e^u` for `|u| <= ln(2) / 2` by its degree-7
+/// Taylor polynomial. Inputs below `-87.3` give `0` (the true value is subnormal), above
+/// `88.38` infinity; NaN propagates.
 #[inline(always)]
 fn exp_f32(x: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23: adding it rounds to an integer in the low bits.
     const LOWEST: f32 = -126.0 * core::f32::consts::LN_2;
+    const LN2_HI: f32 = 0.693_359_4; // exactly representable, few significant bits
+    const LN2_LO: f32 = -2.121_944_4e-4; // ln 2 - LN2_HI
+    const C7: f32 = 1.0 / 5040.0; // reciprocal constants: a division would stay a division
     // A comparison, not `f32::max`, so that NaN propagates.
-    let clamped = if x < LOWEST { LOWEST } else { x };
-    let t = clamped * core::f32::consts::LOG2_E;
-    let shifted = t + MAGIC;
+    // Clamping above keeps the exponent bits from wrapping: from x = 88.38 on, n = 128 makes
+    // `scale` infinite (the top 0.35 of the f32 range overflows early, which no kernel reaches).
+    const HIGHEST: f32 = 88.5;
+    let clamped = if x < LOWEST {
+        LOWEST
+    } else if x > HIGHEST {
+        HIGHEST
+    } else {
+        x
+    };
+    let shifted = clamped * core::f32::consts::LOG2_E + MAGIC;
     let n = shifted - MAGIC;
-    let u = (t - n) * core::f32::consts::LN_2;
-    // Reciprocal constants: a division by 5040 would not be turned into a multiplication.
-    const C7: f32 = 1.0 / 5040.0;
+    let u = clamped - n * LN2_HI - n * LN2_LO;
     let p = 1.0
         + u * (1.0
             + u * (0.5
@@ -130,6 +141,8 @@ mod tests {
         }
         assert!(worst < 3e-7, "worst relative error {worst}");
         assert_eq!(exp_f32(-100.0), 0.0);
+        assert_eq!(exp_f32(100.0), f32::INFINITY);
+        assert!((exp_f32(88.3) as f64 / (88.3f32 as f64).exp() - 1.0).abs() < 1e-6);
         assert_eq!(exp_f32(0.0), 1.0);
         assert!(exp_f32(f32::NAN).is_nan());
     }

@@ -22,6 +22,9 @@
 //! sorts the points by cell; a Gaussian visits only the cells its box overlaps. Both skip pairs
 //! with `d^2 > k^2` exactly, so results equal the exact mode with those pairs zeroed.
 
+// `!(a <= b)` is used on purpose throughout: it is true when either side is NaN.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use rayon::prelude::*;
 
 use super::{Covariance, FieldOptions};
@@ -345,7 +348,9 @@ fn block<T>(column: &[T], j0: usize) -> &[T; LANES] {
 /// The `L` values of a padded column starting at `j0`, mutably.
 #[inline(always)]
 fn lanes_mut<T, const L: usize>(column: &mut [T], j0: usize) -> &mut [T; L] {
-    (&mut column[j0..j0 + L]).try_into().expect("columns are padded")
+    (&mut column[j0..j0 + L])
+        .try_into()
+        .expect("columns are padded")
 }
 
 /// One point against every Gaussian: `row[c] = sum_i f[i, c] exp(-d^2 / 2)`.
@@ -393,7 +398,7 @@ fn lane_sum<T: Real, const L: usize>(l: &[T; L]) -> T {
     let mut width = L / 2;
     while width > 0 {
         for j in 0..width {
-            half[j] = half[j] + half[j + width];
+            half[j] += half[j + width];
         }
         width /= 2;
     }
@@ -495,7 +500,14 @@ impl<T: Real> Grid<T> {
 
     /// The inclusive cell ranges a box `centre +- half` overlaps, or `None` when it misses the
     /// grid (or is not finite).
+    ///
+    /// A box whose extent is not finite around a finite centre (a scale that overflows `exp`,
+    /// which makes `W = 0` and the Gaussian contribute everywhere) covers the whole grid.
     fn cell_range(&self, centre: [T; 3], half: [T; 3]) -> Option<[(usize, usize); 3]> {
+        let finite = |v: [T; 3]| v.iter().all(|x| x.to_f64().is_finite());
+        if finite(centre) && !finite(half) {
+            return Some(core::array::from_fn(|a| (0, self.dims[a] - 1)));
+        }
         let mut r = [(0, 0); 3];
         for a in 0..3 {
             let lo = ((centre[a] - half[a] - self.origin[a]) / self.cell).to_f64();
@@ -716,6 +728,9 @@ fn gaussians_per_task(n: usize) -> usize {
     n.div_ceil(64).max(16)
 }
 
+/// One backward task's per-Gaussian gradients (with feature gradients) and point-gradient partial.
+type TaskResult<T> = (Vec<(GaussianGrad<T>, Vec<T>)>, Vec<T>);
+
 type SweepResult<T> = (Vec<(GaussianGrad<T>, Vec<T>)>, Option<Vec<T>>);
 
 /// The Gaussian-major backward sweep, over all points (`cells = None`) or over the points in the
@@ -728,7 +743,7 @@ fn backward_sweep<T: Real, const DIAG: bool>(
     cells: Option<&CellIndex<'_, T>>,
 ) -> SweepResult<T> {
     let per_task = gaussians_per_task(g.n);
-    let tasks: Vec<(Vec<(GaussianGrad<T>, Vec<T>)>, Vec<T>)> = (0..g.n.div_ceil(per_task))
+    let tasks: Vec<TaskResult<T>> = (0..g.n.div_ceil(per_task))
         .into_par_iter()
         .map(|task| {
             let mut dx = if points_grad {
@@ -948,8 +963,8 @@ fn sweep_cells<T: Real, const DIAG: bool>(
             };
             for a in 0..3 {
                 grad.mean[a] -= gvq[a];
-                for b in 0..3 {
-                    grad.w[3 * a + b] += gz[a] * v[b];
+                for (b, vb) in v.iter().enumerate() {
+                    grad.w[3 * a + b] += gz[a] * *vb;
                 }
             }
             if !dx.is_empty() {

@@ -2,7 +2,9 @@
 //! buffers, in `f64` when the backend's float type is `f64` and in `f32` otherwise.
 
 use burn::backend::NdArray;
-use burn::backend::ndarray::{FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray};
+use burn::backend::ndarray::{
+    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
+};
 use burn::tensor::ops::{FloatTensor, FloatTensorOps};
 use burn::tensor::{DType, Shape, TensorData, TensorMetadata, read_sync};
 
@@ -67,7 +69,10 @@ impl<T: Real + burn::tensor::Element> HostInputs<T> {
     }
 }
 
-fn device_tensor<T: burn::tensor::Element, E, I, Q>(values: Vec<T>, shape: Shape) -> FloatTensor<NdArray<E, I, Q>>
+fn device_tensor<T: burn::tensor::Element, E, I, Q>(
+    values: Vec<T>,
+    shape: Shape,
+) -> FloatTensor<NdArray<E, I, Q>>
 where
     E: FloatNdArrayElement,
     I: IntNdArrayElement,
