@@ -100,17 +100,11 @@ fn exp_f32(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4; // exactly representable, few significant bits
     const LN2_LO: f32 = -2.121_944_4e-4; // ln 2 - LN2_HI
     const C7: f32 = 1.0 / 5040.0; // reciprocal constants: a division would stay a division
-    // A comparison, not `f32::max`, so that NaN propagates.
     // Clamping above keeps the exponent bits from wrapping: from x = 88.38 on, n = 128 makes
     // `scale` infinite (the top 0.35 of the f32 range overflows early, which no kernel reaches).
     const HIGHEST: f32 = 88.5;
-    let clamped = if x < LOWEST {
-        LOWEST
-    } else if x > HIGHEST {
-        HIGHEST
-    } else {
-        x
-    };
+    // `clamp` (unlike `f32::max`) keeps NaN, so that NaN propagates.
+    let clamped = x.clamp(LOWEST, HIGHEST);
     let shifted = clamped * core::f32::consts::LOG2_E + MAGIC;
     let n = shifted - MAGIC;
     let u = clamped - n * LN2_HI - n * LN2_LO;
