@@ -1,5 +1,7 @@
-//! `cargo bench --bench field`: the Gaussian-field query on the CPU (ndarray), the fused rayon
-//! kernel next to the same computation written with plain Burn tensor ops.
+//! `cargo bench --bench field`: the Gaussian-field query, the fused kernel next to the same
+//! computation written with plain Burn tensor ops, on the CPU (ndarray) and, when compiled with
+//! `--features cuda`, on CUDA (`--features wgpu` adds wgpu rows only with `EMBER_BENCH_WGPU=1`:
+//! on a machine without a GPU wgpu runs on lavapipe, whose timings mean nothing).
 //!
 //! Cases (N Gaussians, P points): (1000, 500), (10 000, 4096) exact, (100 000, 100 000) with a
 //! 3-sigma cutoff; forward and forward+backward (autodiff, gradients of every input); full and
@@ -9,15 +11,13 @@
 use std::time::Duration;
 
 use burn::backend::{Autodiff, NdArray};
+use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion};
 use ember::kernels::field::field_query_reference;
 use ember::prelude::*;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
-
-type B = NdArray<f32>;
-type AD = Autodiff<B>;
 
 #[derive(Clone, Copy)]
 struct Case {
@@ -68,10 +68,11 @@ fn inputs(case: Case, seed: u64) -> [Vec<f32>; 5] {
     ]
 }
 
-fn tensors<Bk: burn::tensor::backend::Backend>(
+fn tensors<Bk: Backend>(
     v: &[Vec<f32>; 5],
     case: Case,
     grad: bool,
+    device: &Bk::Device,
 ) -> [Tensor<Bk, 2>; 5] {
     let shapes = [
         [case.p, 3],
@@ -81,22 +82,17 @@ fn tensors<Bk: burn::tensor::backend::Backend>(
         [case.n, 1],
     ];
     core::array::from_fn(|k| {
-        let t = Tensor::<Bk, 2>::from_data(
-            TensorData::new(v[k].clone(), shapes[k]),
-            &Default::default(),
-        );
+        let t = Tensor::<Bk, 2>::from_data(TensorData::new(v[k].clone(), shapes[k]), device);
         if grad { t.require_grad() } else { t }
     })
 }
 
-fn bench_field(c: &mut Criterion) {
+/// Every case on backend `B`, named `backend` in the report.
+fn bench_backend<B: SplatBackend>(c: &mut Criterion, backend: &str, device: &B::Device) {
     for case in CASES {
         let data = inputs(case, 7);
-        let name = match case.cutoff {
-            None => format!("N{}_P{}", case.n, case.p),
-            Some(k) => format!("N{}_P{}_cutoff{k}", case.n, case.p),
-        };
-        let mut group = c.benchmark_group(format!("field/{name}"));
+        let name = case_name(case);
+        let mut group = c.benchmark_group(format!("field/{backend}/{name}"));
         let heavy = case.n * case.p > 10_000_000;
         group.sample_size(if heavy { 10 } else { 30 });
         group.measurement_time(Duration::from_secs(if heavy { 20 } else { 5 }));
@@ -106,10 +102,7 @@ fn bench_field(c: &mut Criterion) {
                 cutoff: case.cutoff,
                 covariance: cov,
             };
-            let cov_name = match cov {
-                Covariance::Full => "full",
-                Covariance::Diagonal => "diag",
-            };
+            let cov_name = covariance_name(cov);
             let mut impls = vec![true];
             if case.with_baseline {
                 impls.push(false);
@@ -120,12 +113,13 @@ fn bench_field(c: &mut Criterion) {
                     BenchmarkId::new(format!("forward/{cov_name}"), which),
                     |b| {
                         b.iter(|| {
-                            let [x, m, q, s, f] = tensors::<B>(&data, case, false);
+                            let [x, m, q, s, f] = tensors::<B>(&data, case, false, device);
                             let out = if fused {
                                 field_query(x, m, q, s, f, options).expect("valid")
                             } else {
                                 field_query_reference(x, m, q, s, f, options)
                             };
+                            // Reading the result back waits for the device.
                             out.into_data()
                         })
                     },
@@ -134,13 +128,16 @@ fn bench_field(c: &mut Criterion) {
                     BenchmarkId::new(format!("forward_backward/{cov_name}"), which),
                     |b| {
                         b.iter(|| {
-                            let [x, m, q, s, f] = tensors::<AD>(&data, case, true);
+                            let inputs = tensors::<Autodiff<B>>(&data, case, true, device);
+                            let [x, m, q, s, f] = inputs.clone();
                             let out = if fused {
                                 field_query(x, m, q, s, f, options).expect("valid")
                             } else {
                                 field_query_reference(x, m, q, s, f, options)
                             };
-                            out.sum().backward()
+                            let grads = out.sum().backward();
+                            // Read two gradients back so that a GPU has finished the backward.
+                            [&inputs[0], &inputs[1]].map(|t| t.grad(&grads).map(|g| g.into_data()))
                         })
                     },
                 );
@@ -150,8 +147,22 @@ fn bench_field(c: &mut Criterion) {
     }
 }
 
+fn case_name(case: Case) -> String {
+    match case.cutoff {
+        None => format!("N{}_P{}", case.n, case.p),
+        Some(k) => format!("N{}_P{}_cutoff{k}", case.n, case.p),
+    }
+}
+
+fn covariance_name(cov: Covariance) -> &'static str {
+    match cov {
+        Covariance::Full => "full",
+        Covariance::Diagonal => "diag",
+    }
+}
+
 /// Reads criterion's medians back and prints the fused/tensor-op table.
-fn summarise() {
+fn summarise(backends: &[&str]) {
     let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../criterion");
     let median = |group: &str, id: &str, which: &str| -> Option<f64> {
         let path = root
@@ -164,38 +175,37 @@ fn summarise() {
         json["median"]["point_estimate"].as_f64().map(|ns| ns / 1e6)
     };
     let mut rows = Vec::new();
-    println!("\n| case | pass | covariance | fused (ms) | tensor ops (ms) | speed-up |");
-    println!("|---|---|---|---|---|---|");
-    for case in CASES {
-        let name = match case.cutoff {
-            None => format!("N{}_P{}", case.n, case.p),
-            Some(k) => format!("N{}_P{}_cutoff{k}", case.n, case.p),
-        };
-        let group = format!("field_{name}");
-        for pass in ["forward", "forward_backward"] {
-            for cov in ["full", "diag"] {
-                let id = format!("{pass}_{cov}");
-                let Some(fused) = median(&group, &id, "fused") else {
-                    continue;
-                };
-                let base = median(&group, &id, "tensor_ops");
-                let (base_s, ratio_s) = match base {
-                    Some(b) => (format!("{b:.2}"), format!("{:.1}x", b / fused)),
-                    None => ("n/a".into(), "n/a".into()),
-                };
-                println!(
-                    "| N={} P={} {} | {pass} | {cov} | {fused:.3} | {base_s} | {ratio_s} |",
-                    case.n,
-                    case.p,
-                    case.cutoff
+    println!("\n| backend | case | pass | covariance | fused (ms) | tensor ops (ms) | speed-up |");
+    println!("|---|---|---|---|---|---|---|");
+    for backend in backends {
+        for case in CASES {
+            let name = case_name(case);
+            let group = format!("field_{backend}_{name}");
+            for pass in ["forward", "forward_backward"] {
+                for cov in ["full", "diag"] {
+                    let id = format!("{pass}_{cov}");
+                    let Some(fused) = median(&group, &id, "fused") else {
+                        continue;
+                    };
+                    let base = median(&group, &id, "tensor_ops");
+                    let (base_s, ratio_s) = match base {
+                        Some(b) => (format!("{b:.2}"), format!("{:.1}x", b / fused)),
+                        None => ("n/a".into(), "n/a".into()),
+                    };
+                    let mode = case
+                        .cutoff
                         .map(|k| format!("cutoff {k}"))
-                        .unwrap_or_else(|| "exact".into())
-                );
-                rows.push(serde_json::json!({
-                    "bench": format!("field/{name}/{pass}/{cov}"),
-                    "median_ms": fused,
-                    "baseline_median_ms": base,
-                }));
+                        .unwrap_or_else(|| "exact".into());
+                    println!(
+                        "| {backend} | N={} P={} {mode} | {pass} | {cov} | {fused:.3} | {base_s} | {ratio_s} |",
+                        case.n, case.p
+                    );
+                    rows.push(serde_json::json!({
+                        "bench": format!("field/{backend}/{name}/{pass}/{cov}"),
+                        "median_ms": fused,
+                        "baseline_median_ms": base,
+                    }));
+                }
             }
         }
     }
@@ -206,15 +216,27 @@ fn summarise() {
         serde_json::to_string_pretty(&rows).unwrap_or_default(),
     )
     .is_ok()
+        && std::fs::rename(&tmp, &out).is_ok()
     {
-        let _ = std::fs::rename(&tmp, &out);
         println!("\nwrote {}", out.display());
     }
 }
 
 fn main() {
     let mut c = Criterion::default().configure_from_args();
-    bench_field(&mut c);
+    #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
+    let mut backends = vec!["ndarray"];
+    bench_backend::<NdArray<f32>>(&mut c, "ndarray", &Default::default());
+    #[cfg(feature = "cuda")]
+    {
+        bench_backend::<burn::backend::Cuda<f32, i32>>(&mut c, "cuda", &Default::default());
+        backends.push("cuda");
+    }
+    #[cfg(feature = "wgpu")]
+    if std::env::var_os("EMBER_BENCH_WGPU").is_some() {
+        bench_backend::<burn::backend::Wgpu<f32, i32, u32>>(&mut c, "wgpu", &Default::default());
+        backends.push("wgpu");
+    }
     c.final_summary();
-    summarise();
+    summarise(&backends);
 }

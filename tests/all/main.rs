@@ -2,6 +2,6 @@
 
 mod common;
 mod field_cpu;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod field_gpu;
 mod field_model;
-#[cfg(feature = "wgpu")]
-mod field_wgpu;

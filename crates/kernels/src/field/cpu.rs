@@ -92,6 +92,8 @@ struct Frame<T> {
     q_norm: T,
     /// `exp(log_scale)`.
     scale: [T; 3],
+    /// `log_scale`.
+    log_scale: [T; 3],
 }
 
 impl<T: Real> Frame<T> {
@@ -124,30 +126,17 @@ impl<T: Real> Frame<T> {
             q,
             q_norm,
             scale,
+            log_scale: [log_scale[0], log_scale[1], log_scale[2]],
         }
     }
 
-    /// Chain rule from `G = dL/dW` to the raw quaternion and the log-scales.
-    fn backward(&self, g: &[T; 9], covariance: Covariance) -> ([T; 4], [T; 3]) {
-        let two = T::from_f64(2.0);
-        let mut d_log_scale = [T::ZERO; 3];
-        for (a, d) in d_log_scale.iter_mut().enumerate() {
-            for b in 0..3 {
-                if covariance == Covariance::Full || a == b {
-                    *d -= g[3 * a + b] * self.w[3 * a + b];
-                }
-            }
-        }
+    /// Chain rule from `dR = dL/dR` (row-major) to the raw quaternion: through `R(q)` and the
+    /// normalisation `q / |q|`. Zero in diagonal mode and for a degenerate quaternion.
+    fn rotation_backward(&self, dr: &[T; 9], covariance: Covariance) -> [T; 4] {
         if covariance == Covariance::Diagonal || self.q_norm == T::ZERO {
-            return ([T::ZERO; 4], d_log_scale);
+            return [T::ZERO; 4];
         }
-        // dR[b][a] = G[a][b] / s_a
-        let mut dr = [T::ZERO; 9];
-        for a in 0..3 {
-            for b in 0..3 {
-                dr[3 * b + a] = g[3 * a + b] / self.scale[a];
-            }
-        }
+        let two = T::from_f64(2.0);
         let [w, x, y, z] = self.q;
         let gw = two * (-z * dr[1] + y * dr[2] + z * dr[3] - x * dr[5] - y * dr[6] + x * dr[7]);
         let gx = two
@@ -167,11 +156,7 @@ impl<T: Real> Frame<T> {
         let gq = [gw, gx, gy, gz];
         let dot = gq[0] * w + gq[1] * x + gq[2] * y + gq[3] * z;
         let inv = T::ONE / self.q_norm;
-        let mut d_quat = [T::ZERO; 4];
-        for k in 0..4 {
-            d_quat[k] = (gq[k] - self.q[k] * dot) * inv;
-        }
-        (d_quat, d_log_scale)
+        core::array::from_fn(|k| (gq[k] - self.q[k] * dot) * inv)
     }
 }
 
@@ -618,11 +603,48 @@ fn forward_cutoff<T: Real, const DIAG: bool>(
     out
 }
 
-/// Per-Gaussian gradient accumulators, reduced to the raw-parameter gradients at the end.
-struct GaussianGrad<T> {
-    mean: [T; 3],
-    /// `dL/dW`, row-major.
-    w: [T; 9],
+/// What a Gaussian's backward sweep sums over its points, in its whitened frame: with
+/// `z = W (x - mu)` and `h = 2 dL/d(d^2)`, `hz = sum(h z)` and the symmetric
+/// `zz = sum(h z z^T)` (`[00, 01, 02, 11, 12, 22]`).
+///
+/// Everything else follows exactly: `dL/dmu = -W^T hz`, `dL/dW = zz S R^T` (as
+/// `x - mu = R S z`), and `dL/dlog_scale_a = -zz_aa`. Summing in the whitened frame keeps the
+/// result accurate for very elongated Gaussians, where `W^T W` and `sum(h v v^T)` lose digits
+/// to cancellation.
+#[derive(Clone, Copy, Debug, Default)]
+struct WhitenedSums<T> {
+    hz: [T; 3],
+    zz: [T; 6],
+}
+
+impl<T: Real> WhitenedSums<T> {
+    /// `(dL/dmu, dL/dlog_scale, dL/dR)` of Gaussian `frame`, `dL/dR` row-major.
+    ///
+    /// `dL/dR[b][a] = G[a][b] / s_a = sum_c K[a][c] (s_c / s_a) R[b][c]`, with the scale ratio
+    /// taken as `exp(log_s_c - log_s_a)` so that it stays finite when a scale overflows.
+    fn finish(&self, frame: &Frame<T>) -> ([T; 3], [T; 3], [T; 9]) {
+        let w = &frame.w;
+        let mean = core::array::from_fn(|r| {
+            -(w[r] * self.hz[0] + w[3 + r] * self.hz[1] + w[6 + r] * self.hz[2])
+        });
+        let k = [
+            self.zz[0], self.zz[1], self.zz[2], self.zz[1], self.zz[3], self.zz[4], self.zz[2],
+            self.zz[4], self.zz[5],
+        ];
+        let log_scale = [-k[0], -k[4], -k[8]];
+        let r = rotation(frame.q);
+        let ls = &frame.log_scale;
+        let mut dr = [T::ZERO; 9];
+        for a in 0..3 {
+            for c in 0..3 {
+                let kc = k[3 * a + c] * (ls[c] - ls[a]).exp();
+                for b in 0..3 {
+                    dr[3 * b + a] += kc * r[3 * b + c];
+                }
+            }
+        }
+        (mean, log_scale, dr)
+    }
 }
 
 /// Backward: gradients of `sum(values * grad_values)`, row-major, `grad_values [P, C]`.
@@ -694,8 +716,9 @@ pub fn backward<T: Real>(
         features: vec![T::ZERO; c * n],
     };
     for (i, (grad, feats)) in per_gaussian.into_iter().enumerate() {
-        let (dq, dls) = g.frames[i].backward(&grad.w, options.covariance);
-        out.means[3 * i..3 * i + 3].copy_from_slice(&grad.mean);
+        let (d_mean, dls, d_rot) = grad.finish(&g.frames[i]);
+        let dq = g.frames[i].rotation_backward(&d_rot, options.covariance);
+        out.means[3 * i..3 * i + 3].copy_from_slice(&d_mean);
         out.quats[4 * i..4 * i + 4].copy_from_slice(&dq);
         out.log_scales[3 * i..3 * i + 3].copy_from_slice(&dls);
         out.features[c * i..c * i + c].copy_from_slice(&feats);
@@ -729,9 +752,9 @@ fn gaussians_per_task(n: usize) -> usize {
 }
 
 /// One backward task's per-Gaussian gradients (with feature gradients) and point-gradient partial.
-type TaskResult<T> = (Vec<(GaussianGrad<T>, Vec<T>)>, Vec<T>);
+type TaskResult<T> = (Vec<(WhitenedSums<T>, Vec<T>)>, Vec<T>);
 
-type SweepResult<T> = (Vec<(GaussianGrad<T>, Vec<T>)>, Option<Vec<T>>);
+type SweepResult<T> = (Vec<(WhitenedSums<T>, Vec<T>)>, Option<Vec<T>>);
 
 /// The Gaussian-major backward sweep, over all points (`cells = None`) or over the points in the
 /// cells each Gaussian's box overlaps.
@@ -790,13 +813,8 @@ fn backward_sweep<T: Real, const DIAG: bool>(
 /// vector registers.
 const SWEEP_LANES: usize = 16;
 
-/// One Gaussian against every point, [`SWEEP_LANES`] points at a time.
-///
-/// With `v = x - mu`, `z = W v` and `h = 2 dL/d(d^2)`, it accumulates `sum(h z)` (3 sums) and
-/// the symmetric `sum(h v v^T)` (6 sums) instead of the 12 sums of `dL/dmu` and `dL/dW`:
-/// `dL/dmu = -W^T sum(h z)` and `dL/dW = W sum(h v v^T)`. The point gradient is `W^T (h z)`.
-/// (`d^2` is formed as `|W v|^2`, not `v^T W^T W v`, which loses precision for very elongated
-/// Gaussians.)
+/// One Gaussian against every point, [`SWEEP_LANES`] points at a time, summing
+/// [`WhitenedSums`] (9 accumulators) and adding `W^T (h z)` to the point gradients.
 #[inline(always)]
 fn sweep_all_points_body<T: Real, const DIAG: bool>(
     g: &Gaussians<T>,
@@ -804,7 +822,7 @@ fn sweep_all_points_body<T: Real, const DIAG: bool>(
     pts: &PointColumns<'_, T>,
     k2: T,
     dx: &mut [T],
-) -> (GaussianGrad<T>, Vec<T>) {
+) -> (WhitenedSums<T>, Vec<T>) {
     const L: usize = SWEEP_LANES;
     let c = g.channels;
     let w = g.frames[i].w;
@@ -812,14 +830,13 @@ fn sweep_all_points_body<T: Real, const DIAG: bool>(
     let f: Vec<T> = (0..c).map(|ch| g.feats[ch * g.n_pad + i]).collect();
     let pp = pts.p_pad;
     let mut acc_hz = [[T::ZERO; L]; 3];
-    let mut acc_m = [[T::ZERO; L]; 6];
+    let mut acc_zz = [[T::ZERO; L]; 6];
     let mut acc_f = vec![[T::ZERO; L]; c];
     let (dx_x, rest) = dx.split_at_mut(pp.min(dx.len()));
     let (dx_y, dx_z) = rest.split_at_mut(pp.min(rest.len()));
     let lanes = |col: &[T], j0: usize| -> [T; L] { col[j0..j0 + L].try_into().expect("padded") };
     for j0 in (0..pp).step_by(L) {
         let x: [[T; L]; 3] = core::array::from_fn(|ax| lanes(&pts.pts[ax * pp..(ax + 1) * pp], j0));
-        let mut v = [[T::ZERO; L]; 3];
         let mut z = [[T::ZERO; L]; 3];
         let mut e = [T::ZERO; L];
         for j in 0..L {
@@ -827,7 +844,6 @@ fn sweep_all_points_body<T: Real, const DIAG: bool>(
             let (zj, d2) = whiten::<T, DIAG>(&w, vj);
             e[j] = kernel_weight(d2, k2);
             for ax in 0..3 {
-                v[ax][j] = vj[ax];
                 z[ax][j] = zj[ax];
             }
         }
@@ -843,22 +859,17 @@ fn sweep_all_points_body<T: Real, const DIAG: bool>(
         for j in 0..L {
             // h = 2 dL/d(d^2) = -s e
             let h = -(s[j] * e[j]);
-            let hv = [h * v[0][j], h * v[1][j], h * v[2][j]];
             for ax in 0..3 {
                 hz[ax][j] = h * z[ax][j];
                 acc_hz[ax][j] += hz[ax][j];
             }
-            if DIAG {
-                acc_m[0][j] += hv[0] * v[0][j];
-                acc_m[3][j] += hv[1] * v[1][j];
-                acc_m[5][j] += hv[2] * v[2][j];
-            } else {
-                acc_m[0][j] += hv[0] * v[0][j];
-                acc_m[1][j] += hv[0] * v[1][j];
-                acc_m[2][j] += hv[0] * v[2][j];
-                acc_m[3][j] += hv[1] * v[1][j];
-                acc_m[4][j] += hv[1] * v[2][j];
-                acc_m[5][j] += hv[2] * v[2][j];
+            acc_zz[0][j] += hz[0][j] * z[0][j];
+            acc_zz[3][j] += hz[1][j] * z[1][j];
+            acc_zz[5][j] += hz[2][j] * z[2][j];
+            if !DIAG {
+                acc_zz[1][j] += hz[0][j] * z[1][j];
+                acc_zz[2][j] += hz[0][j] * z[2][j];
+                acc_zz[4][j] += hz[1][j] * z[2][j];
             }
         }
         if !dx_z.is_empty() {
@@ -882,30 +893,17 @@ fn sweep_all_points_body<T: Real, const DIAG: bool>(
             }
         }
     }
-    let sum_hz: [T; 3] = core::array::from_fn(|ax| lane_sum(&acc_hz[ax]));
-    let m6: [T; 6] = core::array::from_fn(|k| lane_sum(&acc_m[k]));
-    let m = [
-        m6[0], m6[1], m6[2], m6[1], m6[3], m6[4], m6[2], m6[4], m6[5],
-    ];
-    let mut grad = GaussianGrad {
-        mean: [T::ZERO; 3],
-        w: [T::ZERO; 9],
+    let sums = WhitenedSums {
+        hz: core::array::from_fn(|ax| lane_sum(&acc_hz[ax])),
+        zz: core::array::from_fn(|k| lane_sum(&acc_zz[k])),
     };
-    for r in 0..3 {
-        for q in 0..3 {
-            grad.mean[r] -= w[3 * q + r] * sum_hz[q];
-            for k in 0..3 {
-                grad.w[3 * r + q] += w[3 * r + k] * m[3 * k + q];
-            }
-        }
-    }
-    (grad, acc_f.iter().map(lane_sum).collect())
+    (sums, acc_f.iter().map(lane_sum).collect())
 }
 
 simd::variants!(
     sweep_all_points,
     sweep_all_points_body,
-    (g: &Gaussians<T>, i: usize, pts: &PointColumns<'_, T>, k2: T, dx: &mut [T]) -> (GaussianGrad<T>, Vec<T>)
+    (g: &Gaussians<T>, i: usize, pts: &PointColumns<'_, T>, k2: T, dx: &mut [T]) -> (WhitenedSums<T>, Vec<T>)
 );
 
 /// One Gaussian against the points in the cells its box overlaps (cutoff mode), in cell order.
@@ -916,21 +914,17 @@ fn sweep_cells<T: Real, const DIAG: bool>(
     k2: T,
     cells: &CellIndex<'_, T>,
     dx: &mut [T],
-) -> (GaussianGrad<T>, Vec<T>) {
+) -> (WhitenedSums<T>, Vec<T>) {
     let c = g.channels;
-    let mut grad = GaussianGrad {
-        mean: [T::ZERO; 3],
-        w: [T::ZERO; 9],
-    };
+    let mut sums = WhitenedSums::default();
     let mut d_feat = vec![T::ZERO; c];
     let Some(range) = cells.ranges[i] else {
-        return (grad, d_feat);
+        return (sums, d_feat);
     };
     let w = g.frames[i].w;
     let mu = g.mean(i);
     let pp = pts.p_pad;
     let half = T::from_f64(-0.5);
-    let two = T::from_f64(2.0);
     for_each_cell(cells.grid.dims, range, |cell| {
         for &q in cells.by_cell.get(cell) {
             let q = q as usize;
@@ -950,29 +944,24 @@ fn sweep_cells<T: Real, const DIAG: bool>(
                 s += gq * g.feats[ch * g.n_pad + i];
                 *df += gq * e;
             }
-            let h2 = two * half * s * e;
-            let gz = [h2 * z[0], h2 * z[1], h2 * z[2]];
-            let gvq = if DIAG {
-                [w[0] * gz[0], w[4] * gz[1], w[8] * gz[2]]
-            } else {
-                [
-                    w[0] * gz[0] + w[3] * gz[1] + w[6] * gz[2],
-                    w[1] * gz[0] + w[4] * gz[1] + w[7] * gz[2],
-                    w[2] * gz[0] + w[5] * gz[1] + w[8] * gz[2],
-                ]
-            };
-            for a in 0..3 {
-                grad.mean[a] -= gvq[a];
-                for (b, vb) in v.iter().enumerate() {
-                    grad.w[3 * a + b] += gz[a] * *vb;
-                }
+            // h = 2 dL/d(d^2) = -s e
+            let h = -(s * e);
+            let hz = [h * z[0], h * z[1], h * z[2]];
+            for (acc, v) in sums.hz.iter_mut().zip(hz) {
+                *acc += v;
             }
+            sums.zz[0] += hz[0] * z[0];
+            sums.zz[1] += hz[0] * z[1];
+            sums.zz[2] += hz[0] * z[2];
+            sums.zz[3] += hz[1] * z[1];
+            sums.zz[4] += hz[1] * z[2];
+            sums.zz[5] += hz[2] * z[2];
             if !dx.is_empty() {
                 for a in 0..3 {
-                    dx[a * pp + q] += gvq[a];
+                    dx[a * pp + q] += w[a] * hz[0] + w[3 + a] * hz[1] + w[6 + a] * hz[2];
                 }
             }
         }
     });
-    (grad, d_feat)
+    (sums, d_feat)
 }

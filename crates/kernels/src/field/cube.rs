@@ -629,10 +629,12 @@ fn point_grid_kernel<F: Float>(
     }
 }
 
-/// What a Gaussian-major sweep adds for one pair `(p, i)` with `v = x_p - mu_i`, `z = W v` and
-/// weight `e`: the chunk `c0..c0 + chunk` of `g[p] e` into `acc`, and on the first chunk (`geo`)
-/// `-W^T gz` into `geom[0..3]` (`dL/dmu`) and `gz v^T` into `geom[3..12]` (`G`, row-major),
-/// with `gz = -s e z`, `s = g[p] . f[i]`.
+/// What a Gaussian-major sweep adds for one pair `(p, i)` with `z = W (x_p - mu_i)` and weight
+/// `e`: the chunk `c0..c0 + chunk` of `g[p] e` into `acc`, and on the first chunk (`geo`) the
+/// whitened-frame sums `h z` into `geom[0..3]` and the symmetric `h z z^T` into `geom[3..9]`
+/// (`[00, 01, 02, 11, 12, 22]`), with `h = 2 dL/d(d^2) = -s e`, `s = g[p] . f[i]`. The
+/// parameter gradients follow from these sums in `write_gaussian` (the CPU implementation
+/// explains why this frame keeps elongated Gaussians accurate).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn gaussian_pair<F: Float>(
@@ -644,8 +646,6 @@ fn gaussian_pair<F: Float>(
     i: usize,
     c0: usize,
     geo: bool,
-    w: Mat3<F>,
-    v: Vec3<F>,
     z: Vec3<F>,
     e: F,
     #[comptime] diagonal: bool,
@@ -664,35 +664,31 @@ fn gaussian_pair<F: Float>(
         for c in 0..channels {
             s += grad_values[g_row + c] * features[i * channels + c];
         }
-        let coef = -s * e;
-        let gz = Vec3::<F> {
-            x: coef * z.x,
-            y: coef * z.y,
-            z: coef * z.z,
+        let h = -s * e;
+        let hz = Vec3::<F> {
+            x: h * z.x,
+            y: h * z.y,
+            z: h * z.z,
         };
-        let gv = w.apply_transposed(gz, diagonal);
-        geom[0] -= gv.x;
-        geom[1] -= gv.y;
-        geom[2] -= gv.z;
-        // The diagonal mode only reads G's diagonal.
-        geom[3] += gz.x * v.x;
-        geom[7] += gz.y * v.y;
-        geom[11] += gz.z * v.z;
+        geom[0] += hz.x;
+        geom[1] += hz.y;
+        geom[2] += hz.z;
+        geom[3] += hz.x * z.x;
+        geom[6] += hz.y * z.y;
+        geom[8] += hz.z * z.z;
         if !diagonal {
-            geom[4] += gz.x * v.y;
-            geom[5] += gz.x * v.z;
-            geom[6] += gz.y * v.x;
-            geom[8] += gz.y * v.z;
-            geom[9] += gz.z * v.x;
-            geom[10] += gz.z * v.y;
+            geom[4] += hz.x * z.y;
+            geom[5] += hz.x * z.z;
+            geom[7] += hz.y * z.z;
         }
     }
 }
 
-/// Writes Gaussian `i`'s feature-gradient chunk and, on the first chunk (`geo`), its mean
-/// gradient and the chain rule from `G = dL/dW` to the log-scales and the raw quaternion:
-/// `dlog_s_a = -sum_b G[a][b] W[a][b]`, `dR[b][a] = G[a][b] / s_a`, then through `R(q)` and the
-/// normalisation `q / |q|` (zero for a degenerate quaternion and in diagonal mode).
+/// Writes Gaussian `i`'s feature-gradient chunk and, on the first chunk (`geo`), its mean,
+/// log-scale and quaternion gradients from the whitened sums of `gaussian_pair`:
+/// `dL/dmu = -W^T sum(h z)`, `dlog_s_a = -sum(h z_a^2)`, `G = dL/dW = sum(h z z^T) S R^T`
+/// (as `x - mu = R S z`), `dR[b][a] = G[a][b] / s_a`, then through `R(q)` and the normalisation
+/// `q / |q|` (zero for a degenerate quaternion and in diagonal mode).
 #[cube]
 #[allow(clippy::too_many_arguments)]
 fn write_gaussian<F: Float>(
@@ -720,52 +716,71 @@ fn write_gaussian<F: Float>(
     }
     if geo {
         let zero = F::new(0.0);
-        grad_means[3 * i] = geom[0];
-        grad_means[3 * i + 1] = geom[1];
-        grad_means[3 * i + 2] = geom[2];
-        let g = Mat3::<F> {
-            m00: geom[3],
-            m01: geom[4],
-            m02: geom[5],
-            m10: geom[6],
-            m11: geom[7],
-            m12: geom[8],
-            m20: geom[9],
-            m21: geom[10],
-            m22: geom[11],
-        };
+        let d_mean = w.apply_transposed(
+            Vec3::<F> {
+                x: geom[0],
+                y: geom[1],
+                z: geom[2],
+            },
+            diagonal,
+        );
+        grad_means[3 * i] = -d_mean.x;
+        grad_means[3 * i + 1] = -d_mean.y;
+        grad_means[3 * i + 2] = -d_mean.z;
+        grad_log_scales[3 * i] = -geom[3];
+        grad_log_scales[3 * i + 1] = -geom[6];
+        grad_log_scales[3 * i + 2] = -geom[8];
         if diagonal {
-            grad_log_scales[3 * i] = -g.m00 * w.m00;
-            grad_log_scales[3 * i + 1] = -g.m11 * w.m11;
-            grad_log_scales[3 * i + 2] = -g.m22 * w.m22;
             grad_quats[4 * i] = zero;
             grad_quats[4 * i + 1] = zero;
             grad_quats[4 * i + 2] = zero;
             grad_quats[4 * i + 3] = zero;
         } else {
-            grad_log_scales[3 * i] = -(g.m00 * w.m00 + g.m01 * w.m01 + g.m02 * w.m02);
-            grad_log_scales[3 * i + 1] = -(g.m10 * w.m10 + g.m11 * w.m11 + g.m12 * w.m12);
-            grad_log_scales[3 * i + 2] = -(g.m20 * w.m20 + g.m21 * w.m21 + g.m22 * w.m22);
-
+            // dL/dR[b][a] = G[a][b] / s_a = sum_c K[a][c] (s_c / s_a) R[b][c], with
+            // K = sum(h z z^T) and the ratio as exp(log_s_c - log_s_a), finite even when a
+            // scale overflows. `kr` is K with those ratios, `d` = kr R^T: d[a][b] = dL/dR[b][a].
+            let l0 = log_scales[3 * i];
+            let l1 = log_scales[3 * i + 1];
+            let l2 = log_scales[3 * i + 2];
+            let kr = Mat3::<F> {
+                m00: geom[3],
+                m01: geom[4] * (l1 - l0).exp(),
+                m02: geom[5] * (l2 - l0).exp(),
+                m10: geom[4] * (l0 - l1).exp(),
+                m11: geom[6],
+                m12: geom[7] * (l2 - l1).exp(),
+                m20: geom[5] * (l0 - l2).exp(),
+                m21: geom[7] * (l1 - l2).exp(),
+                m22: geom[8],
+            };
+            let r = rotation::<F>(quats, i);
+            let d = Mat3::<F> {
+                m00: kr.m00 * r.m00 + kr.m01 * r.m01 + kr.m02 * r.m02,
+                m01: kr.m00 * r.m10 + kr.m01 * r.m11 + kr.m02 * r.m12,
+                m02: kr.m00 * r.m20 + kr.m01 * r.m21 + kr.m02 * r.m22,
+                m10: kr.m10 * r.m00 + kr.m11 * r.m01 + kr.m12 * r.m02,
+                m11: kr.m10 * r.m10 + kr.m11 * r.m11 + kr.m12 * r.m12,
+                m12: kr.m10 * r.m20 + kr.m11 * r.m21 + kr.m12 * r.m22,
+                m20: kr.m20 * r.m00 + kr.m21 * r.m01 + kr.m22 * r.m02,
+                m21: kr.m20 * r.m10 + kr.m21 * r.m11 + kr.m22 * r.m12,
+                m22: kr.m20 * r.m20 + kr.m21 * r.m21 + kr.m22 * r.m22,
+            };
             let one = F::new(1.0);
             let two = F::new(2.0);
             let (q, qw, norm) = unit_quat::<F>(quats, i);
             let x = q.x;
             let y = q.y;
             let z = q.z;
-            let s0 = log_scales[3 * i].exp();
-            let s1 = log_scales[3 * i + 1].exp();
-            let s2 = log_scales[3 * i + 2].exp();
-            // r_ba = dL/dR[b][a] = G[a][b] / s_a.
-            let r00 = g.m00 / s0;
-            let r01 = g.m10 / s1;
-            let r02 = g.m20 / s2;
-            let r10 = g.m01 / s0;
-            let r11 = g.m11 / s1;
-            let r12 = g.m21 / s2;
-            let r20 = g.m02 / s0;
-            let r21 = g.m12 / s1;
-            let r22 = g.m22 / s2;
+            // r_ba = dL/dR[b][a] = d[a][b].
+            let r00 = d.m00;
+            let r01 = d.m10;
+            let r02 = d.m20;
+            let r10 = d.m01;
+            let r11 = d.m11;
+            let r12 = d.m21;
+            let r20 = d.m02;
+            let r21 = d.m12;
+            let r22 = d.m22;
             let gw = two * (-z * r01 + y * r02 + z * r10 - x * r12 - y * r20 + x * r21);
             let gx = two
                 * (y * r01 + z * r02 + y * r10 - two * x * r11 - qw * r12 + z * r20 + qw * r21
@@ -844,8 +859,7 @@ fn gaussian_tiles_kernel<F: Float>(
                     y: tile[3 * t + 1],
                     z: tile[3 * t + 2],
                 };
-                let v = sub3::<F>(x, mu);
-                let z = w.apply(v, diagonal);
+                let z = w.apply(sub3::<F>(x, mu), diagonal);
                 let e = (F::new(-0.5) * (z.x * z.x + z.y * z.y + z.z * z.z)).exp();
                 gaussian_pair::<F>(
                     &mut acc,
@@ -856,8 +870,6 @@ fn gaussian_tiles_kernel<F: Float>(
                     gi,
                     c0,
                     geo,
-                    w,
-                    v,
                     z,
                     e,
                     diagonal,
@@ -980,8 +992,7 @@ fn gaussian_grid_kernel<F: Float>(
                 };
                 // Only the points of this cell: others merely share its bucket.
                 if all || same_cell(own, probe) {
-                    let v = sub3::<F>(load_vec3::<F>(points, p), mu);
-                    let z = w.apply(v, diagonal);
+                    let z = w.apply(sub3::<F>(load_vec3::<F>(points, p), mu), diagonal);
                     let d2 = z.x * z.x + z.y * z.y + z.z * z.z;
                     if d2 <= k2 {
                         let e = (F::new(-0.5) * d2).exp();
@@ -994,8 +1005,6 @@ fn gaussian_grid_kernel<F: Float>(
                             i,
                             c0,
                             geo,
-                            w,
-                            v,
                             z,
                             e,
                             diagonal,

@@ -1,8 +1,9 @@
-//! The CubeCL field kernels on wgpu, with fusion (`burn::backend::Wgpu`) and without
-//! (`CubeBackend<WgpuRuntime, ..>`), against the ndarray (CPU) implementation: forward values and
-//! the gradients of all five inputs through `Autodiff`, exact, cutoff and diagonal modes.
+//! The CubeCL field kernels on every compiled GPU backend, with fusion (`burn::backend::Wgpu`,
+//! `burn::backend::Cuda`) and without (`CubeBackend<Runtime, ..>`), against the ndarray (CPU)
+//! implementation: forward values and the gradients of all five inputs through `Autodiff`,
+//! exact, cutoff and diagonal modes. With `--features wgpu` this runs on wgpu (lavapipe in CI);
+//! with `--features cuda` also on CUDA (needs an NVIDIA GPU: CI only builds it).
 
-use burn::backend::wgpu::{CubeBackend, WgpuDevice, WgpuRuntime};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
@@ -13,8 +14,12 @@ use rand::rngs::StdRng;
 use crate::common::{Problem, fresh_rng, rel_err, to_f32, to_f64, uniform};
 
 type Cpu = NdArray<f32>;
+#[cfg(feature = "wgpu")]
 type WgpuFused = burn::backend::Wgpu<f32, i32, u32>;
-type WgpuPlain = CubeBackend<WgpuRuntime, f32, i32, u32>;
+#[cfg(feature = "wgpu")]
+type WgpuPlain = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
+#[cfg(feature = "cuda")]
+type CudaFused = burn::backend::Cuda<f32, i32>;
 
 /// Relative error allowed between the f32 GPU and f32 CPU results.
 const TOL: f64 = 1e-4;
@@ -157,11 +162,29 @@ fn check_against(
     points_grad: bool,
     layout: Layout,
 ) {
-    let gpu = WgpuDevice::default();
-    let fused = run::<WgpuFused>(problem, weights, options, points_grad, layout, &gpu);
-    let plain = run::<WgpuPlain>(problem, weights, options, points_grad, layout, &gpu);
+    let mut outcomes: Vec<(&str, Outcome)> = Vec::new();
+    #[cfg(feature = "wgpu")]
+    {
+        let gpu = burn::backend::wgpu::WgpuDevice::default();
+        outcomes.push((
+            "wgpu+fusion",
+            run::<WgpuFused>(problem, weights, options, points_grad, layout, &gpu),
+        ));
+        outcomes.push((
+            "wgpu",
+            run::<WgpuPlain>(problem, weights, options, points_grad, layout, &gpu),
+        ));
+    }
+    #[cfg(feature = "cuda")]
+    {
+        let gpu = burn::backend::cuda::CudaDevice::default();
+        outcomes.push((
+            "cuda+fusion",
+            run::<CudaFused>(problem, weights, options, points_grad, layout, &gpu),
+        ));
+    }
     let (p, n, c) = (problem.p, problem.n, problem.c);
-    for (backend, got) in [("wgpu+fusion", &fused), ("wgpu", &plain)] {
+    for (backend, got) in &outcomes {
         let mut line = format!("{label} P={p} N={n} C={c} {backend}:");
         for (what, a, b) in [
             ("values", &got.values, &want.values),
@@ -507,16 +530,30 @@ fn backward_is_bit_identical_across_runs() {
     let mut rng = fresh_rng("wgpu_determinism");
     let problem = Problem::random(&mut rng, 200, 150, 3, 1.0, (-1.0, 0.0));
     let weights = uniform(&mut rng, problem.p * problem.c, -1.0, 1.0);
-    let gpu = WgpuDevice::default();
     for options in [
         FieldOptions::default(),
         FieldOptions::default().with_cutoff(3.0),
     ] {
-        let a = run::<WgpuPlain>(&problem, &weights, options, true, Layout::Contiguous, &gpu);
-        let b = run::<WgpuPlain>(&problem, &weights, options, true, Layout::Contiguous, &gpu);
-        assert_eq!(a.values, b.values);
-        for ((name, ga), gb) in NAMES.iter().zip(&a.grads).zip(&b.grads) {
-            assert_eq!(ga, gb, "d/d{name} differs between runs");
+        let mut pairs: Vec<(&str, [Outcome; 2])> = Vec::new();
+        #[cfg(feature = "wgpu")]
+        {
+            let gpu = burn::backend::wgpu::WgpuDevice::default();
+            let once =
+                || run::<WgpuPlain>(&problem, &weights, options, true, Layout::Contiguous, &gpu);
+            pairs.push(("wgpu", [once(), once()]));
+        }
+        #[cfg(feature = "cuda")]
+        {
+            let gpu = burn::backend::cuda::CudaDevice::default();
+            let once =
+                || run::<CudaFused>(&problem, &weights, options, true, Layout::Contiguous, &gpu);
+            pairs.push(("cuda+fusion", [once(), once()]));
+        }
+        for (backend, [a, b]) in pairs {
+            assert_eq!(a.values, b.values, "{backend}: values differ between runs");
+            for ((name, ga), gb) in NAMES.iter().zip(&a.grads).zip(&b.grads) {
+                assert_eq!(ga, gb, "{backend}: d/d{name} differs between runs");
+            }
         }
     }
 }
@@ -557,22 +594,51 @@ fn one_tensor_as_points_and_means_matches_cpu() {
     let problem = Problem::random(&mut rng, 1, 53, 3, 1.0, (-1.0, 0.0));
     let weights = uniform(&mut rng, problem.n * problem.c, -1.0, 1.0);
     let [want_values, want_grad] = query_at_means::<Cpu>(&problem, &weights, &Default::default());
-    let gpu = WgpuDevice::default();
-    for (backend, [values, grad]) in [
-        (
+    let mut results: Vec<(&str, [Vec<f64>; 2])> = Vec::new();
+    #[cfg(feature = "wgpu")]
+    {
+        let gpu = burn::backend::wgpu::WgpuDevice::default();
+        results.push((
             "wgpu+fusion",
             query_at_means::<WgpuFused>(&problem, &weights, &gpu),
-        ),
-        (
+        ));
+        results.push((
             "wgpu",
             query_at_means::<WgpuPlain>(&problem, &weights, &gpu),
-        ),
-    ] {
+        ));
+    }
+    #[cfg(feature = "cuda")]
+    {
+        let gpu = burn::backend::cuda::CudaDevice::default();
+        results.push((
+            "cuda+fusion",
+            query_at_means::<CudaFused>(&problem, &weights, &gpu),
+        ));
+    }
+    for (backend, [values, grad]) in results {
         let (ev, eg) = (rel_err(&values, &want_values), rel_err(&grad, &want_grad));
         println!("shared input {backend}: values {ev:.1e} dmeans {eg:.1e}");
         assert!(
             ev < TOL && eg < TOL,
             "{backend}: values {ev:e}, dmeans {eg:e}"
+        );
+    }
+}
+
+#[test]
+fn extreme_scales_match_cpu() {
+    // Standard deviations from e^-6 to e^4 (elongations up to e^10): the backward sums in the
+    // whitened frame to stay accurate here.
+    let mut rng = fresh_rng("gpu_extreme_scales");
+    for covariance in [Covariance::Full, Covariance::Diagonal] {
+        let problem = Problem::random(&mut rng, 23, 31, 2, 1.0, (-6.0, 4.0));
+        let options = FieldOptions::default().with_covariance(covariance);
+        check(
+            "extreme scales",
+            &problem,
+            options,
+            true,
+            Layout::Contiguous,
         );
     }
 }
