@@ -119,7 +119,7 @@ fn bench_backend<B: SplatBackend>(c: &mut Criterion, backend: &str, device: &B::
                             } else {
                                 field_query_reference(x, m, q, s, f, options)
                             };
-                            // Reading the result back waits for the device.
+                            // Reading the result back waits for a GPU.
                             out.into_data()
                         })
                     },
@@ -128,16 +128,16 @@ fn bench_backend<B: SplatBackend>(c: &mut Criterion, backend: &str, device: &B::
                     BenchmarkId::new(format!("forward_backward/{cov_name}"), which),
                     |b| {
                         b.iter(|| {
-                            let inputs = tensors::<Autodiff<B>>(&data, case, true, device);
-                            let [x, m, q, s, f] = inputs.clone();
+                            let [x, m, q, s, f] = tensors::<Autodiff<B>>(&data, case, true, device);
                             let out = if fused {
                                 field_query(x, m, q, s, f, options).expect("valid")
                             } else {
                                 field_query_reference(x, m, q, s, f, options)
                             };
                             let grads = out.sum().backward();
-                            // Read two gradients back so that a GPU has finished the backward.
-                            [&inputs[0], &inputs[1]].map(|t| t.grad(&grads).map(|g| g.into_data()))
+                            // Wait for a GPU to finish the backward (a no-op on the CPU).
+                            B::sync(device).expect("device sync");
+                            grads
                         })
                     },
                 );
@@ -161,9 +161,23 @@ fn covariance_name(cov: Covariance) -> &'static str {
     }
 }
 
+/// Where criterion writes: `$CARGO_TARGET_DIR/criterion`, else the target dir this bench was
+/// built in, else `target/criterion` (a binary carried to another machine).
+fn criterion_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return std::path::PathBuf::from(dir).join("criterion");
+    }
+    let built = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
+    if built.is_dir() {
+        built.join("criterion")
+    } else {
+        std::path::PathBuf::from("target/criterion")
+    }
+}
+
 /// Reads criterion's medians back and prints the fused/tensor-op table.
 fn summarise(backends: &[&str]) {
-    let root = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("../criterion");
+    let root = criterion_dir();
     let median = |group: &str, id: &str, which: &str| -> Option<f64> {
         let path = root
             .join(group)
@@ -223,7 +237,9 @@ fn summarise(backends: &[&str]) {
 }
 
 fn main() {
-    let mut c = Criterion::default().configure_from_args();
+    let mut c = Criterion::default()
+        .output_directory(&criterion_dir())
+        .configure_from_args();
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
     let mut backends = vec!["ndarray"];
     bench_backend::<NdArray<f32>>(&mut c, "ndarray", &Default::default());

@@ -5,3 +5,4 @@ mod field_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod field_gpu;
 mod field_model;
+mod project_cpu;

@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod field;
+pub mod project;
 mod real;
 mod simd;
 

@@ -809,6 +809,70 @@ fn backward_sweep<T: Real, const DIAG: bool>(
     (per_gaussian, point_grad)
 }
 
+/// The geometric part of one [`SWEEP_LANES`]-wide block of the backward sweep, as one loop
+/// over the lanes (so that it stays in registers); `DX` adds the point gradients.
+struct GeometryBlock<'a, T> {
+    w: &'a [T; 9],
+    mu: [T; 3],
+    k2: T,
+    x: &'a [[T; SWEEP_LANES]; 3],
+    /// `g[p] . f[i]` per lane.
+    s: &'a [T; SWEEP_LANES],
+}
+
+impl<T: Real> GeometryBlock<'_, T> {
+    #[inline(always)]
+    fn run<const DIAG: bool, const DX: bool>(
+        &self,
+        e: &mut [T; SWEEP_LANES],
+        acc_hz: &mut [[T; SWEEP_LANES]; 3],
+        acc_zz: &mut [[T; SWEEP_LANES]; 6],
+        out: Option<[&mut [T; SWEEP_LANES]; 3]>,
+    ) {
+        let (w, mu, x) = (self.w, self.mu, self.x);
+        // Without DX nothing is written; the placeholders keep one code shape for both.
+        let mut unused = [[T::ZERO; SWEEP_LANES]; 3];
+        let [ox, oy, oz] = match out {
+            Some(o) => o,
+            None => {
+                let [a, b, c] = &mut unused;
+                [a, b, c]
+            }
+        };
+        for j in 0..SWEEP_LANES {
+            let vj = [x[0][j] - mu[0], x[1][j] - mu[1], x[2][j] - mu[2]];
+            let (z, d2) = whiten::<T, DIAG>(w, vj);
+            e[j] = kernel_weight(d2, self.k2);
+            // h = 2 dL/d(d^2) = -s e
+            let h = -(self.s[j] * e[j]);
+            let (a, b, c) = (h * z[0], h * z[1], h * z[2]);
+            acc_hz[0][j] += a;
+            acc_hz[1][j] += b;
+            acc_hz[2][j] += c;
+            acc_zz[0][j] += a * z[0];
+            acc_zz[3][j] += b * z[1];
+            acc_zz[5][j] += c * z[2];
+            if !DIAG {
+                acc_zz[1][j] += a * z[1];
+                acc_zz[2][j] += a * z[2];
+                acc_zz[4][j] += b * z[2];
+            }
+            if DX {
+                // dL/dx = W^T (h z)
+                if DIAG {
+                    ox[j] += w[0] * a;
+                    oy[j] += w[4] * b;
+                    oz[j] += w[8] * c;
+                } else {
+                    ox[j] += w[0] * a + w[3] * b + w[6] * c;
+                    oy[j] += w[1] * a + w[4] * b + w[7] * c;
+                    oz[j] += w[2] * a + w[5] * b + w[8] * c;
+                }
+            }
+        }
+    }
+}
+
 /// Lanes of the backward sweep: narrower than [`LANES`] so that its nine accumulators stay in
 /// vector registers.
 const SWEEP_LANES: usize = 16;
@@ -837,59 +901,37 @@ fn sweep_all_points_body<T: Real, const DIAG: bool>(
     let lanes = |col: &[T], j0: usize| -> [T; L] { col[j0..j0 + L].try_into().expect("padded") };
     for j0 in (0..pp).step_by(L) {
         let x: [[T; L]; 3] = core::array::from_fn(|ax| lanes(&pts.pts[ax * pp..(ax + 1) * pp], j0));
-        let mut z = [[T::ZERO; L]; 3];
-        let mut e = [T::ZERO; L];
-        for j in 0..L {
-            let vj = [x[0][j] - mu[0], x[1][j] - mu[1], x[2][j] - mu[2]];
-            let (zj, d2) = whiten::<T, DIAG>(&w, vj);
-            e[j] = kernel_weight(d2, k2);
-            for ax in 0..3 {
-                z[ax][j] = zj[ax];
-            }
-        }
+        // s = g[p] . f[i] first: it does not depend on the geometry, and computing it apart
+        // keeps the channel loop out of the geometry loop below, which then stays in registers.
         let mut s = [T::ZERO; L];
-        for (ch, acc) in acc_f.iter_mut().enumerate() {
+        for (ch, fc) in f.iter().enumerate() {
             let gcol = lanes(&pts.gv[ch * pp..(ch + 1) * pp], j0);
             for j in 0..L {
-                s[j] += gcol[j] * f[ch];
-                acc[j] += gcol[j] * e[j];
+                s[j] += gcol[j] * *fc;
             }
         }
-        let mut hz = [[T::ZERO; L]; 3];
-        for j in 0..L {
-            // h = 2 dL/d(d^2) = -s e
-            let h = -(s[j] * e[j]);
-            for ax in 0..3 {
-                hz[ax][j] = h * z[ax][j];
-                acc_hz[ax][j] += hz[ax][j];
-            }
-            acc_zz[0][j] += hz[0][j] * z[0][j];
-            acc_zz[3][j] += hz[1][j] * z[1][j];
-            acc_zz[5][j] += hz[2][j] * z[2][j];
-            if !DIAG {
-                acc_zz[1][j] += hz[0][j] * z[1][j];
-                acc_zz[2][j] += hz[0][j] * z[2][j];
-                acc_zz[4][j] += hz[1][j] * z[2][j];
-            }
-        }
-        if !dx_z.is_empty() {
-            // dL/dx = W^T (h z)
-            let (ox, oy, oz) = (
+        let mut e = [T::ZERO; L];
+        let block = GeometryBlock {
+            w: &w,
+            mu,
+            k2,
+            x: &x,
+            s: &s,
+        };
+        if dx_z.is_empty() {
+            block.run::<DIAG, false>(&mut e, &mut acc_hz, &mut acc_zz, None);
+        } else {
+            let out = [
                 lanes_mut::<T, L>(dx_x, j0),
                 lanes_mut::<T, L>(dx_y, j0),
                 lanes_mut::<T, L>(dx_z, j0),
-            );
+            ];
+            block.run::<DIAG, true>(&mut e, &mut acc_hz, &mut acc_zz, Some(out));
+        }
+        for (ch, acc) in acc_f.iter_mut().enumerate() {
+            let gcol = lanes(&pts.gv[ch * pp..(ch + 1) * pp], j0);
             for j in 0..L {
-                let (a, b, c) = (hz[0][j], hz[1][j], hz[2][j]);
-                if DIAG {
-                    ox[j] += w[0] * a;
-                    oy[j] += w[4] * b;
-                    oz[j] += w[8] * c;
-                } else {
-                    ox[j] += w[0] * a + w[3] * b + w[6] * c;
-                    oy[j] += w[1] * a + w[4] * b + w[7] * c;
-                    oz[j] += w[2] * a + w[5] * b + w[8] * c;
-                }
+                acc[j] += gcol[j] * e[j];
             }
         }
     }

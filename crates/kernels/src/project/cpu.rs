@@ -1,0 +1,866 @@
+//! The projection on the CPU: rayon, one independent task per Gaussian, generic over `f32` /
+//! `f64` (`f64` is what the finite-difference gradient checks run on).
+//!
+//! The backward recomputes each Gaussian's forward state instead of saving it: it is a few
+//! hundred flops per Gaussian, cheaper than storing and reading back ~100 values each, and it
+//! makes the culling decisions of the backward exactly those of the forward. Results do not
+//! depend on the thread count: no value is reduced across Gaussians.
+
+// `!(a >= b)` is used on purpose: it is true when either side is NaN, so NaN culls.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
+use rayon::prelude::*;
+
+use super::{CameraParams, ProjectError, ProjectOptions};
+use crate::field::cpu::MIN_QUAT_NORM;
+use crate::real::Real;
+
+/// Edge of the square screen tiles the rasterizer bins splats into, pixels.
+pub const TILE_SIZE: u32 = 16;
+
+/// Below this opacity a Gaussian cannot make any pixel reach the rasterizer's `alpha >= 1/255`.
+const MIN_ALPHA: f64 = 1.0 / 255.0;
+
+/// Cap of the box half-extent in standard deviations: `sqrt(2 ln 255)`, the value at opacity 1.
+const MAX_EXTENT_SIGMAS: f64 = 3.33;
+
+/// Gaussians per rayon task: enough work per task to amortise the scheduling.
+const GAUSSIANS_PER_TASK: usize = 64;
+
+/// Row-major inputs of the projection (shapes as in the [op contract](super)).
+#[derive(Clone, Copy, Debug)]
+pub struct ProjectArrays<'a, T> {
+    /// `[N, 3]`
+    pub means: &'a [T],
+    /// `[N, 4]`, `(w, x, y, z)`
+    pub quats: &'a [T],
+    /// `[N, 3]`
+    pub log_scales: &'a [T],
+    /// `[N]`
+    pub opacity_logits: &'a [T],
+    /// `[N, K, 3]`
+    pub sh: &'a [T],
+    /// SH coefficients per Gaussian `K`: 1, 4, 9 or 16.
+    pub sh_coeffs: usize,
+}
+
+/// Row-major outputs of the projection; every value of a culled Gaussian is zero.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProjectOutputs<T> {
+    /// `[N, 2]` projected means, pixels.
+    pub xy: Vec<T>,
+    /// `[N]` camera-space depth.
+    pub depth: Vec<T>,
+    /// `[N, 3]` inverse dilated 2D covariance `(a, b, c)`.
+    pub conic: Vec<T>,
+    /// `[N, 3]` RGB.
+    pub color: Vec<T>,
+    /// `[N]` opacity in `[0, 1]`.
+    pub opacity: Vec<T>,
+    /// `[N, 2]` screen-box half-extents, pixels; `(0, 0)` marks a culled Gaussian.
+    pub radius: Vec<u32>,
+    /// `[N]` tiles the screen box touches.
+    pub tiles: Vec<u32>,
+}
+
+/// Gradients of a scalar loss with respect to the differentiable outputs (same shapes).
+#[derive(Clone, Copy, Debug)]
+pub struct ProjectOutputGrads<'a, T> {
+    /// `[N, 2]`
+    pub xy: &'a [T],
+    /// `[N]`
+    pub depth: &'a [T],
+    /// `[N, 3]`
+    pub conic: &'a [T],
+    /// `[N, 3]`
+    pub color: &'a [T],
+    /// `[N]`
+    pub opacity: &'a [T],
+}
+
+/// Gradients of a scalar loss with respect to every input (same shapes as the inputs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProjectGrads<T> {
+    /// `[N, 3]`
+    pub means: Vec<T>,
+    /// `[N, 4]`, with respect to the raw (unnormalised) quaternions.
+    pub quats: Vec<T>,
+    /// `[N, 3]`
+    pub log_scales: Vec<T>,
+    /// `[N]`
+    pub opacity_logits: Vec<T>,
+    /// `[N, K, 3]`; zero for the bands beyond the degree used.
+    pub sh: Vec<T>,
+}
+
+/// Forward: the splats of all Gaussians as seen by `camera`.
+pub fn forward<T: Real>(
+    a: &ProjectArrays<'_, T>,
+    camera: &CameraParams,
+    options: &ProjectOptions,
+) -> Result<ProjectOutputs<T>, ProjectError> {
+    let (n, degree) = validate(a, camera, options)?;
+    let cam = Camera::<T>::new(camera, options);
+    let mut out = ProjectOutputs {
+        xy: vec![T::ZERO; 2 * n],
+        depth: vec![T::ZERO; n],
+        conic: vec![T::ZERO; 3 * n],
+        color: vec![T::ZERO; 3 * n],
+        opacity: vec![T::ZERO; n],
+        radius: vec![0; 2 * n],
+        tiles: vec![0; n],
+    };
+    (
+        out.xy.par_chunks_mut(2),
+        out.depth.par_iter_mut(),
+        out.conic.par_chunks_mut(3),
+        out.color.par_chunks_mut(3),
+        out.opacity.par_iter_mut(),
+        out.radius.par_chunks_mut(2),
+        out.tiles.par_iter_mut(),
+    )
+        .into_par_iter()
+        .with_min_len(GAUSSIANS_PER_TASK)
+        .enumerate()
+        .for_each(|(i, (xy, depth, conic, color, opacity, radius, tiles))| {
+            let Some(g) = project_one(a, i, &cam, degree) else {
+                return;
+            };
+            xy.copy_from_slice(&g.xy);
+            *depth = g.p[2];
+            conic.copy_from_slice(&g.conic);
+            for (c, raw) in color.iter_mut().zip(g.raw_color) {
+                *c = if raw > T::ZERO { raw } else { T::ZERO };
+            }
+            *opacity = g.opacity;
+            radius.copy_from_slice(&g.radius);
+            *tiles = g.tiles;
+        });
+    Ok(out)
+}
+
+/// Backward: the gradient of `sum(output * grad)` over the differentiable outputs, with respect
+/// to every input. Culled Gaussians get zero.
+pub fn backward<T: Real>(
+    a: &ProjectArrays<'_, T>,
+    camera: &CameraParams,
+    options: &ProjectOptions,
+    grads: &ProjectOutputGrads<'_, T>,
+) -> Result<ProjectGrads<T>, ProjectError> {
+    let (n, degree) = validate(a, camera, options)?;
+    let lengths = [
+        ("grad xy", grads.xy.len(), 2, "[N, 2]"),
+        ("grad depth", grads.depth.len(), 1, "[N]"),
+        ("grad conic", grads.conic.len(), 3, "[N, 3]"),
+        ("grad color", grads.color.len(), 3, "[N, 3]"),
+        ("grad opacity", grads.opacity.len(), 1, "[N]"),
+    ];
+    for (name, got, per, shape) in lengths {
+        check_len(name, got, per, shape, n)?;
+    }
+    let cam = Camera::<T>::new(camera, options);
+    let k = a.sh_coeffs;
+    let mut out = ProjectGrads {
+        means: vec![T::ZERO; 3 * n],
+        quats: vec![T::ZERO; 4 * n],
+        log_scales: vec![T::ZERO; 3 * n],
+        opacity_logits: vec![T::ZERO; n],
+        sh: vec![T::ZERO; 3 * k * n],
+    };
+    (
+        out.means.par_chunks_mut(3),
+        out.quats.par_chunks_mut(4),
+        out.log_scales.par_chunks_mut(3),
+        out.opacity_logits.par_iter_mut(),
+        out.sh.par_chunks_mut(3 * k),
+    )
+        .into_par_iter()
+        .with_min_len(GAUSSIANS_PER_TASK)
+        .enumerate()
+        .for_each(|(i, (v_mean, v_quat, v_log_scale, v_logit, v_sh))| {
+            if let Some(g) = project_one(a, i, &cam, degree) {
+                let upstream = Upstream {
+                    xy: [grads.xy[2 * i], grads.xy[2 * i + 1]],
+                    depth: grads.depth[i],
+                    conic: core::array::from_fn(|j| grads.conic[3 * i + j]),
+                    color: core::array::from_fn(|j| grads.color[3 * i + j]),
+                    opacity: grads.opacity[i],
+                };
+                let sh = &a.sh[3 * k * i..3 * k * (i + 1)];
+                let v = backward_one(&g, &cam, degree, sh, &upstream, v_sh);
+                v_mean.copy_from_slice(&v.mean);
+                v_quat.copy_from_slice(&v.quat);
+                v_log_scale.copy_from_slice(&v.log_scale);
+                *v_logit = v.logit;
+            }
+        });
+    Ok(out)
+}
+
+fn check_len(
+    name: &'static str,
+    got: usize,
+    per: usize,
+    shape: &'static str,
+    n: usize,
+) -> Result<(), ProjectError> {
+    if got == per * n {
+        Ok(())
+    } else {
+        Err(ProjectError::Length {
+            name,
+            got,
+            expected: per * n,
+            shape,
+            n,
+        })
+    }
+}
+
+/// Checks shapes, camera and options; returns `N` and the SH degree used.
+fn validate<T: Real>(
+    a: &ProjectArrays<'_, T>,
+    camera: &CameraParams,
+    options: &ProjectOptions,
+) -> Result<(usize, usize), ProjectError> {
+    let n = a.means.len() / 3;
+    check_len("means", a.means.len(), 3, "[N, 3]", n)?;
+    check_len("quats", a.quats.len(), 4, "[N, 4]", n)?;
+    check_len("log_scales", a.log_scales.len(), 3, "[N, 3]", n)?;
+    check_len("opacity_logits", a.opacity_logits.len(), 1, "[N]", n)?;
+    let stored = match a.sh_coeffs {
+        1 => 0,
+        4 => 1,
+        9 => 2,
+        16 => 3,
+        k => return Err(ProjectError::ShCoeffs(k)),
+    };
+    check_len("sh", a.sh.len(), 3 * a.sh_coeffs, "[N, K, 3]", n)?;
+    let degree = match options.sh_degree {
+        None => stored,
+        Some(d) if d <= stored => d,
+        Some(requested) => {
+            return Err(ProjectError::ShDegree { requested, stored });
+        }
+    };
+    let camera_checks = [
+        ("fx", camera.fx, camera.fx.is_finite() && camera.fx > 0.0),
+        ("fy", camera.fy, camera.fy.is_finite() && camera.fy > 0.0),
+        ("cx", camera.cx, camera.cx.is_finite()),
+        ("cy", camera.cy, camera.cy.is_finite()),
+        ("width", f64::from(camera.width), camera.width > 0),
+        ("height", f64::from(camera.height), camera.height > 0),
+    ];
+    for (name, value, ok) in camera_checks {
+        if !ok {
+            return Err(ProjectError::Camera {
+                name,
+                value,
+                rule: "focal lengths must be positive, the image non-empty, all finite",
+            });
+        }
+    }
+    let pose = camera.rotation.iter().chain(&camera.translation);
+    if let Some(&value) = pose.clone().find(|v| !v.is_finite()) {
+        return Err(ProjectError::Camera {
+            name: "pose",
+            value,
+            rule: "rotation and translation must be finite",
+        });
+    }
+    if !(options.near.is_finite() && options.near > 0.0) {
+        return Err(ProjectError::Option {
+            name: "near",
+            value: options.near,
+            rule: "must be positive and finite",
+        });
+    }
+    if !(options.eps2d.is_finite() && options.eps2d >= 0.0) {
+        return Err(ProjectError::Option {
+            name: "eps2d",
+            value: options.eps2d,
+            rule: "must be non-negative and finite",
+        });
+    }
+    Ok((n, degree as usize))
+}
+
+/// The camera and options of one call, converted once to `T`.
+struct Camera<T> {
+    /// World-to-camera rotation `W`, row-major.
+    w: [T; 9],
+    t: [T; 3],
+    /// Camera centre in world space, `-W^T t`.
+    centre: [T; 3],
+    fx: T,
+    fy: T,
+    cx: T,
+    cy: T,
+    /// Clamp of `x / z`: `[-lim_x-, lim_x+]`, and of `y / z`.
+    lim_x: [T; 2],
+    lim_y: [T; 2],
+    near: T,
+    eps2d: T,
+    antialiased: bool,
+    view_dir_grad: bool,
+    width: f64,
+    height: f64,
+    tiles_x: f64,
+    tiles_y: f64,
+}
+
+impl<T: Real> Camera<T> {
+    fn new(c: &CameraParams, o: &ProjectOptions) -> Self {
+        let (width, height) = (f64::from(c.width), f64::from(c.height));
+        let r = c.rotation;
+        let t = c.translation;
+        let centre: [f64; 3] =
+            core::array::from_fn(|k| -(r[k] * t[0] + r[3 + k] * t[1] + r[6 + k] * t[2]));
+        // The frustum plus 30% of the half-FOV on each side, measured from the principal point.
+        let margin_x = 0.3 * 0.5 * width / c.fx;
+        let margin_y = 0.3 * 0.5 * height / c.fy;
+        let f = T::from_f64;
+        Camera {
+            w: r.map(f),
+            t: t.map(f),
+            centre: centre.map(f),
+            fx: f(c.fx),
+            fy: f(c.fy),
+            cx: f(c.cx),
+            cy: f(c.cy),
+            lim_x: [
+                f(-(c.cx / c.fx + margin_x)),
+                f((width - c.cx) / c.fx + margin_x),
+            ],
+            lim_y: [
+                f(-(c.cy / c.fy + margin_y)),
+                f((height - c.cy) / c.fy + margin_y),
+            ],
+            near: f(o.near),
+            eps2d: f(o.eps2d),
+            antialiased: o.antialiased,
+            view_dir_grad: o.view_dir_grad,
+            width,
+            height,
+            tiles_x: f64::from(c.width.div_ceil(TILE_SIZE)),
+            tiles_y: f64::from(c.height.div_ceil(TILE_SIZE)),
+        }
+    }
+}
+
+/// `v` clamped to `[lim[0], lim[1]]`, and whether the clamp was active.
+fn clamp<T: Real>(v: T, lim: [T; 2]) -> (T, bool) {
+    if v < lim[0] {
+        (lim[0], true)
+    } else if v > lim[1] {
+        (lim[1], true)
+    } else {
+        (v, false)
+    }
+}
+
+/// One kept Gaussian's forward state: its outputs and what the backward needs.
+struct Projected<T> {
+    /// Camera-space mean.
+    p: [T; 3],
+    inv_z: T,
+    /// `x / z` and `y / z` after the clamp, and whether each clamp was active.
+    uv: [T; 2],
+    clamped: [bool; 2],
+    /// `A = J W`, 2x3 row-major: world-space covariance to pixel covariance.
+    a: [T; 6],
+    /// Normalised quaternion, and the raw one's norm (`0` marks the degenerate identity).
+    q: [T; 4],
+    q_norm: T,
+    /// `Rq`, row-major.
+    rq: [T; 9],
+    scale: [T; 3],
+    /// `M = Rq S` and `B = A M` (so that `C = B B^T`), row-major.
+    m: [T; 9],
+    b: [T; 6],
+    /// Un-dilated and dilated 2D covariance `(xx, xy, yy)`, and the dilated one's determinant.
+    cov: [T; 3],
+    cov_d: [T; 3],
+    det: T,
+    conic: [T; 3],
+    /// `sigmoid(logit)`, the anti-aliasing compensation (1 when off), their product.
+    sigmoid: T,
+    comp: T,
+    opacity: T,
+    /// Unit view direction and the camera-to-mean distance it was normalised by.
+    dir: [T; 3],
+    dist: T,
+    basis: [T; 16],
+    /// `SH(dir) + 0.5` before the clamp at zero.
+    raw_color: [T; 3],
+    xy: [T; 2],
+    radius: [u32; 2],
+    tiles: u32,
+}
+
+/// Whether every value is finite.
+fn all_finite<T: Real>(values: &[T]) -> bool {
+    values.iter().all(|v| v.to_f64().is_finite())
+}
+
+/// Projects Gaussian `i`; `None` when it is culled.
+fn project_one<T: Real>(
+    a: &ProjectArrays<'_, T>,
+    i: usize,
+    cam: &Camera<T>,
+    degree: usize,
+) -> Option<Projected<T>> {
+    let k = a.sh_coeffs;
+    let used = (degree + 1) * (degree + 1);
+    let mean = &a.means[3 * i..3 * i + 3];
+    let quat = &a.quats[4 * i..4 * i + 4];
+    let log_scale = &a.log_scales[3 * i..3 * i + 3];
+    let logit = a.opacity_logits[i];
+    let sh = &a.sh[3 * k * i..3 * k * i + 3 * used];
+    if !(all_finite(mean)
+        && all_finite(quat)
+        && all_finite(log_scale)
+        && all_finite(&[logit])
+        && all_finite(sh))
+    {
+        return None;
+    }
+    let w = &cam.w;
+    let p: [T; 3] = core::array::from_fn(|r| {
+        w[3 * r] * mean[0] + w[3 * r + 1] * mean[1] + w[3 * r + 2] * mean[2] + cam.t[r]
+    });
+    if !(p[2] >= cam.near) {
+        return None;
+    }
+    let inv_z = T::ONE / p[2];
+    let u = p[0] * inv_z;
+    let v = p[1] * inv_z;
+    let (uc, clamped_x) = clamp(u, cam.lim_x);
+    let (vc, clamped_y) = clamp(v, cam.lim_y);
+    // J = [[fx/z, 0, -fx uc/z], [0, fy/z, -fy vc/z]], so row r of A = J W is
+    // f_r / z (W_r - c_r W_2).
+    let mut am = [T::ZERO; 6];
+    for col in 0..3 {
+        am[col] = cam.fx * inv_z * (w[col] - uc * w[6 + col]);
+        am[3 + col] = cam.fy * inv_z * (w[3 + col] - vc * w[6 + col]);
+    }
+
+    let norm =
+        (quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3]).sqrt();
+    let (q, q_norm) = if norm.to_f64() < MIN_QUAT_NORM {
+        ([T::ONE, T::ZERO, T::ZERO, T::ZERO], T::ZERO)
+    } else {
+        let inv = T::ONE / norm;
+        (core::array::from_fn(|j| quat[j] * inv), norm)
+    };
+    let rq = rotation(q);
+    let scale = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
+    let m: [T; 9] = core::array::from_fn(|e| rq[e] * scale[e % 3]);
+    // C = A Sigma A^T = (A M)(A M)^T: no 3x3 covariance needed.
+    let b: [T; 6] = core::array::from_fn(|e| {
+        let (r, col) = (e / 3, e % 3);
+        am[3 * r] * m[col] + am[3 * r + 1] * m[3 + col] + am[3 * r + 2] * m[6 + col]
+    });
+    let cov = [
+        b[0] * b[0] + b[1] * b[1] + b[2] * b[2],
+        b[0] * b[3] + b[1] * b[4] + b[2] * b[5],
+        b[3] * b[3] + b[4] * b[4] + b[5] * b[5],
+    ];
+    let cov_d = [cov[0] + cam.eps2d, cov[1], cov[2] + cam.eps2d];
+    let det = cov_d[0] * cov_d[2] - cov_d[1] * cov_d[1];
+    if !(det > T::ZERO) {
+        return None;
+    }
+    let inv_det = T::ONE / det;
+    let conic = [cov_d[2] * inv_det, -cov_d[1] * inv_det, cov_d[0] * inv_det];
+
+    let sigmoid = sigmoid(logit);
+    let comp = if cam.antialiased {
+        // A rounding-negative determinant of the PSD `C` means a degenerate splat: weight 0.
+        let det_c = cov[0] * cov[2] - cov[1] * cov[1];
+        let det_c = if det_c > T::ZERO { det_c } else { T::ZERO };
+        (det_c * inv_det).sqrt()
+    } else {
+        T::ONE
+    };
+    let opacity = sigmoid * comp;
+    if !(opacity.to_f64() >= MIN_ALPHA) {
+        return None;
+    }
+
+    let xy = [cam.fx * u + cam.cx, cam.fy * v + cam.cy];
+    let (radius, tiles) = screen_box(cam, xy, cov_d, opacity)?;
+
+    let view: [T; 3] = core::array::from_fn(|j| mean[j] - cam.centre[j]);
+    // |view| = |p| >= z >= near > 0 for a rotation `W`, so the division is safe.
+    let dist = (view[0] * view[0] + view[1] * view[1] + view[2] * view[2]).sqrt();
+    let dir = view.map(|x| x / dist);
+    let basis = sh_basis(degree, dir);
+    let half = T::from_f64(0.5);
+    let raw_color = core::array::from_fn(|c| {
+        let mut sum = half;
+        for (kk, bk) in basis.iter().take(used).enumerate() {
+            sum += *bk * sh[3 * kk + c];
+        }
+        sum
+    });
+    Some(Projected {
+        p,
+        inv_z,
+        uv: [uc, vc],
+        clamped: [clamped_x, clamped_y],
+        a: am,
+        q,
+        q_norm,
+        rq,
+        scale,
+        m,
+        b,
+        cov,
+        cov_d,
+        det,
+        conic,
+        sigmoid,
+        comp,
+        opacity,
+        dir,
+        dist,
+        basis,
+        raw_color,
+        xy,
+        radius,
+        tiles,
+    })
+}
+
+/// `1 / (1 + e^-x)` without overflow for large `|x|`.
+fn sigmoid<T: Real>(x: T) -> T {
+    if x >= T::ZERO {
+        T::ONE / (T::ONE + (-x).exp())
+    } else {
+        let e = x.exp();
+        e / (T::ONE + e)
+    }
+}
+
+/// The screen box's half-extents and the tiles it touches; `None` when it misses the image.
+/// Integer outputs, so computed in `f64` whatever `T` is.
+fn screen_box<T: Real>(
+    cam: &Camera<T>,
+    xy: [T; 2],
+    cov_d: [T; 3],
+    opacity: T,
+) -> Option<([u32; 2], u32)> {
+    // alpha = opacity exp(-sigma) >= 1/255 inside sigma <= ln(255 opacity); that ellipse's
+    // half-extent along x is sqrt(2 ln(255 opacity) C'_xx). `max(1)` absorbs rounding below
+    // the threshold (k = 0 culls it).
+    let k = (2.0 * (opacity.to_f64() / MIN_ALPHA).max(1.0).ln())
+        .sqrt()
+        .min(MAX_EXTENT_SIGMAS);
+    let (x, y) = (xy[0].to_f64(), xy[1].to_f64());
+    let rx = (k * cov_d[0].to_f64().sqrt()).ceil();
+    let ry = (k * cov_d[2].to_f64().sqrt()).ceil();
+    let overlaps = rx >= 1.0
+        && ry >= 1.0
+        && x + rx > 0.0
+        && x - rx < cam.width
+        && y + ry > 0.0
+        && y - ry < cam.height;
+    if !overlaps {
+        return None;
+    }
+    let tile = f64::from(TILE_SIZE);
+    // Tile index ranges, half-open; `overlaps` makes each at least one tile wide.
+    let span =
+        |lo: f64, hi: f64, tiles: f64| (hi / tile).ceil().min(tiles) - (lo / tile).floor().max(0.0);
+    let count = span(x - rx, x + rx, cam.tiles_x) * span(y - ry, y + ry, cam.tiles_y);
+    // `as` saturates: a box wider than u32::MAX pixels reports u32::MAX.
+    Some(([rx as u32, ry as u32], count as u32))
+}
+
+/// Rotation matrix (row-major) of a unit quaternion `(w, x, y, z)`.
+fn rotation<T: Real>([w, x, y, z]: [T; 4]) -> [T; 9] {
+    let one = T::ONE;
+    let two = T::from_f64(2.0);
+    [
+        one - two * (y * y + z * z),
+        two * (x * y - w * z),
+        two * (x * z + w * y),
+        two * (x * y + w * z),
+        one - two * (x * x + z * z),
+        two * (y * z - w * x),
+        two * (x * z - w * y),
+        two * (y * z + w * x),
+        one - two * (x * x + y * y),
+    ]
+}
+
+/// Chain rule from `dL/dRq` (row-major) through `Rq(q / |q|)` to the raw quaternion; zero for a
+/// degenerate one.
+fn rotation_backward<T: Real>(q: [T; 4], q_norm: T, dr: &[T; 9]) -> [T; 4] {
+    if q_norm == T::ZERO {
+        return [T::ZERO; 4];
+    }
+    let two = T::from_f64(2.0);
+    let [w, x, y, z] = q;
+    // d Rq / d(w, x, y, z) entry by entry, from the polynomial form in `rotation`.
+    let gw = two * (-z * dr[1] + y * dr[2] + z * dr[3] - x * dr[5] - y * dr[6] + x * dr[7]);
+    let gx = two
+        * (y * dr[1] + z * dr[2] + y * dr[3] - two * x * dr[4] - w * dr[5] + z * dr[6] + w * dr[7]
+            - two * x * dr[8]);
+    let gy = two
+        * (-two * y * dr[0] + x * dr[1] + w * dr[2] + x * dr[3] + z * dr[5] - w * dr[6]
+            + z * dr[7]
+            - two * y * dr[8]);
+    let gz = two
+        * (-two * z * dr[0] - w * dr[1] + x * dr[2] + w * dr[3] - two * z * dr[4]
+            + y * dr[5]
+            + x * dr[6]
+            + y * dr[7]);
+    let g = [gw, gx, gy, gz];
+    // Normalisation: d(q/|q|)^T g = (g - q_hat (q_hat . g)) / |q|.
+    let dot = g[0] * w + g[1] * x + g[2] * y + g[3] * z;
+    let inv = T::ONE / q_norm;
+    core::array::from_fn(|j| (g[j] - q[j] * dot) * inv)
+}
+
+/// The standard real SH basis constants of 3DGS, bands 0 to 3.
+const SH_C0: f64 = 0.282_094_791_773_878_14;
+const SH_C1: f64 = 0.488_602_511_902_919_9;
+const SH_C2: [f64; 5] = [
+    1.092_548_430_592_079_2,
+    -1.092_548_430_592_079_2,
+    0.315_391_565_252_520_05,
+    -1.092_548_430_592_079_2,
+    0.546_274_215_296_039_6,
+];
+const SH_C3: [f64; 7] = [
+    -0.590_043_589_926_643_5,
+    2.890_611_442_640_554,
+    -0.457_045_799_464_465_8,
+    0.373_176_332_590_115_4,
+    -0.457_045_799_464_465_8,
+    1.445_305_721_320_277,
+    -0.590_043_589_926_643_5,
+];
+
+/// The SH basis at the unit direction `d`, bands `0..=degree` (the rest zero).
+fn sh_basis<T: Real>(degree: usize, [x, y, z]: [T; 3]) -> [T; 16] {
+    let c = T::from_f64;
+    let mut b = [T::ZERO; 16];
+    b[0] = c(SH_C0);
+    if degree >= 1 {
+        b[1] = -c(SH_C1) * y;
+        b[2] = c(SH_C1) * z;
+        b[3] = -c(SH_C1) * x;
+    }
+    if degree >= 2 {
+        let (xx, yy, zz) = (x * x, y * y, z * z);
+        b[4] = c(SH_C2[0]) * x * y;
+        b[5] = c(SH_C2[1]) * y * z;
+        b[6] = c(SH_C2[2]) * (c(2.0) * zz - xx - yy);
+        b[7] = c(SH_C2[3]) * x * z;
+        b[8] = c(SH_C2[4]) * (xx - yy);
+        if degree >= 3 {
+            b[9] = c(SH_C3[0]) * y * (c(3.0) * xx - yy);
+            b[10] = c(SH_C3[1]) * x * y * z;
+            b[11] = c(SH_C3[2]) * y * (c(4.0) * zz - xx - yy);
+            b[12] = c(SH_C3[3]) * z * (c(2.0) * zz - c(3.0) * xx - c(3.0) * yy);
+            b[13] = c(SH_C3[4]) * x * (c(4.0) * zz - xx - yy);
+            b[14] = c(SH_C3[5]) * z * (xx - yy);
+            b[15] = c(SH_C3[6]) * x * (xx - c(3.0) * yy);
+        }
+    }
+    b
+}
+
+/// `sum_k s_k grad B_k(d)`: the basis polynomials of [`sh_basis`] differentiated in `(x, y, z)`
+/// as free variables (the caller projects onto the sphere's tangent plane).
+fn sh_basis_vjp<T: Real>(degree: usize, [x, y, z]: [T; 3], s: &[T; 16]) -> [T; 3] {
+    let c = T::from_f64;
+    let mut g = [T::ZERO; 3];
+    if degree >= 1 {
+        g[0] -= c(SH_C1) * s[3];
+        g[1] -= c(SH_C1) * s[1];
+        g[2] += c(SH_C1) * s[2];
+    }
+    if degree >= 2 {
+        let (s4, s5, s6, s7, s8) = (
+            c(SH_C2[0]) * s[4],
+            c(SH_C2[1]) * s[5],
+            c(SH_C2[2]) * s[6],
+            c(SH_C2[3]) * s[7],
+            c(SH_C2[4]) * s[8],
+        );
+        let two = c(2.0);
+        g[0] += s4 * y + s7 * z - two * s6 * x + two * s8 * x;
+        g[1] += s4 * x + s5 * z - two * s6 * y - two * s8 * y;
+        g[2] += s5 * y + s7 * x + c(4.0) * s6 * z;
+        if degree >= 3 {
+            let (xx, yy, zz) = (x * x, y * y, z * z);
+            let s9 = c(SH_C3[0]) * s[9];
+            let s10 = c(SH_C3[1]) * s[10];
+            let s11 = c(SH_C3[2]) * s[11];
+            let s12 = c(SH_C3[3]) * s[12];
+            let s13 = c(SH_C3[4]) * s[13];
+            let s14 = c(SH_C3[5]) * s[14];
+            let s15 = c(SH_C3[6]) * s[15];
+            let three = c(3.0);
+            g[0] += c(6.0) * s9 * x * y + s10 * y * z - two * s11 * x * y - c(6.0) * s12 * x * z
+                + s13 * (c(4.0) * zz - three * xx - yy)
+                + two * s14 * x * z
+                + three * s15 * (xx - yy);
+            g[1] += three * s9 * (xx - yy) + s10 * x * z + s11 * (c(4.0) * zz - xx - three * yy)
+                - c(6.0) * s12 * y * z
+                - two * s13 * x * y
+                - two * s14 * y * z
+                - c(6.0) * s15 * x * y;
+            g[2] += s10 * x * y
+                + c(8.0) * s11 * y * z
+                + s12 * (c(6.0) * zz - three * xx - three * yy)
+                + c(8.0) * s13 * x * z
+                + s14 * (xx - yy);
+        }
+    }
+    g
+}
+
+/// The loss gradient with respect to one Gaussian's outputs.
+struct Upstream<T> {
+    xy: [T; 2],
+    depth: T,
+    conic: [T; 3],
+    color: [T; 3],
+    opacity: T,
+}
+
+/// One Gaussian's input gradients (the SH part is written in place).
+struct InputGrads<T> {
+    mean: [T; 3],
+    quat: [T; 4],
+    log_scale: [T; 3],
+    logit: T,
+}
+
+/// The backward of [`project_one`] for a kept Gaussian; writes `v_sh` (`[K, 3]`).
+fn backward_one<T: Real>(
+    g: &Projected<T>,
+    cam: &Camera<T>,
+    degree: usize,
+    sh: &[T],
+    up: &Upstream<T>,
+    v_sh: &mut [T],
+) -> InputGrads<T> {
+    let two = T::from_f64(2.0);
+    let half = T::from_f64(0.5);
+
+    // Opacity = sigmoid(logit) * comp.
+    let logit = up.opacity * g.comp * g.sigmoid * (T::ONE - g.sigmoid);
+
+    // Conic = inverse of the dilated covariance [[a, b], [b, c]] (b one scalar): the
+    // gradient with respect to (a, b, c).
+    let [ca, cb, cc] = g.cov_d;
+    let inv_det2 = T::ONE / (g.det * g.det);
+    let [g0, g1, g2] = up.conic;
+    let mut ga = (-cc * cc * g0 + cb * cc * g1 - cb * cb * g2) * inv_det2;
+    let mut gb = (two * cb * cc * g0 - (ca * cc + cb * cb) * g1 + two * ca * cb * g2) * inv_det2;
+    let mut gc = (-cb * cb * g0 + ca * cb * g1 - ca * ca * g2) * inv_det2;
+    if cam.antialiased {
+        // comp = sqrt(det C / det C'): d comp = comp/2 (d det C / det C - d det C' / det C').
+        // comp >= 1/255 here (the Gaussian was kept), so det C > 0.
+        let g_comp = up.opacity * g.sigmoid;
+        let g_det_c = half * g_comp / (g.comp * g.det);
+        let g_det_d = -half * g_comp * g.comp / g.det;
+        let [c0, c1, c2] = g.cov;
+        ga += g_det_c * c2 + g_det_d * cc;
+        gc += g_det_c * c0 + g_det_d * ca;
+        gb -= two * (g_det_c * c1 + g_det_d * cb);
+    }
+
+    // C = B B^T: C_xx = |B_0|^2, C_xy = B_0 . B_1, C_yy = |B_1|^2.
+    let b = &g.b;
+    let gbm: [T; 6] = core::array::from_fn(|e| {
+        let col = e % 3;
+        if e < 3 {
+            two * ga * b[col] + gb * b[3 + col]
+        } else {
+            gb * b[col] + two * gc * b[3 + col]
+        }
+    });
+    // B = A M: dA = dB M^T, dM = A^T dB.
+    let m = &g.m;
+    let am = &g.a;
+    let ga_m: [T; 6] = core::array::from_fn(|e| {
+        let (r, k) = (e / 3, e % 3);
+        gbm[3 * r] * m[3 * k] + gbm[3 * r + 1] * m[3 * k + 1] + gbm[3 * r + 2] * m[3 * k + 2]
+    });
+    let gm: [T; 9] = core::array::from_fn(|e| {
+        let (k, j) = (e / 3, e % 3);
+        am[k] * gbm[j] + am[3 + k] * gbm[3 + j]
+    });
+    // M = Rq diag(s): dRq_kj = dM_kj s_j, ds_j = sum_k dM_kj Rq_kj, d log s = s ds.
+    let g_rq: [T; 9] = core::array::from_fn(|e| gm[e] * g.scale[e % 3]);
+    let log_scale: [T; 3] = core::array::from_fn(|j| {
+        let ds = gm[j] * g.rq[j] + gm[3 + j] * g.rq[3 + j] + gm[6 + j] * g.rq[6 + j];
+        ds * g.scale[j]
+    });
+    let quat = rotation_backward(g.q, g.q_norm, &g_rq);
+
+    // A row r = f_r / z (W_r - c_r W_2), c = the clamped (u, v): dA/dz = -A/z at fixed c, and
+    // dA_r/dc_r = -f_r W_2 / z.
+    let w = &cam.w;
+    let inv_z = g.inv_z;
+    let mut gp = [T::ZERO; 3];
+    let mut dot_aa = T::ZERO;
+    for e in 0..6 {
+        dot_aa += ga_m[e] * am[e];
+    }
+    gp[2] -= dot_aa * inv_z;
+    let focal = [cam.fx, cam.fy];
+    for r in 0..2 {
+        if !g.clamped[r] {
+            // c_r = p_r / z; when the clamp is active c_r is a constant.
+            let g_c = -focal[r]
+                * inv_z
+                * (ga_m[3 * r] * w[6] + ga_m[3 * r + 1] * w[7] + ga_m[3 * r + 2] * w[8]);
+            gp[r] += g_c * inv_z;
+            gp[2] -= g_c * g.uv[r] * inv_z;
+        }
+    }
+    // xy = f (p_r / z) + c, with the unclamped ratio; depth = z.
+    for r in 0..2 {
+        let g_ratio = up.xy[r] * focal[r];
+        gp[r] += g_ratio * inv_z;
+        gp[2] -= g_ratio * g.p[r] * inv_z * inv_z;
+    }
+    gp[2] += up.depth;
+    // p = W mu + t.
+    let mut mean: [T; 3] =
+        core::array::from_fn(|j| w[j] * gp[0] + w[3 + j] * gp[1] + w[6 + j] * gp[2]);
+
+    // Colour = max(SH(dir) + 0.5, 0): no gradient where it clamps.
+    let g_raw: [T; 3] = core::array::from_fn(|c| T::select(g.raw_color[c] > T::ZERO, up.color[c]));
+    let used = (degree + 1) * (degree + 1);
+    let mut s = [T::ZERO; 16];
+    for kk in 0..used {
+        for c in 0..3 {
+            v_sh[3 * kk + c] = g.basis[kk] * g_raw[c];
+            s[kk] += sh[3 * kk + c] * g_raw[c];
+        }
+    }
+    if cam.view_dir_grad && degree > 0 {
+        let gd = sh_basis_vjp(degree, g.dir, &s);
+        // dir = view / |view|, view = mu - centre.
+        let d = g.dir;
+        let along = gd[0] * d[0] + gd[1] * d[1] + gd[2] * d[2];
+        for j in 0..3 {
+            mean[j] += (gd[j] - d[j] * along) / g.dist;
+        }
+    }
+    InputGrads {
+        mean,
+        quat,
+        log_scale,
+        logit,
+    }
+}
