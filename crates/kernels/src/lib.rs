@@ -17,6 +17,7 @@
 
 pub mod field;
 pub mod project;
+mod quat;
 mod real;
 mod simd;
 

@@ -28,14 +28,14 @@
 use rayon::prelude::*;
 
 use super::{Covariance, FieldOptions};
+use crate::quat::UnitQuat;
 use crate::real::Real;
 use crate::simd;
 
 /// Width of the blocks the inner loops process at once (a multiple of every SIMD width).
 pub const LANES: usize = 16;
 
-/// Below this quaternion norm the rotation is taken as the identity and gets no gradient.
-pub const MIN_QUAT_NORM: f64 = 1e-12;
+pub use crate::quat::MIN_QUAT_NORM;
 
 /// Row-major inputs of the field query (shapes as in the [op contract](super)).
 #[derive(Clone, Copy, Debug)]
@@ -86,10 +86,8 @@ pub struct FieldGradArrays<T> {
 struct Frame<T> {
     /// `W = S^-1 R^T`, row-major.
     w: [T; 9],
-    /// Normalised quaternion `(w, x, y, z)`.
-    q: [T; 4],
-    /// Norm of the raw quaternion (`0` marks a degenerate one: identity, no gradient).
-    q_norm: T,
+    /// The normalised quaternion (the identity in diagonal mode).
+    quat: UnitQuat<T>,
     /// `exp(log_scale)`.
     scale: [T; 3],
     /// `log_scale`.
@@ -99,21 +97,13 @@ struct Frame<T> {
 impl<T: Real> Frame<T> {
     fn new(quat: &[T], log_scale: &[T], covariance: Covariance) -> Self {
         let scale = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
-        let norm =
-            (quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3]).sqrt();
-        // Diagonal mode ignores the quaternion entirely (even a NaN one); a (near-)zero one is
-        // the identity. A NaN norm falls through and propagates.
-        let identity = covariance == Covariance::Diagonal || norm.to_f64() < MIN_QUAT_NORM;
-        let (q, q_norm) = if identity {
-            ([T::ONE, T::ZERO, T::ZERO, T::ZERO], T::ZERO)
+        // Diagonal mode ignores the quaternion entirely (even a NaN one).
+        let unit = if covariance == Covariance::Diagonal {
+            UnitQuat::identity()
         } else {
-            let inv = T::ONE / norm;
-            (
-                [quat[0] * inv, quat[1] * inv, quat[2] * inv, quat[3] * inv],
-                norm,
-            )
+            UnitQuat::new(quat)
         };
-        let r = rotation(q);
+        let r = unit.rotation();
         let mut w = [T::ZERO; 9];
         for a in 0..3 {
             let inv_s = T::ONE / scale[a];
@@ -123,58 +113,17 @@ impl<T: Real> Frame<T> {
         }
         Frame {
             w,
-            q,
-            q_norm,
+            quat: unit,
             scale,
             log_scale: [log_scale[0], log_scale[1], log_scale[2]],
         }
     }
 
-    /// Chain rule from `dR = dL/dR` (row-major) to the raw quaternion: through `R(q)` and the
-    /// normalisation `q / |q|`. Zero in diagonal mode and for a degenerate quaternion.
-    fn rotation_backward(&self, dr: &[T; 9], covariance: Covariance) -> [T; 4] {
-        if covariance == Covariance::Diagonal || self.q_norm == T::ZERO {
-            return [T::ZERO; 4];
-        }
-        let two = T::from_f64(2.0);
-        let [w, x, y, z] = self.q;
-        let gw = two * (-z * dr[1] + y * dr[2] + z * dr[3] - x * dr[5] - y * dr[6] + x * dr[7]);
-        let gx = two
-            * (y * dr[1] + z * dr[2] + y * dr[3] - two * x * dr[4] - w * dr[5]
-                + z * dr[6]
-                + w * dr[7]
-                - two * x * dr[8]);
-        let gy = two
-            * (-two * y * dr[0] + x * dr[1] + w * dr[2] + x * dr[3] + z * dr[5] - w * dr[6]
-                + z * dr[7]
-                - two * y * dr[8]);
-        let gz = two
-            * (-two * z * dr[0] - w * dr[1] + x * dr[2] + w * dr[3] - two * z * dr[4]
-                + y * dr[5]
-                + x * dr[6]
-                + y * dr[7]);
-        let gq = [gw, gx, gy, gz];
-        let dot = gq[0] * w + gq[1] * x + gq[2] * y + gq[3] * z;
-        let inv = T::ONE / self.q_norm;
-        core::array::from_fn(|k| (gq[k] - self.q[k] * dot) * inv)
+    /// Chain rule from `dR = dL/dR` (row-major) to the raw quaternion. Zero in diagonal mode
+    /// (where the identity stands in) and for a degenerate quaternion.
+    fn rotation_backward(&self, dr: &[T; 9]) -> [T; 4] {
+        self.quat.backward(dr)
     }
-}
-
-/// Rotation matrix (row-major) of a unit quaternion `(w, x, y, z)`.
-fn rotation<T: Real>([w, x, y, z]: [T; 4]) -> [T; 9] {
-    let one = T::ONE;
-    let two = T::from_f64(2.0);
-    [
-        one - two * (y * y + z * z),
-        two * (x * y - w * z),
-        two * (x * z + w * y),
-        two * (x * y + w * z),
-        one - two * (x * x + z * z),
-        two * (y * z - w * x),
-        two * (x * z - w * y),
-        two * (y * z + w * x),
-        one - two * (x * x + y * y),
-    ]
 }
 
 /// Rounds up to a multiple of [`LANES`].
@@ -248,7 +197,7 @@ impl<T: Real> Gaussians<T> {
     /// Half-extents of the axis-aligned box around the `k`-sigma ellipsoid of Gaussian `i`.
     fn box_half_extent(&self, i: usize, k: T) -> [T; 3] {
         let f = &self.frames[i];
-        let r = rotation(f.q);
+        let r = f.quat.rotation();
         let mut e = [T::ZERO; 3];
         for (a, e) in e.iter_mut().enumerate() {
             let mut sum = T::ZERO;
@@ -632,7 +581,7 @@ impl<T: Real> WhitenedSums<T> {
             self.zz[4], self.zz[5],
         ];
         let log_scale = [-k[0], -k[4], -k[8]];
-        let r = rotation(frame.q);
+        let r = frame.quat.rotation();
         let ls = &frame.log_scale;
         let mut dr = [T::ZERO; 9];
         for a in 0..3 {
@@ -717,7 +666,7 @@ pub fn backward<T: Real>(
     };
     for (i, (grad, feats)) in per_gaussian.into_iter().enumerate() {
         let (d_mean, dls, d_rot) = grad.finish(&g.frames[i]);
-        let dq = g.frames[i].rotation_backward(&d_rot, options.covariance);
+        let dq = g.frames[i].rotation_backward(&d_rot);
         out.means[3 * i..3 * i + 3].copy_from_slice(&d_mean);
         out.quats[4 * i..4 * i + 4].copy_from_slice(&dq);
         out.log_scales[3 * i..3 * i + 3].copy_from_slice(&dls);

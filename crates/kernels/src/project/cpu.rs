@@ -12,7 +12,7 @@
 use rayon::prelude::*;
 
 use super::{CameraParams, ProjectError, ProjectOptions};
-use crate::field::cpu::MIN_QUAT_NORM;
+use crate::quat::UnitQuat;
 use crate::real::Real;
 
 /// Edge of the square screen tiles the rasterizer bins splats into, pixels.
@@ -369,9 +369,8 @@ struct Projected<T> {
     clamped: [bool; 2],
     /// `A = J W`, 2x3 row-major: world-space covariance to pixel covariance.
     a: [T; 6],
-    /// Normalised quaternion, and the raw one's norm (`0` marks the degenerate identity).
-    q: [T; 4],
-    q_norm: T,
+    /// The normalised quaternion.
+    quat: UnitQuat<T>,
     /// `Rq`, row-major.
     rq: [T; 9],
     scale: [T; 3],
@@ -445,15 +444,8 @@ fn project_one<T: Real>(
         am[3 + col] = cam.fy * inv_z * (w[3 + col] - vc * w[6 + col]);
     }
 
-    let norm =
-        (quat[0] * quat[0] + quat[1] * quat[1] + quat[2] * quat[2] + quat[3] * quat[3]).sqrt();
-    let (q, q_norm) = if norm.to_f64() < MIN_QUAT_NORM {
-        ([T::ONE, T::ZERO, T::ZERO, T::ZERO], T::ZERO)
-    } else {
-        let inv = T::ONE / norm;
-        (core::array::from_fn(|j| quat[j] * inv), norm)
-    };
-    let rq = rotation(q);
+    let unit = UnitQuat::new(quat);
+    let rq = unit.rotation();
     let scale = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
     let m: [T; 9] = core::array::from_fn(|e| rq[e] * scale[e % 3]);
     // C = A Sigma A^T = (A M)(A M)^T: no 3x3 covariance needed.
@@ -510,8 +502,7 @@ fn project_one<T: Real>(
         uv: [uc, vc],
         clamped: [clamped_x, clamped_y],
         a: am,
-        q,
-        q_norm,
+        quat: unit,
         rq,
         scale,
         m,
@@ -576,52 +567,6 @@ fn screen_box<T: Real>(
     let count = span(x - rx, x + rx, cam.tiles_x) * span(y - ry, y + ry, cam.tiles_y);
     // `as` saturates: a box wider than u32::MAX pixels reports u32::MAX.
     Some(([rx as u32, ry as u32], count as u32))
-}
-
-/// Rotation matrix (row-major) of a unit quaternion `(w, x, y, z)`.
-fn rotation<T: Real>([w, x, y, z]: [T; 4]) -> [T; 9] {
-    let one = T::ONE;
-    let two = T::from_f64(2.0);
-    [
-        one - two * (y * y + z * z),
-        two * (x * y - w * z),
-        two * (x * z + w * y),
-        two * (x * y + w * z),
-        one - two * (x * x + z * z),
-        two * (y * z - w * x),
-        two * (x * z - w * y),
-        two * (y * z + w * x),
-        one - two * (x * x + y * y),
-    ]
-}
-
-/// Chain rule from `dL/dRq` (row-major) through `Rq(q / |q|)` to the raw quaternion; zero for a
-/// degenerate one.
-fn rotation_backward<T: Real>(q: [T; 4], q_norm: T, dr: &[T; 9]) -> [T; 4] {
-    if q_norm == T::ZERO {
-        return [T::ZERO; 4];
-    }
-    let two = T::from_f64(2.0);
-    let [w, x, y, z] = q;
-    // d Rq / d(w, x, y, z) entry by entry, from the polynomial form in `rotation`.
-    let gw = two * (-z * dr[1] + y * dr[2] + z * dr[3] - x * dr[5] - y * dr[6] + x * dr[7]);
-    let gx = two
-        * (y * dr[1] + z * dr[2] + y * dr[3] - two * x * dr[4] - w * dr[5] + z * dr[6] + w * dr[7]
-            - two * x * dr[8]);
-    let gy = two
-        * (-two * y * dr[0] + x * dr[1] + w * dr[2] + x * dr[3] + z * dr[5] - w * dr[6]
-            + z * dr[7]
-            - two * y * dr[8]);
-    let gz = two
-        * (-two * z * dr[0] - w * dr[1] + x * dr[2] + w * dr[3] - two * z * dr[4]
-            + y * dr[5]
-            + x * dr[6]
-            + y * dr[7]);
-    let g = [gw, gx, gy, gz];
-    // Normalisation: d(q/|q|)^T g = (g - q_hat (q_hat . g)) / |q|.
-    let dot = g[0] * w + g[1] * x + g[2] * y + g[3] * z;
-    let inv = T::ONE / q_norm;
-    core::array::from_fn(|j| (g[j] - q[j] * dot) * inv)
 }
 
 /// The standard real SH basis constants of 3DGS, bands 0 to 3.
@@ -804,7 +749,7 @@ fn backward_one<T: Real>(
         let ds = gm[j] * g.rq[j] + gm[3 + j] * g.rq[3 + j] + gm[6 + j] * g.rq[6 + j];
         ds * g.scale[j]
     });
-    let quat = rotation_backward(g.q, g.q_norm, &g_rq);
+    let quat = g.quat.backward(&g_rq);
 
     // A row r = f_r / z (W_r - c_r W_2), c = the clamped (u, v): dA/dz = -A/z at fixed c, and
     // dA_r/dc_r = -f_r W_2 / z.
