@@ -1,5 +1,6 @@
 //! Shared helpers: seeded random inputs, comparisons.
 
+use ember::kernels::project::CameraParams;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -106,4 +107,71 @@ pub fn to_f64(v: &[f32]) -> Vec<f64> {
 
 pub fn to_f32(v: &[f64]) -> Vec<f32> {
     v.iter().map(|x| *x as f32).collect()
+}
+
+// ---- the gsplat oracle ----
+
+/// The folder of the shared test data, `None` (after saying so) when it is absent and not
+/// required.
+pub fn oracle_file(name: &str) -> Option<Vec<u8>> {
+    let dir = std::env::var("EMBER_DATA_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").to_string());
+    let path = std::path::Path::new(&dir)
+        .join("oracle/gsplat_cases")
+        .join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if std::env::var("EMBER_REQUIRE_DATA").as_deref() != Ok("1") => {
+            println!("skipped: {} not readable ({e})", path.display());
+            None
+        }
+        Err(e) => panic!(
+            "EMBER_REQUIRE_DATA=1 but {} is not readable: {e}",
+            path.display()
+        ),
+    }
+}
+
+pub fn tensor(file: &safetensors::SafeTensors<'_>, name: &str) -> Vec<f64> {
+    let view = match file.tensor(name) {
+        Ok(v) => v,
+        Err(e) => panic!("oracle tensor {name}: {e}"),
+    };
+    assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
+    view.data()
+        .chunks_exact(4)
+        .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+        .collect()
+}
+
+/// The camera the oracle cases were made with.
+pub fn oracle_camera() -> CameraParams {
+    CameraParams {
+        rotation: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        translation: [-0.123, -0.456, 8.0],
+        fx: 61.5,
+        fy: 61.5,
+        cx: 61.5,
+        cy: 41.0,
+        width: 123,
+        height: 82,
+    }
+}
+
+/// Largest `|got - want| / (1e-5 + 1e-2 |want|)` over the rows kept by the oracle: below 1 passes
+/// the README's tolerance. Also the largest absolute difference.
+pub fn oracle_err(got: &[f64], want: &[f64], width: usize, kept: &[bool]) -> (f64, f64) {
+    let mut worst = (0.0f64, 0.0f64);
+    for (i, _) in kept.iter().enumerate().filter(|(_, k)| **k) {
+        for j in width * i..width * (i + 1) {
+            let d = (got[j] - want[j]).abs();
+            let ratio = if d.is_nan() {
+                f64::INFINITY
+            } else {
+                d / (1e-5 + 1e-2 * want[j].abs())
+            };
+            worst = (worst.0.max(ratio), worst.1.max(d));
+        }
+    }
+    worst
 }

@@ -6,3 +6,6 @@ mod field_cpu;
 mod field_gpu;
 mod field_model;
 mod project_cpu;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod project_gpu;
+mod raster_cpu;

@@ -8,7 +8,7 @@ use ember::kernels::project::{CameraParams, ProjectError, ProjectOptions};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{fresh_rng, rel_err, uniform};
+use crate::common::{fresh_rng, oracle_camera, oracle_err, oracle_file, rel_err, tensor, uniform};
 
 /// The inputs of one projection, f64, row-major.
 #[derive(Clone, Debug)]
@@ -706,71 +706,6 @@ fn bad_shapes_and_options_are_errors() {
 
 // ---- the gsplat oracle ----
 
-/// The folder of the shared test data, `None` (after saying so) when it is absent and not
-/// required.
-fn oracle_file(name: &str) -> Option<Vec<u8>> {
-    let dir = std::env::var("EMBER_DATA_DIR")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").to_string());
-    let path = std::path::Path::new(&dir)
-        .join("oracle/gsplat_cases")
-        .join(name);
-    match std::fs::read(&path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if std::env::var("EMBER_REQUIRE_DATA").as_deref() != Ok("1") => {
-            println!("skipped: {} not readable ({e})", path.display());
-            None
-        }
-        Err(e) => panic!(
-            "EMBER_REQUIRE_DATA=1 but {} is not readable: {e}",
-            path.display()
-        ),
-    }
-}
-
-fn tensor(file: &safetensors::SafeTensors<'_>, name: &str) -> Vec<f64> {
-    let view = match file.tensor(name) {
-        Ok(v) => v,
-        Err(e) => panic!("oracle tensor {name}: {e}"),
-    };
-    assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
-    view.data()
-        .chunks_exact(4)
-        .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-        .collect()
-}
-
-/// The camera the oracle cases were made with.
-fn oracle_camera() -> CameraParams {
-    CameraParams {
-        rotation: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
-        translation: [-0.123, -0.456, 8.0],
-        fx: 61.5,
-        fy: 61.5,
-        cx: 61.5,
-        cy: 41.0,
-        width: 123,
-        height: 82,
-    }
-}
-
-/// Largest `|got - want| / (1e-5 + 1e-2 |want|)` over the rows kept by the oracle: below 1 passes
-/// the README's tolerance. Also the largest absolute difference.
-fn oracle_err(got: &[f64], want: &[f64], width: usize, kept: &[bool]) -> (f64, f64) {
-    let mut worst = (0.0f64, 0.0f64);
-    for (i, _) in kept.iter().enumerate().filter(|(_, k)| **k) {
-        for j in width * i..width * (i + 1) {
-            let d = (got[j] - want[j]).abs();
-            let ratio = if d.is_nan() {
-                f64::INFINITY
-            } else {
-                d / (1e-5 + 1e-2 * want[j].abs())
-            };
-            worst = (worst.0.max(ratio), worst.1.max(d));
-        }
-    }
-    worst
-}
-
 fn check_oracle(case: &str) {
     let Some(bytes) = oracle_file(&format!("{case}_case.safetensors")) else {
         return;
@@ -846,4 +781,179 @@ fn matches_gsplat_oracle_tiny() {
 #[test]
 fn matches_gsplat_oracle_basic() {
     check_oracle("basic");
+}
+
+/// The Burn op (`project_gaussians` under `Autodiff<NdArray>`) against the CPU kernels called
+/// directly: the packed outputs, the extents, and the gradients of a weighted sum of `packed`
+/// with respect to all five inputs.
+#[test]
+fn burn_op_matches_the_cpu_kernels() {
+    use burn::backend::{Autodiff, NdArray};
+    use burn::tensor::{DType, Tensor, TensorData};
+    use ember::kernels::{PACKED_WIDTH, project_gaussians};
+    type Ad = Autodiff<NdArray<f32>>;
+
+    let mut rng = fresh_rng("project_burn_op");
+    let camera = random_camera(&mut rng);
+    let options = ProjectOptions::default();
+    let scene = random_scene(&mut rng, &camera, &options, 16, 12);
+    let n = scene.n();
+    let device = Default::default();
+    let f32s = |v: &[f64]| v.iter().map(|x| *x as f32).collect::<Vec<f32>>();
+    // Round the scene to f32 so that both sides see the same inputs.
+    let round = |v: &[f64]| v.iter().map(|x| *x as f32 as f64).collect::<Vec<f64>>();
+    let scene = Scene {
+        means: round(&scene.means),
+        quats: round(&scene.quats),
+        log_scales: round(&scene.log_scales),
+        logits: round(&scene.logits),
+        sh: round(&scene.sh),
+        k: scene.k,
+    };
+    let t2 = |v: &[f64], w: usize| {
+        Tensor::<Ad, 2>::from_data(TensorData::new(f32s(v), [n, w]), (&device, DType::F32))
+            .require_grad()
+    };
+    let (means, quats, log_scales) = (
+        t2(&scene.means, 3),
+        t2(&scene.quats, 4),
+        t2(&scene.log_scales, 3),
+    );
+    let logits = Tensor::<Ad, 1>::from_data(
+        TensorData::new(f32s(&scene.logits), [n]),
+        (&device, DType::F32),
+    )
+    .require_grad();
+    let sh = Tensor::<Ad, 3>::from_data(
+        TensorData::new(f32s(&scene.sh), [n, scene.k, 3]),
+        (&device, DType::F32),
+    )
+    .require_grad();
+    let projected = project_gaussians(
+        means.clone(),
+        quats.clone(),
+        log_scales.clone(),
+        logits.clone(),
+        sh.clone(),
+        &camera,
+        &options,
+    )
+    .expect("valid inputs");
+    let weights = uniform(&mut rng, n * PACKED_WIDTH, -1.0, 1.0);
+    let w = Tensor::<Ad, 2>::from_data(
+        TensorData::new(f32s(&weights), [n, PACKED_WIDTH]),
+        (&device, DType::F32),
+    );
+    let grads = (projected.packed.clone() * w).sum().backward();
+
+    let want = forward(&scene, &camera, &options);
+    let packed: Vec<f64> = projected
+        .packed
+        .clone()
+        .inner()
+        .into_data()
+        .convert::<f64>()
+        .to_vec()
+        .expect("f64");
+    let col = |c: usize| {
+        packed
+            .chunks_exact(PACKED_WIDTH)
+            .map(|r| r[c])
+            .collect::<Vec<f64>>()
+    };
+    let pairs = |c: usize, w: usize| -> Vec<f64> {
+        packed
+            .chunks_exact(PACKED_WIDTH)
+            .flat_map(|r| r[c..c + w].to_vec())
+            .collect()
+    };
+    for (name, got, expect) in [
+        ("xy", pairs(0, 2), &want.xy),
+        ("depth", col(2), &want.depth),
+        ("conic", pairs(3, 3), &want.conic),
+        ("color", pairs(6, 3), &want.color),
+        ("opacity", col(9), &want.opacity),
+    ] {
+        let err = rel_err(&got, expect);
+        assert!(err < 1e-5, "{name}: rel err {err:e}");
+    }
+    let radius: Vec<i64> = projected
+        .radius
+        .into_data()
+        .convert::<i64>()
+        .to_vec()
+        .expect("i64");
+    let tiles: Vec<i64> = projected
+        .tiles
+        .into_data()
+        .convert::<i64>()
+        .to_vec()
+        .expect("i64");
+    assert_eq!(
+        radius,
+        want.radius
+            .iter()
+            .map(|r| i64::from(*r))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        tiles,
+        want.tiles.iter().map(|t| i64::from(*t)).collect::<Vec<_>>()
+    );
+
+    let mut gw = Weights::zeros(n);
+    for (i, row) in weights.chunks_exact(PACKED_WIDTH).enumerate() {
+        let row: Vec<f64> = row.iter().map(|x| *x as f32 as f64).collect();
+        gw.xy[2 * i..2 * i + 2].copy_from_slice(&row[0..2]);
+        gw.depth[i] = row[2];
+        gw.conic[3 * i..3 * i + 3].copy_from_slice(&row[3..6]);
+        gw.color[3 * i..3 * i + 3].copy_from_slice(&row[6..9]);
+        gw.opacity[i] = row[9];
+    }
+    let expect = backward(&scene, &camera, &options, &gw);
+    let read2 = |t: &Tensor<Ad, 2>| -> Vec<f64> {
+        t.grad(&grads)
+            .expect("tracked")
+            .into_data()
+            .convert::<f64>()
+            .to_vec()
+            .expect("f64")
+    };
+    let got_logits: Vec<f64> = logits
+        .grad(&grads)
+        .expect("tracked")
+        .into_data()
+        .convert::<f64>()
+        .to_vec()
+        .expect("f64");
+    let got_sh: Vec<f64> = sh
+        .grad(&grads)
+        .expect("tracked")
+        .into_data()
+        .convert::<f64>()
+        .to_vec()
+        .expect("f64");
+    for (name, got, expect) in [
+        ("means", read2(&means), &expect.means),
+        ("quats", read2(&quats), &expect.quats),
+        ("log_scales", read2(&log_scales), &expect.log_scales),
+        ("opacity_logits", got_logits, &expect.opacity_logits),
+        ("sh", got_sh, &expect.sh),
+    ] {
+        let err = rel_err(&got, expect);
+        println!("burn op d/d{name}: rel err vs f64 kernels {err:.1e}");
+        assert!(err < 1e-4, "d/d{name}: rel err {err:e}");
+    }
+    // Bad shapes are named errors.
+    let err = project_gaussians(
+        means.clone(),
+        quats.clone().narrow(1, 0, 3),
+        log_scales,
+        logits,
+        sh,
+        &camera,
+        &options,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("quats"), "{err}");
 }

@@ -16,12 +16,19 @@
 #![warn(missing_docs)]
 
 pub mod field;
+#[cfg(feature = "ndarray")]
+mod ndarray_host;
 pub mod project;
 mod quat;
+pub mod raster;
 mod real;
 mod simd;
 
 pub use field::{Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query};
+pub use project::{
+    CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOptions,
+    ProjectPrimitives, Projected, project_gaussians,
+};
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::ops::FloatTensor;
@@ -47,6 +54,25 @@ pub trait SplatBackend: Backend {
         options: FieldOptions,
         points_grad: bool,
     ) -> FieldGrads<Self>;
+
+    /// Forward pass of the projection (see [`project`] for the contract): every Gaussian's
+    /// splat as seen by `camera`, as `packed [N, PACKED_WIDTH]` floats (the differentiable
+    /// outputs) and `extents [N, 3]` integers (`radius_x, radius_y, tiles`).
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self>;
+
+    /// Backward pass of the projection: the gradient of a scalar loss with respect to every
+    /// input, given `grad_packed [N, PACKED_WIDTH]` (the loss gradient with respect to
+    /// `packed`). Culled Gaussians get zero.
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self>;
 }
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and

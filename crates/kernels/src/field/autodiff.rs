@@ -11,6 +11,9 @@ use burn::tensor::ops::FloatTensor;
 
 use super::{FieldGrads, FieldInputs, FieldOptions};
 use crate::SplatBackend;
+use crate::project::{
+    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+};
 
 #[derive(Debug)]
 struct FieldBackward;
@@ -147,5 +150,22 @@ impl<B: SplatBackend, C: CheckpointStrategy> SplatBackend for Autodiff<B, C> {
             log_scales: Self::from_inner(g.log_scales),
             features: Self::from_inner(g.features),
         }
+    }
+
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        crate::project::autodiff::forward(inputs, camera, options)
+    }
+
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        crate::project::autodiff::backward(inputs, grad_packed, camera, options)
     }
 }

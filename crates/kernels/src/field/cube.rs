@@ -54,6 +54,9 @@ use cubecl::{calculate_cube_count_elemwise, client::ComputeClient};
 
 use super::{Covariance, FieldGrads, FieldInputs, FieldOptions};
 use crate::SplatBackend;
+use crate::project::{
+    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+};
 
 /// Units per cube, and the number of Gaussians (or points) staged per shared-memory tile.
 const BLOCK: usize = 128;
@@ -1747,5 +1750,22 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SplatBacke
             log_scales: grad_log_scales,
             features: grad_features,
         }
+    }
+
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        crate::project::cube::forward(inputs, camera, options)
+    }
+
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        crate::project::cube::backward(inputs, grad_packed, camera, options)
     }
 }

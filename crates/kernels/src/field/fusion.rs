@@ -11,6 +11,9 @@ use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorI
 
 use super::{FieldGrads, FieldInputs, FieldOptions};
 use crate::SplatBackend;
+use crate::project::{
+    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+};
 
 /// The recorded forward: inputs `[points, means, quats, log_scales, features]`, output `values`.
 #[derive(Debug)]
@@ -187,5 +190,22 @@ impl<B: FusionBackend + SplatBackend> SplatBackend for Fusion<B> {
             log_scales,
             features,
         }
+    }
+
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        crate::project::fusion::forward(inputs, camera, options)
+    }
+
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        crate::project::fusion::backward(inputs, grad_packed, camera, options)
     }
 }

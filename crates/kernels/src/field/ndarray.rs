@@ -5,29 +5,17 @@ use burn::backend::NdArray;
 use burn::backend::ndarray::{
     FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
 };
-use burn::tensor::ops::{FloatTensor, FloatTensorOps};
-use burn::tensor::{DType, Shape, TensorData, TensorMetadata, read_sync};
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{DType, Shape, TensorMetadata};
 
 use super::cpu::{self, FieldArrays};
 use super::{FieldGrads, FieldInputs, FieldOptions};
 use crate::SplatBackend;
+use crate::ndarray_host::{float_tensor, to_host};
+use crate::project::{
+    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+};
 use crate::real::Real;
-
-/// Host copy of a tensor in the kernel's scalar type.
-fn to_host<T: burn::tensor::Element, E, I, Q>(tensor: FloatTensor<NdArray<E, I, Q>>) -> Vec<T>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    // The ndarray backend reads synchronously from host memory: this cannot fail.
-    let data = read_sync(NdArray::<E, I, Q>::float_into_data(tensor))
-        .expect("ndarray tensors are host memory");
-    data.convert::<T>()
-        .into_vec()
-        .expect("converted to the requested element type")
-}
 
 struct HostInputs<T> {
     points: Vec<T>,
@@ -69,19 +57,6 @@ impl<T: Real + burn::tensor::Element> HostInputs<T> {
     }
 }
 
-fn device_tensor<T: burn::tensor::Element, E, I, Q>(
-    values: Vec<T>,
-    shape: Shape,
-) -> FloatTensor<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    NdArray::<E, I, Q>::float_from_data(TensorData::new(values, shape), &Default::default())
-}
-
 fn forward_in<T: Real + burn::tensor::Element, E, I, Q>(
     inputs: FieldInputs<NdArray<E, I, Q>>,
     options: FieldOptions,
@@ -95,7 +70,7 @@ where
     let host = HostInputs::<T>::read(inputs);
     let a = host.arrays();
     let shape = Shape::new([a.num_points(), a.channels]);
-    device_tensor::<T, E, I, Q>(cpu::forward(&a, &options), shape)
+    float_tensor::<T, E, I, Q>(cpu::forward(&a, &options), shape)
 }
 
 fn backward_in<T: Real + burn::tensor::Element, E, I, Q>(
@@ -116,11 +91,11 @@ where
     let (p, n, c) = (a.num_points(), a.num_gaussians(), a.channels);
     let g = cpu::backward(&a, &grad, &options, points_grad);
     FieldGrads {
-        points: points_grad.then(|| device_tensor::<T, E, I, Q>(g.points, Shape::new([p, 3]))),
-        means: device_tensor::<T, E, I, Q>(g.means, Shape::new([n, 3])),
-        quats: device_tensor::<T, E, I, Q>(g.quats, Shape::new([n, 4])),
-        log_scales: device_tensor::<T, E, I, Q>(g.log_scales, Shape::new([n, 3])),
-        features: device_tensor::<T, E, I, Q>(g.features, Shape::new([n, c])),
+        points: points_grad.then(|| float_tensor::<T, E, I, Q>(g.points, Shape::new([p, 3]))),
+        means: float_tensor::<T, E, I, Q>(g.means, Shape::new([n, 3])),
+        quats: float_tensor::<T, E, I, Q>(g.quats, Shape::new([n, 4])),
+        log_scales: float_tensor::<T, E, I, Q>(g.log_scales, Shape::new([n, 3])),
+        features: float_tensor::<T, E, I, Q>(g.features, Shape::new([n, c])),
     }
 }
 
@@ -150,5 +125,22 @@ where
         } else {
             backward_in::<f32, E, I, Q>(inputs, grad_values, options, points_grad)
         }
+    }
+
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        crate::project::ndarray::forward(inputs, camera, options)
+    }
+
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        crate::project::ndarray::backward(inputs, grad_packed, camera, options)
     }
 }

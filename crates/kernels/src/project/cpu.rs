@@ -11,7 +11,7 @@
 
 use rayon::prelude::*;
 
-use super::{CameraParams, ProjectError, ProjectOptions};
+use super::{CameraParams, ProjectError, ProjectOptions, check_setup};
 use crate::quat::UnitQuat;
 use crate::real::Real;
 
@@ -228,60 +228,8 @@ fn validate<T: Real>(
     check_len("quats", a.quats.len(), 4, "[N, 4]", n)?;
     check_len("log_scales", a.log_scales.len(), 3, "[N, 3]", n)?;
     check_len("opacity_logits", a.opacity_logits.len(), 1, "[N]", n)?;
-    let stored = match a.sh_coeffs {
-        1 => 0,
-        4 => 1,
-        9 => 2,
-        16 => 3,
-        k => return Err(ProjectError::ShCoeffs(k)),
-    };
+    let degree = check_setup(a.sh_coeffs, camera, options)?;
     check_len("sh", a.sh.len(), 3 * a.sh_coeffs, "[N, K, 3]", n)?;
-    let degree = match options.sh_degree {
-        None => stored,
-        Some(d) if d <= stored => d,
-        Some(requested) => {
-            return Err(ProjectError::ShDegree { requested, stored });
-        }
-    };
-    let camera_checks = [
-        ("fx", camera.fx, camera.fx.is_finite() && camera.fx > 0.0),
-        ("fy", camera.fy, camera.fy.is_finite() && camera.fy > 0.0),
-        ("cx", camera.cx, camera.cx.is_finite()),
-        ("cy", camera.cy, camera.cy.is_finite()),
-        ("width", f64::from(camera.width), camera.width > 0),
-        ("height", f64::from(camera.height), camera.height > 0),
-    ];
-    for (name, value, ok) in camera_checks {
-        if !ok {
-            return Err(ProjectError::Camera {
-                name,
-                value,
-                rule: "focal lengths must be positive, the image non-empty, all finite",
-            });
-        }
-    }
-    let pose = camera.rotation.iter().chain(&camera.translation);
-    if let Some(&value) = pose.clone().find(|v| !v.is_finite()) {
-        return Err(ProjectError::Camera {
-            name: "pose",
-            value,
-            rule: "rotation and translation must be finite",
-        });
-    }
-    if !(options.near.is_finite() && options.near > 0.0) {
-        return Err(ProjectError::Option {
-            name: "near",
-            value: options.near,
-            rule: "must be positive and finite",
-        });
-    }
-    if !(options.eps2d.is_finite() && options.eps2d >= 0.0) {
-        return Err(ProjectError::Option {
-            name: "eps2d",
-            value: options.eps2d,
-            rule: "must be non-negative and finite",
-        });
-    }
     Ok((n, degree as usize))
 }
 

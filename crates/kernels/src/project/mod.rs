@@ -67,7 +67,260 @@
 //! colour's dependence on the view direction reaches the means; the culling decisions are
 //! piecewise constant and carry no gradient.
 
+pub(crate) mod autodiff;
 pub mod cpu;
+#[cfg(feature = "cube")]
+pub(crate) mod cube;
+#[cfg(feature = "cube")]
+pub(crate) mod fusion;
+#[cfg(feature = "ndarray")]
+pub(crate) mod ndarray;
+
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{Int, Tensor, TensorPrimitive};
+
+use crate::SplatBackend;
+
+/// Floats per Gaussian in the packed projection output, in this order: `xy` (2), `depth` (1),
+/// `conic` (3), `color` (3), `opacity` (1). The offsets are the `PACKED_*` constants.
+pub const PACKED_WIDTH: usize = 10;
+/// Offset of `xy` in a packed row.
+pub const PACKED_XY: usize = 0;
+/// Offset of `depth` in a packed row.
+pub const PACKED_DEPTH: usize = 2;
+/// Offset of `conic` in a packed row.
+pub const PACKED_CONIC: usize = 3;
+/// Offset of `color` in a packed row.
+pub const PACKED_COLOR: usize = 6;
+/// Offset of `opacity` in a packed row.
+pub const PACKED_OPACITY: usize = 9;
+
+/// The inputs of the projection, as backend primitives (shapes in the [module docs](self)).
+#[derive(Debug, Clone)]
+pub struct ProjectInputs<B: Backend> {
+    /// `[N, 3]`
+    pub means: FloatTensor<B>,
+    /// `[N, 4]`
+    pub quats: FloatTensor<B>,
+    /// `[N, 3]`
+    pub log_scales: FloatTensor<B>,
+    /// `[N]`
+    pub opacity_logits: FloatTensor<B>,
+    /// `[N, K, 3]`
+    pub sh: FloatTensor<B>,
+}
+
+/// The outputs of the projection as backend primitives.
+#[derive(Debug, Clone)]
+pub struct ProjectPrimitives<B: Backend> {
+    /// `[N, PACKED_WIDTH]`: `xy, depth, conic, color, opacity` per Gaussian (zero when culled).
+    pub packed: FloatTensor<B>,
+    /// `[N, 3]` integers: `radius_x, radius_y, tiles` (all zero when culled).
+    pub extents: IntTensor<B>,
+}
+
+/// Gradients of a scalar loss with respect to every [`ProjectInputs`] tensor (same shapes).
+#[derive(Debug, Clone)]
+pub struct ProjectGrads<B: Backend> {
+    /// `[N, 3]`
+    pub means: FloatTensor<B>,
+    /// `[N, 4]`
+    pub quats: FloatTensor<B>,
+    /// `[N, 3]`
+    pub log_scales: FloatTensor<B>,
+    /// `[N]`
+    pub opacity_logits: FloatTensor<B>,
+    /// `[N, K, 3]`
+    pub sh: FloatTensor<B>,
+}
+
+/// The projection of `N` Gaussians as tensors. Every float output is differentiable (they are
+/// views of `packed`); `radius` and `tiles` are not.
+#[derive(Debug, Clone)]
+pub struct Projected<B: Backend> {
+    /// `[N, PACKED_WIDTH]`, the rows the rasterizer reads.
+    pub packed: Tensor<B, 2>,
+    /// `[N, 2]` projected means, pixels.
+    pub xy: Tensor<B, 2>,
+    /// `[N]` camera-space depth.
+    pub depth: Tensor<B, 1>,
+    /// `[N, 3]` inverse dilated 2D covariance `(a, b, c)`.
+    pub conic: Tensor<B, 2>,
+    /// `[N, 3]` RGB.
+    pub color: Tensor<B, 2>,
+    /// `[N]` opacity.
+    pub opacity: Tensor<B, 1>,
+    /// `[N, 2]` screen-box half-extents in pixels, `(0, 0)` when culled.
+    pub radius: Tensor<B, 2, Int>,
+    /// `[N]` 16x16 tiles the screen box touches.
+    pub tiles: Tensor<B, 1, Int>,
+}
+
+/// Projects `N` Gaussians through `camera` (the op contract is in the [module docs](self)).
+///
+/// `means [N, 3]`, `quats [N, 4]`, `log_scales [N, 3]`, `opacity_logits [N]`, `sh [N, K, 3]`
+/// with `K` in `{1, 4, 9, 16}`. Differentiable with respect to all of them on `Autodiff<B>`.
+/// Shapes, the camera and the options are checked here, once.
+pub fn project_gaussians<B: SplatBackend>(
+    means: Tensor<B, 2>,
+    quats: Tensor<B, 2>,
+    log_scales: Tensor<B, 2>,
+    opacity_logits: Tensor<B, 1>,
+    sh: Tensor<B, 3>,
+    camera: &CameraParams,
+    options: &ProjectOptions,
+) -> Result<Projected<B>, ProjectError> {
+    let [n, md] = means.dims();
+    let [_, k, sc] = sh.dims();
+    let shape_err =
+        |name: &'static str, got: usize, per: usize, shape: &'static str| ProjectError::Length {
+            name,
+            got,
+            expected: per * n,
+            shape,
+            n,
+        };
+    if md != 3 {
+        return Err(shape_err("means", n * md, 3, "[N, 3]"));
+    }
+    let same = |got: &[usize], want: &[usize]| got == want;
+    if !same(&quats.dims(), &[n, 4]) {
+        return Err(shape_err(
+            "quats",
+            quats.dims().iter().product(),
+            4,
+            "[N, 4]",
+        ));
+    }
+    if !same(&log_scales.dims(), &[n, 3]) {
+        return Err(shape_err(
+            "log_scales",
+            log_scales.dims().iter().product(),
+            3,
+            "[N, 3]",
+        ));
+    }
+    if !same(&opacity_logits.dims(), &[n]) {
+        return Err(shape_err(
+            "opacity_logits",
+            opacity_logits.dims()[0],
+            1,
+            "[N]",
+        ));
+    }
+    if !same(&[sh.dims()[0], sc], &[n, 3]) {
+        return Err(shape_err(
+            "sh",
+            sh.dims().iter().product(),
+            3 * k,
+            "[N, K, 3]",
+        ));
+    }
+    check_setup(k, camera, options)?;
+    let device = means.device();
+    if n == 0 {
+        return Ok(Projected::from_primitives(
+            Tensor::zeros([0, PACKED_WIDTH], &device),
+            Tensor::zeros([0, 3], &device),
+        ));
+    }
+    let out = B::project_forward(
+        ProjectInputs {
+            means: means.into_primitive().tensor(),
+            quats: quats.into_primitive().tensor(),
+            log_scales: log_scales.into_primitive().tensor(),
+            opacity_logits: opacity_logits.into_primitive().tensor(),
+            sh: sh.into_primitive().tensor(),
+        },
+        *camera,
+        *options,
+    );
+    Ok(Projected::from_primitives(
+        Tensor::from_primitive(TensorPrimitive::Float(out.packed)),
+        Tensor::from_primitive(out.extents),
+    ))
+}
+
+impl<B: Backend> Projected<B> {
+    fn from_primitives(packed: Tensor<B, 2>, extents: Tensor<B, 2, Int>) -> Self {
+        let n = packed.dims()[0];
+        let col = |offset: usize, width: usize| packed.clone().narrow(1, offset, width);
+        Projected {
+            xy: col(PACKED_XY, 2),
+            depth: col(PACKED_DEPTH, 1).reshape([n]),
+            conic: col(PACKED_CONIC, 3),
+            color: col(PACKED_COLOR, 3),
+            opacity: col(PACKED_OPACITY, 1).reshape([n]),
+            radius: extents.clone().narrow(1, 0, 2),
+            tiles: extents.narrow(1, 2, 1).reshape([n]),
+            packed,
+        }
+    }
+}
+
+/// Checks what does not depend on the array lengths: the SH coefficient count `k`, the camera
+/// and the options. Returns the SH degree to evaluate.
+pub(crate) fn check_setup(
+    k: usize,
+    camera: &CameraParams,
+    options: &ProjectOptions,
+) -> Result<u32, ProjectError> {
+    let stored = match k {
+        1 => 0,
+        4 => 1,
+        9 => 2,
+        16 => 3,
+        k => return Err(ProjectError::ShCoeffs(k)),
+    };
+    let degree = match options.sh_degree {
+        None => stored,
+        Some(d) if d <= stored => d,
+        Some(requested) => {
+            return Err(ProjectError::ShDegree { requested, stored });
+        }
+    };
+    let camera_checks = [
+        ("fx", camera.fx, camera.fx.is_finite() && camera.fx > 0.0),
+        ("fy", camera.fy, camera.fy.is_finite() && camera.fy > 0.0),
+        ("cx", camera.cx, camera.cx.is_finite()),
+        ("cy", camera.cy, camera.cy.is_finite()),
+        ("width", f64::from(camera.width), camera.width > 0),
+        ("height", f64::from(camera.height), camera.height > 0),
+    ];
+    for (name, value, ok) in camera_checks {
+        if !ok {
+            return Err(ProjectError::Camera {
+                name,
+                value,
+                rule: "focal lengths must be positive, the image non-empty, all finite",
+            });
+        }
+    }
+    let pose = camera.rotation.iter().chain(&camera.translation);
+    if let Some(&value) = pose.clone().find(|v| !v.is_finite()) {
+        return Err(ProjectError::Camera {
+            name: "pose",
+            value,
+            rule: "rotation and translation must be finite",
+        });
+    }
+    if !(options.near.is_finite() && options.near > 0.0) {
+        return Err(ProjectError::Option {
+            name: "near",
+            value: options.near,
+            rule: "must be positive and finite",
+        });
+    }
+    if !(options.eps2d.is_finite() && options.eps2d >= 0.0) {
+        return Err(ProjectError::Option {
+            name: "eps2d",
+            value: options.eps2d,
+            rule: "must be non-negative and finite",
+        });
+    }
+    Ok(degree)
+}
 
 /// A pinhole camera, world to camera, OpenCV axes (x right, y down, z forward).
 #[derive(Clone, Copy, Debug, PartialEq)]

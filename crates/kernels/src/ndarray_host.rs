@@ -1,0 +1,52 @@
+//! Moving ndarray tensors to and from the host buffers the CPU kernels work on.
+
+use burn::backend::NdArray;
+use burn::backend::ndarray::{
+    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
+};
+use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor, IntTensorOps};
+use burn::tensor::{Element, Shape, TensorData, read_sync};
+
+/// Host copy of a float tensor in the kernel's scalar type `T`.
+pub(crate) fn to_host<T: Element, E, I, Q>(tensor: FloatTensor<NdArray<E, I, Q>>) -> Vec<T>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    // The ndarray backend reads synchronously from host memory: this cannot fail.
+    let data = read_sync(NdArray::<E, I, Q>::float_into_data(tensor))
+        .expect("ndarray tensors are host memory");
+    data.convert::<T>()
+        .into_vec()
+        .expect("converted to the requested element type")
+}
+
+/// A float tensor from kernel output (keeps `T` as its dtype).
+pub(crate) fn float_tensor<T: Element, E, I, Q>(
+    values: Vec<T>,
+    shape: Shape,
+) -> FloatTensor<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    NdArray::<E, I, Q>::float_from_data(TensorData::new(values, shape), &Default::default())
+}
+
+/// An integer tensor of the backend's integer type from kernel output.
+pub(crate) fn int_tensor<E, I, Q>(values: Vec<i64>, shape: Shape) -> IntTensor<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    NdArray::<E, I, Q>::int_from_data(
+        TensorData::new(values, shape).convert::<I>(),
+        &Default::default(),
+    )
+}

@@ -1,0 +1,181 @@
+//! The projection on the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on host
+//! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise. (The `SplatBackend` impl
+//! block for `NdArray` lives with the field op and delegates here.)
+
+use burn::backend::NdArray;
+use burn::backend::ndarray::{
+    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
+};
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{DType, Element, Shape, TensorMetadata};
+
+use super::cpu::{self, ProjectArrays, ProjectOutputGrads};
+use super::{
+    CameraParams, PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH,
+    PACKED_XY, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+};
+use crate::ndarray_host::{float_tensor, int_tensor, to_host};
+use crate::real::Real;
+
+struct HostInputs<T> {
+    means: Vec<T>,
+    quats: Vec<T>,
+    log_scales: Vec<T>,
+    opacity_logits: Vec<T>,
+    sh: Vec<T>,
+    sh_coeffs: usize,
+}
+
+impl<T: Real + Element> HostInputs<T> {
+    fn read<E, I, Q>(inputs: ProjectInputs<NdArray<E, I, Q>>) -> Self
+    where
+        E: FloatNdArrayElement,
+        I: IntNdArrayElement,
+        Q: QuantElement,
+        NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+    {
+        let sh_coeffs = inputs.sh.shape().dims::<3>()[1];
+        HostInputs {
+            means: to_host::<T, E, I, Q>(inputs.means),
+            quats: to_host::<T, E, I, Q>(inputs.quats),
+            log_scales: to_host::<T, E, I, Q>(inputs.log_scales),
+            opacity_logits: to_host::<T, E, I, Q>(inputs.opacity_logits),
+            sh: to_host::<T, E, I, Q>(inputs.sh),
+            sh_coeffs,
+        }
+    }
+
+    fn arrays(&self) -> ProjectArrays<'_, T> {
+        ProjectArrays {
+            means: &self.means,
+            quats: &self.quats,
+            log_scales: &self.log_scales,
+            opacity_logits: &self.opacity_logits,
+            sh: &self.sh,
+            sh_coeffs: self.sh_coeffs,
+        }
+    }
+}
+
+fn forward_in<T: Real + Element, E, I, Q>(
+    inputs: ProjectInputs<NdArray<E, I, Q>>,
+    camera: CameraParams,
+    options: ProjectOptions,
+) -> ProjectPrimitives<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    let host = HostInputs::<T>::read(inputs);
+    let n = host.means.len() / 3;
+    // The tensor-level entry point validated everything this checks again.
+    let out = cpu::forward(&host.arrays(), &camera, &options)
+        .expect("inputs validated by project_gaussians");
+    let mut packed = vec![T::ZERO; n * PACKED_WIDTH];
+    for (i, row) in packed.chunks_exact_mut(PACKED_WIDTH).enumerate() {
+        row[PACKED_XY..PACKED_XY + 2].copy_from_slice(&out.xy[2 * i..2 * i + 2]);
+        row[PACKED_DEPTH] = out.depth[i];
+        row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&out.conic[3 * i..3 * i + 3]);
+        row[PACKED_COLOR..PACKED_COLOR + 3].copy_from_slice(&out.color[3 * i..3 * i + 3]);
+        row[PACKED_OPACITY] = out.opacity[i];
+    }
+    let extents: Vec<i64> = (0..n)
+        .flat_map(|i| {
+            [
+                i64::from(out.radius[2 * i]),
+                i64::from(out.radius[2 * i + 1]),
+                i64::from(out.tiles[i]),
+            ]
+        })
+        .collect();
+    ProjectPrimitives {
+        packed: float_tensor::<T, E, I, Q>(packed, Shape::new([n, PACKED_WIDTH])),
+        extents: int_tensor::<E, I, Q>(extents, Shape::new([n, 3])),
+    }
+}
+
+fn backward_in<T: Real + Element, E, I, Q>(
+    inputs: ProjectInputs<NdArray<E, I, Q>>,
+    grad_packed: FloatTensor<NdArray<E, I, Q>>,
+    camera: CameraParams,
+    options: ProjectOptions,
+) -> ProjectGrads<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    let host = HostInputs::<T>::read(inputs);
+    let (n, k) = (host.means.len() / 3, host.sh_coeffs);
+    let g = to_host::<T, E, I, Q>(grad_packed);
+    let column = |offset: usize, width: usize| -> Vec<T> {
+        g.chunks_exact(PACKED_WIDTH)
+            .flat_map(|row| row[offset..offset + width].iter().copied())
+            .collect()
+    };
+    let (xy, depth, conic, color, opacity) = (
+        column(PACKED_XY, 2),
+        column(PACKED_DEPTH, 1),
+        column(PACKED_CONIC, 3),
+        column(PACKED_COLOR, 3),
+        column(PACKED_OPACITY, 1),
+    );
+    let grads = ProjectOutputGrads {
+        xy: &xy,
+        depth: &depth,
+        conic: &conic,
+        color: &color,
+        opacity: &opacity,
+    };
+    let d = cpu::backward(&host.arrays(), &camera, &options, &grads)
+        .expect("inputs validated by project_gaussians");
+    ProjectGrads {
+        means: float_tensor::<T, E, I, Q>(d.means, Shape::new([n, 3])),
+        quats: float_tensor::<T, E, I, Q>(d.quats, Shape::new([n, 4])),
+        log_scales: float_tensor::<T, E, I, Q>(d.log_scales, Shape::new([n, 3])),
+        opacity_logits: float_tensor::<T, E, I, Q>(d.opacity_logits, Shape::new([n])),
+        sh: float_tensor::<T, E, I, Q>(d.sh, Shape::new([n, k, 3])),
+    }
+}
+
+/// [`SplatBackend::project_forward`](crate::SplatBackend::project_forward) for `NdArray`.
+pub(crate) fn forward<E, I, Q>(
+    inputs: ProjectInputs<NdArray<E, I, Q>>,
+    camera: CameraParams,
+    options: ProjectOptions,
+) -> ProjectPrimitives<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    if inputs.means.dtype() == DType::F64 {
+        forward_in::<f64, E, I, Q>(inputs, camera, options)
+    } else {
+        forward_in::<f32, E, I, Q>(inputs, camera, options)
+    }
+}
+
+/// [`SplatBackend::project_backward`](crate::SplatBackend::project_backward) for `NdArray`.
+pub(crate) fn backward<E, I, Q>(
+    inputs: ProjectInputs<NdArray<E, I, Q>>,
+    grad_packed: FloatTensor<NdArray<E, I, Q>>,
+    camera: CameraParams,
+    options: ProjectOptions,
+) -> ProjectGrads<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    if inputs.means.dtype() == DType::F64 {
+        backward_in::<f64, E, I, Q>(inputs, grad_packed, camera, options)
+    } else {
+        backward_in::<f32, E, I, Q>(inputs, grad_packed, camera, options)
+    }
+}

@@ -1,0 +1,829 @@
+//! The CPU tile rasterizer: agreement with gsplat's reference image and gradients (through the
+//! projection), f64 finite-difference gradients, binning, edge cases and determinism.
+
+use ember::kernels::project::ProjectOptions;
+use ember::kernels::project::cpu::{self as project, ProjectArrays, ProjectOutputGrads};
+use ember::kernels::raster::RasterError;
+use ember::kernels::raster::cpu::{
+    self, Bins, RasterArrays, RasterGrads, RasterOutputGrads, RasterOutputs,
+};
+use rand::RngExt;
+use rand::rngs::StdRng;
+
+use crate::common::{fresh_rng, oracle_camera, oracle_err, oracle_file, tensor, uniform};
+
+/// Splats in f64 (or any `Real`), row-major, with their screen boxes.
+#[derive(Clone, Debug)]
+struct Splats<T> {
+    xy: Vec<T>,
+    depth: Vec<T>,
+    conic: Vec<T>,
+    color: Vec<T>,
+    opacity: Vec<T>,
+    radius: Vec<u32>,
+}
+
+impl<T: Copy> Splats<T> {
+    fn arrays(&self) -> RasterArrays<'_, T> {
+        RasterArrays {
+            xy: &self.xy,
+            depth: &self.depth,
+            conic: &self.conic,
+            color: &self.color,
+            opacity: &self.opacity,
+        }
+    }
+}
+
+impl Splats<f64> {
+    fn to_f32(&self) -> Splats<f32> {
+        let f = |v: &[f64]| v.iter().map(|x| *x as f32).collect::<Vec<f32>>();
+        Splats {
+            xy: f(&self.xy),
+            depth: f(&self.depth),
+            conic: f(&self.conic),
+            color: f(&self.color),
+            opacity: f(&self.opacity),
+            radius: self.radius.clone(),
+        }
+    }
+}
+
+fn bin<T: Copy + RealLike>(s: &Splats<T>, width: u32, height: u32) -> Bins {
+    match T::bin(s, width, height) {
+        Ok(b) => b,
+        Err(e) => panic!("bin refused valid splats: {e}"),
+    }
+}
+
+/// The scalar types the tests run the kernels in (the kernels' `Real` is not public).
+trait RealLike: Sized {
+    fn bin(s: &Splats<Self>, width: u32, height: u32) -> Result<Bins, RasterError>;
+    fn forward(
+        s: &Splats<Self>,
+        bins: &Bins,
+        bg: [Self; 3],
+    ) -> Result<RasterOutputs<Self>, RasterError>;
+    fn backward(
+        s: &Splats<Self>,
+        bins: &Bins,
+        bg: [Self; 3],
+        out: &RasterOutputs<Self>,
+        grads: &RasterOutputGrads<'_, Self>,
+    ) -> Result<RasterGrads<Self>, RasterError>;
+}
+
+macro_rules! real_like {
+    ($t:ty) => {
+        impl RealLike for $t {
+            fn bin(s: &Splats<$t>, width: u32, height: u32) -> Result<Bins, RasterError> {
+                cpu::bin(&s.xy, &s.depth, &s.radius, width, height)
+            }
+            fn forward(
+                s: &Splats<$t>,
+                bins: &Bins,
+                bg: [$t; 3],
+            ) -> Result<RasterOutputs<$t>, RasterError> {
+                cpu::forward(&s.arrays(), bins, bg)
+            }
+            fn backward(
+                s: &Splats<$t>,
+                bins: &Bins,
+                bg: [$t; 3],
+                out: &RasterOutputs<$t>,
+                grads: &RasterOutputGrads<'_, $t>,
+            ) -> Result<RasterGrads<$t>, RasterError> {
+                cpu::backward(&s.arrays(), bins, bg, out, grads)
+            }
+        }
+    };
+}
+real_like!(f64);
+real_like!(f32);
+
+fn forward<T: Copy + RealLike>(s: &Splats<T>, bins: &Bins, bg: [T; 3]) -> RasterOutputs<T> {
+    match T::forward(s, bins, bg) {
+        Ok(o) => o,
+        Err(e) => panic!("forward refused valid splats: {e}"),
+    }
+}
+
+fn backward<T: Copy + RealLike>(
+    s: &Splats<T>,
+    bins: &Bins,
+    bg: [T; 3],
+    out: &RasterOutputs<T>,
+    grads: &RasterOutputGrads<'_, T>,
+) -> RasterGrads<T> {
+    match T::backward(s, bins, bg, out, grads) {
+        Ok(g) => g,
+        Err(e) => panic!("backward refused valid inputs: {e}"),
+    }
+}
+
+/// Number of tiles each Gaussian was binned into.
+fn tiles_per_gaussian(bins: &Bins, n: usize) -> Vec<u32> {
+    let mut count = vec![0u32; n];
+    for &id in bins.ids() {
+        count[id as usize] += 1;
+    }
+    count
+}
+
+// ---- the gsplat oracle ----
+
+fn check_oracle(case: &str) {
+    let Some(bytes) = oracle_file(&format!("{case}_case.safetensors")) else {
+        return;
+    };
+    let file = match safetensors::SafeTensors::deserialize(&bytes) {
+        Ok(f) => f,
+        Err(e) => panic!("{case}: {e}"),
+    };
+    let (means, quats, log_scales, logits, sh) = (
+        tensor(&file, "means"),
+        tensor(&file, "quats"),
+        tensor(&file, "scales"),
+        tensor(&file, "opacities"),
+        tensor(&file, "coeffs"),
+    );
+    let arrays = ProjectArrays {
+        means: &means,
+        quats: &quats,
+        log_scales: &log_scales,
+        opacity_logits: &logits,
+        sh: &sh,
+        sh_coeffs: 16,
+    };
+    let n = logits.len();
+    let camera = oracle_camera();
+    let options = ProjectOptions {
+        sh_degree: Some(3),
+        view_dir_grad: false,
+        ..ProjectOptions::default()
+    };
+    let proj = match project::forward(&arrays, &camera, &options) {
+        Ok(p) => p,
+        Err(e) => panic!("{case}: projection refused: {e}"),
+    };
+    let splats = Splats {
+        xy: proj.xy.clone(),
+        depth: proj.depth.clone(),
+        conic: proj.conic.clone(),
+        color: proj.color.clone(),
+        opacity: proj.opacity.clone(),
+        radius: proj.radius.clone(),
+    };
+    let (w, h) = (camera.width as usize, camera.height as usize);
+    let bins = bin(&splats, camera.width, camera.height);
+    assert_eq!(
+        tiles_per_gaussian(&bins, n),
+        proj.tiles,
+        "{case}: binned tiles differ from the projection's tile counts"
+    );
+    let bg = [0.0; 3];
+    let out = forward(&splats, &bins, bg);
+
+    let ref_img = tensor(&file, "out_img");
+    let v_img = tensor(&file, "v_out_img");
+    let channels = |img: &[f64], lo: usize, hi: usize| -> Vec<f64> {
+        img.chunks_exact(4)
+            .flat_map(|p| p[lo..hi].to_vec())
+            .collect()
+    };
+    let pixels = vec![true; w * h];
+    let ref_conics = tensor(&file, "conics");
+    let kept: Vec<bool> = (0..n)
+        .map(|i| ref_conics[3 * i..3 * i + 3].iter().any(|v| *v != 0.0))
+        .collect();
+    let all = vec![true; n];
+
+    let mut report = Vec::new();
+    let mut failed = Vec::new();
+    let mut compare = |name: &str, got: &[f64], want: &[f64], width: usize, rows: &[bool]| {
+        let (ratio, abs) = oracle_err(got, want, width, rows);
+        report.push(format!(
+            "{name}: max |delta| {abs:.3e} ({ratio:.2e} of the tolerance)"
+        ));
+        if ratio >= 1.0 {
+            failed.push(name.to_string());
+        }
+    };
+    compare("rgb", &out.rgb, &channels(&ref_img, 0, 3), 3, &pixels);
+    compare("alpha", &out.alpha, &channels(&ref_img, 3, 4), 1, &pixels);
+
+    let v_rgb = channels(&v_img, 0, 3);
+    let v_alpha = channels(&v_img, 3, 4);
+    let v_depth = vec![0.0; w * h];
+    let grads = RasterOutputGrads {
+        rgb: &v_rgb,
+        alpha: &v_alpha,
+        depth: &v_depth,
+    };
+    let g = backward(&splats, &bins, bg, &out, &grads);
+    compare("v_xy", &g.xy, &tensor(&file, "v_xy"), 2, &kept);
+    compare("v_conics", &g.conic, &tensor(&file, "v_conics"), 3, &kept);
+
+    // The f32 kernels on the same splats.
+    let widen = |v: &[f32]| v.iter().map(|x| f64::from(*x)).collect::<Vec<f64>>();
+    let narrow = |v: &[f64]| v.iter().map(|x| *x as f32).collect::<Vec<f32>>();
+    let s32 = splats.to_f32();
+    let out32 = forward(&s32, &bins, [0.0f32; 3]);
+    compare(
+        "rgb (f32)",
+        &widen(&out32.rgb),
+        &channels(&ref_img, 0, 3),
+        3,
+        &pixels,
+    );
+    compare(
+        "alpha (f32)",
+        &widen(&out32.alpha),
+        &channels(&ref_img, 3, 4),
+        1,
+        &pixels,
+    );
+    let (v_rgb32, v_alpha32, v_depth32) = (narrow(&v_rgb), narrow(&v_alpha), narrow(&v_depth));
+    let grads32 = RasterOutputGrads {
+        rgb: &v_rgb32,
+        alpha: &v_alpha32,
+        depth: &v_depth32,
+    };
+    let g32 = backward(&s32, &bins, [0.0f32; 3], &out32, &grads32);
+    compare(
+        "v_xy (f32)",
+        &widen(&g32.xy),
+        &tensor(&file, "v_xy"),
+        2,
+        &kept,
+    );
+    compare(
+        "v_conics (f32)",
+        &widen(&g32.conic),
+        &tensor(&file, "v_conics"),
+        3,
+        &kept,
+    );
+
+    let up = ProjectOutputGrads {
+        xy: &g.xy,
+        depth: &g.depth,
+        conic: &g.conic,
+        color: &g.color,
+        opacity: &g.opacity,
+    };
+    let pg = match project::backward(&arrays, &camera, &options, &up) {
+        Ok(p) => p,
+        Err(e) => panic!("{case}: projection backward refused: {e}"),
+    };
+    compare("v_means", &pg.means, &tensor(&file, "v_means"), 3, &all);
+    compare("v_quats", &pg.quats, &tensor(&file, "v_quats"), 4, &all);
+    compare(
+        "v_scales",
+        &pg.log_scales,
+        &tensor(&file, "v_scales"),
+        3,
+        &all,
+    );
+    compare("v_coeffs", &pg.sh, &tensor(&file, "v_coeffs"), 48, &all);
+    compare(
+        "v_opacities",
+        &pg.opacity_logits,
+        &tensor(&file, "v_opacities"),
+        1,
+        &all,
+    );
+    println!("{case} ({n} Gaussians):\n  {}", report.join("\n  "));
+    assert!(
+        failed.is_empty(),
+        "{case}: outside the oracle tolerance: {failed:?}"
+    );
+}
+
+#[test]
+fn matches_gsplat_oracle_tiny() {
+    check_oracle("tiny");
+}
+
+#[test]
+fn matches_gsplat_oracle_basic() {
+    check_oracle("basic");
+}
+
+// ---- finite differences ----
+
+/// A random positive definite conic: the inverse of a covariance with standard deviations in
+/// `[sd_lo, sd_hi)` pixels at a random angle.
+fn random_conic(rng: &mut StdRng, sd_lo: f64, sd_hi: f64) -> [f64; 3] {
+    let s = uniform(rng, 2, sd_lo, sd_hi);
+    let theta = std::f64::consts::PI * rng.random::<f64>();
+    let (sin, cos) = theta.sin_cos();
+    let (v0, v1) = (s[0] * s[0], s[1] * s[1]);
+    let (xx, xy, yy) = (
+        cos * cos * v0 + sin * sin * v1,
+        cos * sin * (v0 - v1),
+        sin * sin * v0 + cos * cos * v1,
+    );
+    let det = xx * yy - xy * xy;
+    [yy / det, -xy / det, xx / det]
+}
+
+/// `n` random splats over a `width x height` image; depths distinct. One of every four has
+/// opacity 1 and sits on a pixel centre, so that its alpha clamps there; the others are
+/// partly transparent. Radii are random, so some splats are cut at tile edges.
+fn random_splats(rng: &mut StdRng, n: usize, width: u32, height: u32) -> Splats<f64> {
+    let (w, h) = (f64::from(width), f64::from(height));
+    let mut s = Splats {
+        xy: Vec::new(),
+        depth: Vec::new(),
+        conic: Vec::new(),
+        color: uniform(rng, 3 * n, 0.0, 1.0),
+        opacity: Vec::new(),
+        radius: Vec::new(),
+    };
+    for i in 0..n {
+        if i % 4 == 0 {
+            // The second one shares the first's pixel: there two clamped alphas take the
+            // transmittance to 1e-6, so that pixel stops before the one behind.
+            let (px, py) = match i {
+                4 => (s.xy[0], s.xy[1]),
+                _ => (
+                    rng.random_range(0..width) as f64 + 0.5,
+                    rng.random_range(0..height) as f64 + 0.5,
+                ),
+            };
+            s.xy.extend([px, py]);
+            s.opacity.push(1.0);
+        } else {
+            s.xy.extend([
+                -3.0 + (w + 6.0) * rng.random::<f64>(),
+                -3.0 + (h + 6.0) * rng.random::<f64>(),
+            ]);
+            s.opacity.push(0.3 + 0.69 * rng.random::<f64>());
+        }
+        s.depth
+            .push(1.0 + 0.5 * i as f64 + 0.4 * rng.random::<f64>());
+        s.conic.extend(random_conic(rng, 2.0, 7.0));
+        s.radius
+            .extend([rng.random_range(3..30), rng.random_range(3..30)]);
+    }
+    // Shuffle the depths so that index order is not depth order.
+    for i in (1..n).rev() {
+        let j = rng.random_range(0..=i);
+        s.depth.swap(i, j);
+    }
+    s
+}
+
+/// The smallest distance, in log space, of any pair of the bins to the compositing thresholds:
+/// alpha before the clamp vs `1/255` and `0.999`, and the transmittance after each drawn
+/// Gaussian vs `1e-4`. A finite difference across one of them measures a jump, not a slope.
+fn threshold_margin(s: &Splats<f64>, bins: &Bins) -> f64 {
+    let mut margin = f64::INFINITY;
+    let size = 16usize;
+    for py in 0..bins.height() as usize {
+        for px in 0..bins.width() as usize {
+            let tile = (py / size) * bins.tiles_x() as usize + px / size;
+            let (cx, cy) = (px as f64 + 0.5, py as f64 + 0.5);
+            let mut t = 1.0f64;
+            for &g in bins.tile(tile) {
+                let g = g as usize;
+                let (dx, dy) = (cx - s.xy[2 * g], cy - s.xy[2 * g + 1]);
+                let [a, b, c] = [s.conic[3 * g], s.conic[3 * g + 1], s.conic[3 * g + 2]];
+                let sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy;
+                let raw = s.opacity[g] * (-sigma).exp();
+                margin = margin
+                    .min((raw * 255.0).ln().abs())
+                    .min((raw / 0.999).ln().abs());
+                let alpha = raw.min(0.999);
+                if alpha < 1.0 / 255.0 {
+                    continue;
+                }
+                let next = t * (1.0 - alpha);
+                margin = margin.min((next / 1e-4).ln().abs());
+                if next <= 1e-4 {
+                    break;
+                }
+                t = next;
+            }
+        }
+    }
+    margin
+}
+
+/// Pixels whose walk stopped on the transmittance rule.
+fn stopped_pixels(out: &RasterOutputs<f64>, bins: &Bins) -> usize {
+    let width = bins.width() as usize;
+    (0..out.last.len())
+        .filter(|&i| {
+            let tile = (i / width / 16) * bins.tiles_x() as usize + (i % width) / 16;
+            (out.last[i] as usize) < bins.tile(tile).len()
+        })
+        .count()
+}
+
+/// Random image-gradient weights: the loss is `sum(w . image)`.
+struct LossWeights {
+    rgb: Vec<f64>,
+    alpha: Vec<f64>,
+    depth: Vec<f64>,
+}
+
+impl LossWeights {
+    fn random(rng: &mut StdRng, pixels: usize) -> Self {
+        LossWeights {
+            rgb: uniform(rng, 3 * pixels, -1.0, 1.0),
+            alpha: uniform(rng, pixels, -1.0, 1.0),
+            depth: uniform(rng, pixels, -0.2, 0.2),
+        }
+    }
+
+    fn grads(&self) -> RasterOutputGrads<'_, f64> {
+        RasterOutputGrads {
+            rgb: &self.rgb,
+            alpha: &self.alpha,
+            depth: &self.depth,
+        }
+    }
+
+    fn loss(&self, out: &RasterOutputs<f64>) -> f64 {
+        let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+        dot(&out.rgb, &self.rgb) + dot(&out.alpha, &self.alpha) + dot(&out.depth, &self.depth)
+    }
+}
+
+/// The input array called `name`.
+fn field<'a>(s: &'a mut Splats<f64>, name: &str) -> &'a mut Vec<f64> {
+    match name {
+        "xy" => &mut s.xy,
+        "conic" => &mut s.conic,
+        "color" => &mut s.color,
+        "opacity" => &mut s.opacity,
+        _ => &mut s.depth,
+    }
+}
+
+#[test]
+fn gradients_match_central_differences() {
+    let mut rng = fresh_rng("raster gradients_match_central_differences");
+    let (width, height) = (20u32, 13u32);
+    let eps = 1e-7;
+    let mut checked = 0;
+    for _ in 0..200 {
+        if checked == 6 {
+            break;
+        }
+        let n = rng.random_range(5..=8);
+        let s = random_splats(&mut rng, n, width, height);
+        let bins = bin(&s, width, height);
+        // eps moves `sigma` by at most ~4e-5 (the conic's `dx^2 / 2` with |dx| < 26).
+        if threshold_margin(&s, &bins) < 1e-4 {
+            continue;
+        }
+        checked += 1;
+        let bg: [f64; 3] = core::array::from_fn(|_| rng.random::<f64>());
+        let weights = LossWeights::random(&mut rng, (width * height) as usize);
+        let out = forward(&s, &bins, bg);
+        assert!(
+            stopped_pixels(&out, &bins) > 0,
+            "the stop rule is not exercised"
+        );
+        let g = backward(&s, &bins, bg, &out, &weights.grads());
+        let loss_at = |s: &Splats<f64>| weights.loss(&forward(s, &bins, bg));
+        let fields: [(&str, &[f64]); 5] = [
+            ("xy", &g.xy),
+            ("conic", &g.conic),
+            ("color", &g.color),
+            ("opacity", &g.opacity),
+            ("depth", &g.depth),
+        ];
+        for (name, analytic) in fields {
+            for (k, want) in analytic.iter().enumerate() {
+                let mut plus = s.clone();
+                field(&mut plus, name)[k] += eps;
+                let mut minus = s.clone();
+                field(&mut minus, name)[k] -= eps;
+                let numeric = (loss_at(&plus) - loss_at(&minus)) / (2.0 * eps);
+                assert!(
+                    (numeric - want).abs() <= 1e-6 + 1e-5 * want.abs(),
+                    "{name}[{k}]: analytic {want}, central difference {numeric}"
+                );
+            }
+        }
+        for i in 0..n {
+            let norm = g.xy[2 * i].hypot(g.xy[2 * i + 1]);
+            assert!(g.xy_abs[i] >= norm * (1.0 - 1e-12), "xy_abs below |v_xy|");
+        }
+    }
+    assert_eq!(checked, 6, "too few scenes away from the thresholds");
+}
+
+// ---- binning, edge cases, determinism ----
+
+/// Every Gaussian composited at every pixel, depth order, no tiles: what the tiled forward
+/// must equal when every radius covers the whole image.
+fn brute_force(s: &Splats<f64>, width: u32, height: u32, bg: [f64; 3]) -> Vec<f64> {
+    let n = s.opacity.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&p, &q| s.depth[p].total_cmp(&s.depth[q]).then(p.cmp(&q)));
+    let mut rgb = Vec::new();
+    for py in 0..height {
+        for px in 0..width {
+            let (cx, cy) = (f64::from(px) + 0.5, f64::from(py) + 0.5);
+            let mut t = 1.0;
+            let mut acc = [0.0; 3];
+            for &g in &order {
+                let (dx, dy) = (cx - s.xy[2 * g], cy - s.xy[2 * g + 1]);
+                let [a, b, c] = [s.conic[3 * g], s.conic[3 * g + 1], s.conic[3 * g + 2]];
+                let sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy;
+                let alpha = (s.opacity[g] * (-sigma).exp()).min(0.999);
+                if sigma < 0.0 || alpha < 1.0 / 255.0 {
+                    continue;
+                }
+                let next = t * (1.0 - alpha);
+                if next <= 1e-4 {
+                    break;
+                }
+                for (a, c) in acc.iter_mut().zip(&s.color[3 * g..3 * g + 3]) {
+                    *a += t * alpha * c;
+                }
+                t = next;
+            }
+            rgb.extend((0..3).map(|ch| acc[ch] + t * bg[ch]));
+        }
+    }
+    rgb
+}
+
+#[test]
+fn tiled_matches_brute_force_on_odd_sizes() {
+    let mut rng = fresh_rng("raster tiled_matches_brute_force_on_odd_sizes");
+    for (width, height) in [(37u32, 21u32), (16, 16), (17, 1), (1, 40), (1, 1)] {
+        let mut s = random_splats(&mut rng, 12, width, height);
+        s.radius = vec![1000; s.radius.len()];
+        let bins = bin(&s, width, height);
+        assert_eq!(bins.tiles_x(), width.div_ceil(16));
+        assert_eq!(bins.tiles_y(), height.div_ceil(16));
+        let tiles = bins.tiles_x() * bins.tiles_y();
+        assert_eq!(tiles_per_gaussian(&bins, 12), vec![tiles; 12]);
+        for t in 0..tiles as usize {
+            let list = bins.tile(t);
+            assert!(
+                list.windows(2)
+                    .all(|w| s.depth[w[0] as usize] <= s.depth[w[1] as usize])
+            );
+        }
+        let bg = [0.1, 0.5, 0.9];
+        let out = forward(&s, &bins, bg);
+        let want = brute_force(&s, width, height, bg);
+        for (k, (got, want)) in out.rgb.iter().zip(&want).enumerate() {
+            assert!(
+                (got - want).abs() < 1e-12,
+                "{width}x{height} rgb[{k}]: {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn binning_follows_the_tile_rule() {
+    // Tile 16 wide: x = 20, r = 4 covers [16, 24]: tile 1 only; r = 5 reaches tile 0.
+    let s = Splats {
+        xy: vec![20.0, 8.0, 20.0, 8.0, 20.0, 8.0, 40.0, 40.0],
+        depth: vec![3.0, 1.0, 1.0, 2.0],
+        conic: [1.0, 0.0, 1.0].repeat(4),
+        color: vec![0.5; 12],
+        opacity: vec![0.5; 4],
+        radius: vec![4, 4, 5, 4, 0, 0, 8, 100],
+    };
+    let bins = bin(&s, 40, 20);
+    assert_eq!((bins.tiles_x(), bins.tiles_y()), (3, 2));
+    // Gaussian 0: tiles x 1, y 0 (8 +- 4 in [4, 12]). Gaussian 1: x 0..=1, y 0. Gaussian 2 is
+    // culled. Gaussian 3: x 2 ([32, 48] clipped), y 0..=1.
+    assert_eq!(tiles_per_gaussian(&bins, 4), vec![1, 2, 0, 2]);
+    assert_eq!(bins.tile(0), &[1]);
+    assert_eq!(bins.tile(1), &[1, 0]);
+    assert_eq!(bins.tile(2), &[3]);
+    assert_eq!(bins.tile(5), &[3]);
+    assert_eq!(bins.offsets().len(), 7);
+    assert_eq!(bins.tile(6), &[] as &[u32]);
+}
+
+#[test]
+fn empty_and_culled_scenes_give_the_background() {
+    let bg = [0.25, 0.5, 0.75];
+    let empty = Splats::<f64> {
+        xy: vec![],
+        depth: vec![],
+        conic: vec![],
+        color: vec![],
+        opacity: vec![],
+        radius: vec![],
+    };
+    let culled = Splats {
+        xy: vec![5.0, 5.0, 10.0, 3.0],
+        depth: vec![1.0, 2.0],
+        conic: vec![0.1, 0.0, 0.1, 0.2, 0.05, 0.3],
+        color: vec![1.0; 6],
+        opacity: vec![0.9, 0.9],
+        radius: vec![0; 4],
+    };
+    for s in [empty, culled] {
+        let n = s.opacity.len();
+        let (width, height) = (37u32, 21u32);
+        let pixels = (width * height) as usize;
+        let bins = bin(&s, width, height);
+        assert!(bins.ids().is_empty());
+        let out = forward(&s, &bins, bg);
+        assert_eq!(out.rgb, bg.repeat(pixels));
+        assert_eq!(out.alpha, vec![0.0; pixels]);
+        assert_eq!(out.depth, vec![0.0; pixels]);
+        assert_eq!(out.transmittance, vec![1.0; pixels]);
+        assert_eq!(out.last, vec![0; pixels]);
+        let ones = vec![1.0; 3 * pixels];
+        let grads = RasterOutputGrads {
+            rgb: &ones,
+            alpha: &ones[..pixels],
+            depth: &ones[..pixels],
+        };
+        let g = backward(&s, &bins, bg, &out, &grads);
+        assert_eq!(g.xy, vec![0.0; 2 * n]);
+        assert_eq!(g.conic, vec![0.0; 3 * n]);
+        assert_eq!(g.color, vec![0.0; 3 * n]);
+        assert_eq!(g.opacity, vec![0.0; n]);
+        assert_eq!(g.depth, vec![0.0; n]);
+        assert_eq!(g.xy_abs, vec![0.0; n]);
+    }
+}
+
+#[test]
+fn one_pixel_image() {
+    let s: Splats<f64> = Splats {
+        xy: vec![0.5, 0.5, 0.7, 0.2],
+        depth: vec![2.0, 1.0],
+        conic: vec![1.0, 0.0, 1.0, 2.0, 0.3, 1.0],
+        color: vec![0.2, 0.4, 0.6, 1.0, 0.0, 0.5],
+        opacity: vec![0.6, 0.5],
+        radius: vec![1, 1, 1, 1],
+    };
+    let bg = [0.1, 0.2, 0.3];
+    let bins = bin(&s, 1, 1);
+    assert_eq!(bins.tile(0), &[1, 0]);
+    let out = forward(&s, &bins, bg);
+    // Gaussian 1 in front: d = (-0.2, 0.3), sigma = (2 * 0.04 + 0.09) / 2 + 0.3 * -0.06.
+    let sigma1: f64 = 0.5 * (2.0 * 0.04 + 0.09) - 0.3 * 0.06;
+    let a1 = 0.5 * (-sigma1).exp();
+    let a0 = 0.6;
+    let t = (1.0 - a1) * (1.0 - a0);
+    for (c, b) in bg.iter().enumerate() {
+        let want = a1 * s.color[3 + c] + (1.0 - a1) * a0 * s.color[c] + t * b;
+        assert!((out.rgb[c] - want).abs() < 1e-14, "rgb[{c}]");
+    }
+    assert!((out.alpha[0] - (1.0 - t)).abs() < 1e-14);
+    assert!((out.depth[0] - (a1 * 1.0 + (1.0 - a1) * a0 * 2.0)).abs() < 1e-14);
+    assert_eq!(out.last, vec![2]);
+}
+
+#[test]
+fn transmittance_stop_and_clamp() {
+    // Three opaque splats centred on the pixel: the first two clamp at 0.999 (T = 1e-3 then
+    // 1e-6 <= 1e-4), so the walk stops before the second; the third is never reached.
+    let s: Splats<f64> = Splats {
+        xy: vec![0.5; 6],
+        depth: vec![1.0, 2.0, 3.0],
+        conic: [1.0, 0.0, 1.0].repeat(3),
+        color: vec![1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        opacity: vec![1.0; 3],
+        radius: vec![1; 6],
+    };
+    let bins = bin(&s, 1, 1);
+    let bg = [0.0, 0.0, 0.0];
+    let out = forward(&s, &bins, bg);
+    assert_eq!(out.last, vec![1]);
+    assert!((out.rgb[0] - 0.999).abs() < 1e-15);
+    assert_eq!(&out.rgb[1..], &[0.0, 0.0]);
+    let ones = [1.0, 1.0, 1.0];
+    let grads = RasterOutputGrads {
+        rgb: &ones,
+        alpha: &ones[..1],
+        depth: &ones[..1],
+    };
+    let g = backward(&s, &bins, bg, &out, &grads);
+    // Clamped: no opacity, conic or xy gradient; colour and depth see the weight 0.999.
+    assert_eq!(g.opacity, vec![0.0; 3]);
+    assert_eq!(g.xy, vec![0.0; 6]);
+    assert_eq!(g.conic, vec![0.0; 9]);
+    assert!(g.color[..3].iter().all(|v| (v - 0.999).abs() < 1e-12));
+    assert_eq!(&g.color[3..], &[0.0; 6]);
+    assert!((g.depth[0] - 0.999).abs() < 1e-12);
+    assert_eq!(&g.depth[1..], &[0.0; 2]);
+}
+
+#[test]
+fn deterministic_across_runs_and_thread_counts() {
+    let mut rng = fresh_rng("raster deterministic_across_runs_and_thread_counts");
+    let (width, height) = (100u32, 70u32);
+    let s = random_splats(&mut rng, 300, width, height).to_f32();
+    let pixels = (width * height) as usize;
+    let to32 = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+    let v_rgb = to32(uniform(&mut rng, 3 * pixels, -1.0, 1.0));
+    let v_alpha = to32(uniform(&mut rng, pixels, -1.0, 1.0));
+    let v_depth = to32(uniform(&mut rng, pixels, -1.0, 1.0));
+    let run = || {
+        let bins = bin(&s, width, height);
+        let bg = [0.3f32, 0.6, 0.9];
+        let out = forward(&s, &bins, bg);
+        let grads = RasterOutputGrads {
+            rgb: &v_rgb,
+            alpha: &v_alpha,
+            depth: &v_depth,
+        };
+        let g = backward(&s, &bins, bg, &out, &grads);
+        (bins, out, g)
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    let reference = run();
+    assert!(reference.2.opacity.iter().any(|v| *v != 0.0));
+    for threads in [1, 3, 0] {
+        let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+            Ok(p) => p,
+            Err(e) => panic!("thread pool: {e}"),
+        };
+        let (bins, out, g) = pool.install(run);
+        assert_eq!(bins, reference.0, "{threads} threads: bins");
+        assert_eq!(
+            bits(&out.rgb),
+            bits(&reference.1.rgb),
+            "{threads} threads: rgb"
+        );
+        assert_eq!(out.last, reference.1.last);
+        assert_eq!(bits(&out.transmittance), bits(&reference.1.transmittance));
+        for (name, got, want) in [
+            ("xy", &g.xy, &reference.2.xy),
+            ("conic", &g.conic, &reference.2.conic),
+            ("color", &g.color, &reference.2.color),
+            ("opacity", &g.opacity, &reference.2.opacity),
+            ("depth", &g.depth, &reference.2.depth),
+            ("xy_abs", &g.xy_abs, &reference.2.xy_abs),
+        ] {
+            assert_eq!(bits(got), bits(want), "{threads} threads: v_{name}");
+        }
+    }
+}
+
+#[test]
+fn bad_shapes_are_errors() {
+    let s = Splats {
+        xy: vec![1.0, 1.0],
+        depth: vec![1.0],
+        conic: vec![1.0, 0.0, 1.0],
+        color: vec![1.0; 3],
+        opacity: vec![0.5],
+        radius: vec![1, 1],
+    };
+    assert!(matches!(
+        cpu::bin(&s.xy, &s.depth, &s.radius, 0, 4),
+        Err(RasterError::EmptyImage { .. })
+    ));
+    assert!(matches!(
+        cpu::bin(&s.xy[..1], &s.depth, &s.radius, 4, 4),
+        Err(RasterError::Length { name: "xy", .. })
+    ));
+    let bins = bin(&s, 4, 4);
+    let mut short = s.clone();
+    short.conic.pop();
+    assert!(matches!(
+        cpu::forward(&short.arrays(), &bins, [0.0; 3]),
+        Err(RasterError::Length { name: "conic", .. })
+    ));
+    let other = bin(
+        &Splats::<f64> {
+            xy: vec![],
+            depth: vec![],
+            conic: vec![],
+            color: vec![],
+            opacity: vec![],
+            radius: vec![],
+        },
+        4,
+        4,
+    );
+    assert!(matches!(
+        cpu::forward(&s.arrays(), &other, [0.0; 3]),
+        Err(RasterError::BinsMismatch { .. })
+    ));
+    let out = forward(&s, &bins, [0.0; 3]);
+    let z = [0.0; 16];
+    let grads = RasterOutputGrads {
+        rgb: &z,
+        alpha: &z,
+        depth: &z,
+    };
+    assert!(matches!(
+        cpu::backward(&s.arrays(), &bins, [0.0; 3], &out, &grads),
+        Err(RasterError::Length {
+            name: "grad rgb",
+            ..
+        })
+    ));
+}
