@@ -1,0 +1,399 @@
+//! `cargo bench --bench raster`: the CPU tile rasterizer on the real Mip-NeRF 360 *garden* scene
+//! (`garden_points/test_garden.npz` under `EMBER_DATA_DIR`, default `../shared/data`).
+//!
+//! Scene: the SfM points inside `[-2, 2]^3`, their colours as the SH DC term (degree 0), random
+//! scales uniform in `[1e-4, 0.02]` (stored as logs), random unit quaternions, opacities uniform
+//! in `(0, 1)` (stored as logits), fixed seed. For each of the file's 3 cameras, at its own
+//! 648x420 intrinsics and at 800x800 (same pose, `fx = fy` giving the same horizontal FOV, the
+//! principal point at the centre):
+//! - `forward`: projection forward, binning, raster forward (f32);
+//! - `forward_backward`: that, then raster backward (a fixed random `v_rgb`) and projection
+//!   backward.
+//!
+//! At the end it prints a markdown table of criterion's medians. Without the data file it prints
+//! `skipped: <path> not found` and exits 0.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use criterion::{Criterion, SamplingMode};
+use ember::kernels::project::cpu::{self as project, ProjectArrays, ProjectOutputGrads};
+use ember::kernels::project::{CameraParams, ProjectOptions};
+use ember::kernels::raster::cpu::{self as raster, RasterArrays, RasterOutputGrads};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+/// `Y_0^0`, the SH DC basis value.
+const SH_C0: f32 = 0.282_094_8;
+const SEED: u64 = 0x6a7d_e11a;
+const BACKGROUND: [f32; 3] = [0.0; 3];
+
+/// The file's contents, row-major.
+struct Garden {
+    means: Vec<f32>,
+    colors: Vec<u8>,
+    viewmats: Vec<f32>,
+    ks: Vec<f32>,
+    width: u32,
+    height: u32,
+}
+
+/// The Gaussians the bench draws, in the layouts [`ProjectArrays`] takes.
+struct Scene {
+    means: Vec<f32>,
+    quats: Vec<f32>,
+    log_scales: Vec<f32>,
+    opacity_logits: Vec<f32>,
+    sh: Vec<f32>,
+}
+
+impl Scene {
+    fn arrays(&self) -> ProjectArrays<'_, f32> {
+        ProjectArrays {
+            means: &self.means,
+            quats: &self.quats,
+            log_scales: &self.log_scales,
+            opacity_logits: &self.opacity_logits,
+            sh: &self.sh,
+            sh_coeffs: 1,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.opacity_logits.len()
+    }
+}
+
+fn data_file() -> PathBuf {
+    let dir = std::env::var_os("EMBER_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")));
+    dir.join("garden_points/test_garden.npz")
+}
+
+fn read_array<T: npyz::Deserialize>(
+    npz: &mut npyz::npz::NpzArchive<std::io::BufReader<std::fs::File>>,
+    name: &str,
+    expected: &[u64],
+) -> Result<Vec<T>, String> {
+    let file = npz
+        .by_name(name)
+        .map_err(|e| format!("{name}: {e}"))?
+        .ok_or_else(|| format!("no array `{name}`"))?;
+    if file.shape() != expected {
+        return Err(format!(
+            "`{name}` has shape {:?}, expected {expected:?}",
+            file.shape()
+        ));
+    }
+    file.into_vec().map_err(|e| format!("{name}: {e}"))
+}
+
+fn load(path: &Path) -> Result<Garden, String> {
+    let mut npz = npyz::npz::NpzArchive::open(path).map_err(|e| e.to_string())?;
+    let n = npz
+        .by_name("means3d")
+        .map_err(|e| e.to_string())?
+        .ok_or("no array `means3d`")?
+        .shape()
+        .first()
+        .copied()
+        .ok_or("`means3d` is a scalar")?;
+    let means = read_array::<f32>(&mut npz, "means3d", &[n, 3])?;
+    let colors = read_array::<u8>(&mut npz, "colors", &[n, 3])?;
+    let viewmats = read_array::<f32>(&mut npz, "viewmats", &[3, 4, 4])?;
+    let ks = read_array::<f32>(&mut npz, "Ks", &[3, 3, 3])?;
+    let side = |name: &str, npz: &mut _| -> Result<u32, String> {
+        let v = read_array::<i64>(npz, name, &[])?;
+        v.first()
+            .and_then(|s| u32::try_from(*s).ok())
+            .ok_or_else(|| format!("bad `{name}`"))
+    };
+    let width = side("width", &mut npz)?;
+    let height = side("height", &mut npz)?;
+    Ok(Garden {
+        means,
+        colors,
+        viewmats,
+        ks,
+        width,
+        height,
+    })
+}
+
+fn scene(garden: &Garden) -> Scene {
+    let mut rng = StdRng::seed_from_u64(SEED);
+    let mut s = Scene {
+        means: Vec::new(),
+        quats: Vec::new(),
+        log_scales: Vec::new(),
+        opacity_logits: Vec::new(),
+        sh: Vec::new(),
+    };
+    let kept = garden
+        .means
+        .chunks_exact(3)
+        .zip(garden.colors.chunks_exact(3))
+        .filter(|(p, _)| p.iter().all(|v| (-2.0..=2.0).contains(v)));
+    for (p, rgb) in kept {
+        s.means.extend_from_slice(p);
+        s.sh.extend(rgb.iter().map(|c| (f32::from(*c) / 255.0 - 0.5) / SH_C0));
+        for _ in 0..3 {
+            let scale = 1e-4 + (0.02 - 1e-4) * rng.random::<f32>();
+            s.log_scales.push(scale.ln());
+        }
+        // Shoemake's uniform random rotation.
+        let (u1, u2, u3) = (
+            rng.random::<f32>(),
+            rng.random::<f32>(),
+            rng.random::<f32>(),
+        );
+        let tau = std::f32::consts::TAU;
+        let (a, b) = ((1.0 - u1).sqrt(), u1.sqrt());
+        s.quats.extend_from_slice(&[
+            b * (tau * u3).cos(),
+            a * (tau * u2).sin(),
+            a * (tau * u2).cos(),
+            b * (tau * u3).sin(),
+        ]);
+        let o = rng.random::<f32>().clamp(1e-6, 1.0 - 1e-6);
+        s.opacity_logits.push((o / (1.0 - o)).ln());
+    }
+    s
+}
+
+/// Camera `i` of the file, at its own intrinsics or at `square x square` with the same
+/// horizontal FOV.
+fn camera(garden: &Garden, i: usize, square: Option<u32>) -> CameraParams {
+    let v = &garden.viewmats[16 * i..16 * i + 16];
+    let k = &garden.ks[9 * i..9 * i + 9];
+    let f = |x: f32| f64::from(x);
+    let rotation = [
+        f(v[0]),
+        f(v[1]),
+        f(v[2]),
+        f(v[4]),
+        f(v[5]),
+        f(v[6]),
+        f(v[8]),
+        f(v[9]),
+        f(v[10]),
+    ];
+    let translation = [f(v[3]), f(v[7]), f(v[11])];
+    let (fx, fy, cx, cy) = (f(k[0]), f(k[4]), f(k[2]), f(k[5]));
+    match square {
+        None => CameraParams {
+            rotation,
+            translation,
+            fx,
+            fy,
+            cx,
+            cy,
+            width: garden.width,
+            height: garden.height,
+        },
+        Some(side) => {
+            let focal = fx * f64::from(side) / f64::from(garden.width);
+            let centre = f64::from(side) / 2.0;
+            CameraParams {
+                rotation,
+                translation,
+                fx: focal,
+                fy: focal,
+                cx: centre,
+                cy: centre,
+                width: side,
+                height: side,
+            }
+        }
+    }
+}
+
+const OPTIONS: ProjectOptions = ProjectOptions {
+    near: 0.01,
+    eps2d: 0.3,
+    antialiased: false,
+    sh_degree: Some(0),
+    view_dir_grad: true,
+};
+
+type Failure = String;
+
+/// Projection forward, binning, raster forward; returns all three results.
+fn forward(
+    s: &Scene,
+    cam: &CameraParams,
+) -> Result<
+    (
+        project::ProjectOutputs<f32>,
+        raster::Bins,
+        raster::RasterOutputs<f32>,
+    ),
+    Failure,
+> {
+    let p = project::forward(&s.arrays(), cam, &OPTIONS).map_err(|e| e.to_string())?;
+    let bins = raster::bin(&p.xy, &p.depth, &p.radius, cam.width, cam.height)
+        .map_err(|e| e.to_string())?;
+    let out = raster::forward(&raster_arrays(&p), &bins, BACKGROUND).map_err(|e| e.to_string())?;
+    Ok((p, bins, out))
+}
+
+fn raster_arrays(p: &project::ProjectOutputs<f32>) -> RasterArrays<'_, f32> {
+    RasterArrays {
+        xy: &p.xy,
+        depth: &p.depth,
+        conic: &p.conic,
+        color: &p.color,
+        opacity: &p.opacity,
+    }
+}
+
+/// [`forward`], raster backward with `v_rgb` (no alpha or depth gradient), projection backward.
+fn forward_backward(
+    s: &Scene,
+    cam: &CameraParams,
+    v_rgb: &[f32],
+    zeros: &[f32],
+) -> Result<project::ProjectGrads<f32>, Failure> {
+    let (p, bins, out) = forward(s, cam)?;
+    let grads = RasterOutputGrads {
+        rgb: v_rgb,
+        alpha: zeros,
+        depth: zeros,
+    };
+    let g = raster::backward(&raster_arrays(&p), &bins, BACKGROUND, &out, &grads)
+        .map_err(|e| e.to_string())?;
+    let pg = ProjectOutputGrads {
+        xy: &g.xy,
+        depth: &g.depth,
+        conic: &g.conic,
+        color: &g.color,
+        opacity: &g.opacity,
+    };
+    project::backward(&s.arrays(), cam, &OPTIONS, &pg).map_err(|e| e.to_string())
+}
+
+/// Where criterion writes: `$CARGO_TARGET_DIR/criterion`, else the target dir this bench was
+/// built in, else `target/criterion`.
+fn criterion_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir).join("criterion");
+    }
+    let built = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
+    if built.is_dir() {
+        built.join("criterion")
+    } else {
+        PathBuf::from("target/criterion")
+    }
+}
+
+fn median_ms(group: &str, id: &str) -> Option<f64> {
+    let path = criterion_dir()
+        .join(group)
+        .join(id)
+        .join("new/estimates.json");
+    let text = std::fs::read_to_string(path).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json["median"]["point_estimate"].as_f64().map(|ns| ns / 1e6)
+}
+
+struct Case {
+    camera: usize,
+    cam: CameraParams,
+    group: String,
+}
+
+fn main() {
+    let path = data_file();
+    if !path.is_file() {
+        println!("skipped: {} not found", path.display());
+        return;
+    }
+    let garden = match load(&path) {
+        Ok(g) => g,
+        Err(e) => {
+            eprintln!("raster bench: cannot read {}: {e}", path.display());
+            std::process::exit(1);
+        }
+    };
+    let scene = scene(&garden);
+    println!(
+        "garden: {} points, {} inside [-2, 2]^3",
+        garden.means.len() / 3,
+        scene.len()
+    );
+
+    let cameras = garden.viewmats.len() / 16;
+    let mut cases = Vec::new();
+    for i in 0..cameras {
+        for square in [None, Some(800)] {
+            let cam = camera(&garden, i, square);
+            let group = format!("raster_cam{i}_{}x{}", cam.width, cam.height);
+            cases.push(Case {
+                camera: i,
+                cam,
+                group,
+            });
+        }
+    }
+
+    let mut c = Criterion::default()
+        .output_directory(&criterion_dir())
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .configure_from_args();
+    let mut rng = StdRng::seed_from_u64(SEED ^ 1);
+    for case in &cases {
+        let cam = &case.cam;
+        match forward(&scene, cam) {
+            Ok((p, bins, _)) => println!(
+                "{}: {} visible Gaussians, {} tile-Gaussian pairs",
+                case.group,
+                p.radius.chunks_exact(2).filter(|r| r != &[0, 0]).count(),
+                bins.ids().len()
+            ),
+            Err(e) => {
+                eprintln!("{}: refused: {e}", case.group);
+                std::process::exit(1);
+            }
+        }
+        let pixels = cam.width as usize * cam.height as usize;
+        let v_rgb: Vec<f32> = (0..3 * pixels).map(|_| rng.random::<f32>() - 0.5).collect();
+        let zeros = vec![0.0f32; pixels];
+        if let Err(e) = forward_backward(&scene, cam, &v_rgb, &zeros) {
+            eprintln!("{}: backward refused: {e}", case.group);
+            std::process::exit(1);
+        }
+        let mut group = c.benchmark_group(&case.group);
+        // Each iteration takes tens to hundreds of ms: flat sampling runs `sample_size`
+        // iterations, not the 55 of linear sampling.
+        group.sampling_mode(SamplingMode::Flat);
+        group.bench_function("forward", |b| {
+            b.iter(|| black_box(forward(&scene, cam).is_ok()))
+        });
+        group.bench_function("forward_backward", |b| {
+            b.iter(|| black_box(forward_backward(&scene, cam, &v_rgb, &zeros).is_ok()))
+        });
+        group.finish();
+    }
+    c.final_summary();
+
+    println!("\n| camera | resolution | forward (ms) | forward+backward (ms) | FPS (forward) |");
+    println!("|---|---|---|---|---|");
+    let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |ms| format!("{ms:.2}"));
+    for case in &cases {
+        let fwd = median_ms(&case.group, "forward");
+        let both = median_ms(&case.group, "forward_backward");
+        println!(
+            "| {} | {}x{} | {} | {} | {} |",
+            case.camera,
+            case.cam.width,
+            case.cam.height,
+            show(fwd),
+            show(both),
+            fwd.map_or_else(|| "n/a".to_string(), |ms| format!("{:.1}", 1000.0 / ms)),
+        );
+    }
+}
