@@ -295,15 +295,26 @@ struct Hit<T> {
     clamped: bool,
 }
 
+/// For each Gaussian, a bound on `sigma` beyond which its alpha is certainly below `1/255`:
+/// `ln(255 opacity)` (as `alpha <= opacity exp(-sigma)`) plus a margin far above rounding, so
+/// that [`hit`] skips most pairs before the exponential without changing any decision.
+fn sigma_reach<T: Real>(opacity: &[T]) -> Vec<T> {
+    const MARGIN: f64 = 1e-3;
+    opacity
+        .iter()
+        .map(|o| T::from_f64((o.to_f64() / MIN_ALPHA).ln() + MARGIN))
+        .collect()
+}
+
 /// Gaussian `g` at the pixel centre `(cx, cy)`; `None` when the pair is skipped (`sigma < 0`,
-/// `alpha < 1/255`, or NaN).
+/// `alpha < 1/255`, or NaN). `reach` is [`sigma_reach`] of the opacities.
 #[inline(always)]
-fn hit<T: Real>(a: &RasterArrays<'_, T>, g: usize, cx: T, cy: T) -> Option<Hit<T>> {
+fn hit<T: Real>(a: &RasterArrays<'_, T>, reach: &[T], g: usize, cx: T, cy: T) -> Option<Hit<T>> {
     let dx = cx - a.xy[2 * g];
     let dy = cy - a.xy[2 * g + 1];
     let [ca, cb, cc] = [a.conic[3 * g], a.conic[3 * g + 1], a.conic[3 * g + 2]];
     let sigma = T::from_f64(0.5) * (ca * dx * dx + cc * dy * dy) + cb * dx * dy;
-    if !(sigma >= T::ZERO) {
+    if !(sigma >= T::ZERO) || sigma > reach[g] {
         return None;
     }
     let vis = (-sigma).exp();
@@ -339,7 +350,13 @@ struct Pixel<T> {
 }
 
 /// Composites one pixel over `list`, front to back.
-fn render_pixel<T: Real>(a: &RasterArrays<'_, T>, list: &[u32], cx: T, cy: T) -> Pixel<T> {
+fn render_pixel<T: Real>(
+    a: &RasterArrays<'_, T>,
+    reach: &[T],
+    list: &[u32],
+    cx: T,
+    cy: T,
+) -> Pixel<T> {
     let min_t = T::from_f64(MIN_TRANSMITTANCE);
     let mut t = T::ONE;
     let mut rgb = [T::ZERO; 3];
@@ -347,7 +364,7 @@ fn render_pixel<T: Real>(a: &RasterArrays<'_, T>, list: &[u32], cx: T, cy: T) ->
     let mut last = list.len();
     for (j, &g) in list.iter().enumerate() {
         let g = g as usize;
-        let Some(h) = hit(a, g, cx, cy) else {
+        let Some(h) = hit(a, reach, g, cx, cy) else {
             continue;
         };
         let next = t * (T::ONE - h.alpha);
@@ -378,6 +395,7 @@ pub fn forward<T: Real>(
     background: [T; 3],
 ) -> Result<RasterOutputs<T>, RasterError> {
     validate(a, bins)?;
+    let reach = sigma_reach(a.opacity);
     let tiles: Vec<Vec<Pixel<T>>> = (0..bins.tile_count())
         .into_par_iter()
         .map(|t| {
@@ -387,7 +405,7 @@ pub fn forward<T: Real>(
             for py in y0..y1 {
                 for px in x0..x1 {
                     let (cx, cy) = centre(px, py);
-                    pixels.push(render_pixel(a, list, cx, cy));
+                    pixels.push(render_pixel(a, &reach, list, cx, cy));
                 }
             }
             pixels
@@ -448,6 +466,7 @@ struct PixelGrad<T> {
 /// Replays one pixel back to front, adding its gradients into `partial` (indexed like `list`).
 fn backward_pixel<T: Real>(
     a: &RasterArrays<'_, T>,
+    reach: &[T],
     list: &[u32],
     background: &[T; 3],
     p: &PixelGrad<T>,
@@ -463,7 +482,7 @@ fn backward_pixel<T: Real>(
     let mut t = t_final;
     for j in (0..p.last.min(list.len())).rev() {
         let g = list[j] as usize;
-        let Some(h) = hit(a, g, p.cx, p.cy) else {
+        let Some(h) = hit(a, reach, g, p.cx, p.cy) else {
             continue;
         };
         let one_minus = T::ONE - h.alpha;
@@ -506,6 +525,7 @@ pub fn backward<T: Real>(
     grads: &RasterOutputGrads<'_, T>,
 ) -> Result<RasterGrads<T>, RasterError> {
     let n = validate(a, bins)?;
+    let reach = sigma_reach(a.opacity);
     let count = bins.pixels();
     let lengths = [
         ("grad rgb", grads.rgb.len(), 3, "[H, W, 3]"),
@@ -546,7 +566,7 @@ pub fn backward<T: Real>(
                         transmittance: out.transmittance[i],
                         last: out.last[i] as usize,
                     };
-                    backward_pixel(a, list, &background, &pixel, &mut partial);
+                    backward_pixel(a, &reach, list, &background, &pixel, &mut partial);
                 }
             }
             partial
