@@ -13,9 +13,9 @@ use ember::kernels::{CameraParams, PACKED_WIDTH, ProjectOptions, SplatBackend, p
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{
-    fresh_rng, oracle_camera, oracle_err, oracle_file, rel_err, tensor, to_f32, to_f64, uniform,
-};
+use crate::common::{fresh_rng, rel_err, to_f32, to_f64, uniform};
+#[cfg(feature = "wgpu")]
+use crate::common::{oracle_camera, oracle_err, oracle_file, tensor};
 
 type Cpu = NdArray<f32>;
 #[cfg(feature = "wgpu")]

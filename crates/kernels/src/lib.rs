@@ -15,6 +15,7 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 pub mod field;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;

@@ -11,9 +11,6 @@ use burn::tensor::ops::FloatTensor;
 
 use super::{FieldGrads, FieldInputs, FieldOptions};
 use crate::SplatBackend;
-use crate::project::{
-    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
-};
 
 #[derive(Debug)]
 struct FieldBackward;
@@ -70,102 +67,88 @@ impl<B: SplatBackend> Backward<B, 5> for FieldBackward {
     }
 }
 
-impl<B: SplatBackend, C: CheckpointStrategy> SplatBackend for Autodiff<B, C> {
-    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
-        let FieldInputs {
-            points,
-            means,
-            quats,
-            log_scales,
-            features,
-        } = inputs;
-        let nodes = [
-            points.node.clone(),
-            means.node.clone(),
-            quats.node.clone(),
-            log_scales.node.clone(),
-            features.node.clone(),
-        ];
-        let inner = |points: &Self::FloatTensorPrimitive,
-                     means: &Self::FloatTensorPrimitive,
-                     quats: &Self::FloatTensorPrimitive,
-                     log_scales: &Self::FloatTensorPrimitive,
-                     features: &Self::FloatTensorPrimitive| {
-            B::field_forward(
-                FieldInputs {
-                    points: points.primitive.clone(),
-                    means: means.primitive.clone(),
-                    quats: quats.primitive.clone(),
-                    log_scales: log_scales.primitive.clone(),
-                    features: features.primitive.clone(),
-                },
-                options,
-            )
-        };
-        match FieldBackward.prepare::<C>(nodes).compute_bound().stateful() {
-            OpsKind::Tracked(mut prep) => {
-                let state = FieldState {
-                    inputs: [
-                        prep.checkpoint(&points),
-                        prep.checkpoint(&means),
-                        prep.checkpoint(&quats),
-                        prep.checkpoint(&log_scales),
-                        prep.checkpoint(&features),
-                    ],
-                    options,
-                };
-                let out = inner(&points, &means, &quats, &log_scales, &features);
-                prep.finish(state, out)
-            }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(inner(&points, &means, &quats, &log_scales, &features))
-            }
-        }
-    }
-
-    fn field_backward(
-        inputs: FieldInputs<Self>,
-        grad_values: FloatTensor<Self>,
-        options: FieldOptions,
-        points_grad: bool,
-    ) -> FieldGrads<Self> {
-        // The backward itself is not differentiated (no second derivatives): run the inner
-        // backward on the primitives and return untracked tensors.
-        let g = B::field_backward(
+/// [`SplatBackend::field_forward`](crate::SplatBackend::field_forward) for `Autodiff<B, C>`.
+pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
+    inputs: FieldInputs<Autodiff<B, C>>,
+    options: FieldOptions,
+) -> FloatTensor<Autodiff<B, C>> {
+    let FieldInputs {
+        points,
+        means,
+        quats,
+        log_scales,
+        features,
+    } = inputs;
+    let nodes = [
+        points.node.clone(),
+        means.node.clone(),
+        quats.node.clone(),
+        log_scales.node.clone(),
+        features.node.clone(),
+    ];
+    let inner = |points: &FloatTensor<Autodiff<B, C>>,
+                 means: &FloatTensor<Autodiff<B, C>>,
+                 quats: &FloatTensor<Autodiff<B, C>>,
+                 log_scales: &FloatTensor<Autodiff<B, C>>,
+                 features: &FloatTensor<Autodiff<B, C>>| {
+        B::field_forward(
             FieldInputs {
-                points: inputs.points.primitive,
-                means: inputs.means.primitive,
-                quats: inputs.quats.primitive,
-                log_scales: inputs.log_scales.primitive,
-                features: inputs.features.primitive,
+                points: points.primitive.clone(),
+                means: means.primitive.clone(),
+                quats: quats.primitive.clone(),
+                log_scales: log_scales.primitive.clone(),
+                features: features.primitive.clone(),
             },
-            grad_values.primitive,
             options,
-            points_grad,
-        );
-        FieldGrads {
-            points: g.points.map(Self::from_inner),
-            means: Self::from_inner(g.means),
-            quats: Self::from_inner(g.quats),
-            log_scales: Self::from_inner(g.log_scales),
-            features: Self::from_inner(g.features),
+        )
+    };
+    match FieldBackward.prepare::<C>(nodes).compute_bound().stateful() {
+        OpsKind::Tracked(mut prep) => {
+            let state = FieldState {
+                inputs: [
+                    prep.checkpoint(&points),
+                    prep.checkpoint(&means),
+                    prep.checkpoint(&quats),
+                    prep.checkpoint(&log_scales),
+                    prep.checkpoint(&features),
+                ],
+                options,
+            };
+            let out = inner(&points, &means, &quats, &log_scales, &features);
+            prep.finish(state, out)
+        }
+        OpsKind::UnTracked(prep) => {
+            prep.finish(inner(&points, &means, &quats, &log_scales, &features))
         }
     }
+}
 
-    fn project_forward(
-        inputs: ProjectInputs<Self>,
-        camera: CameraParams,
-        options: ProjectOptions,
-    ) -> ProjectPrimitives<Self> {
-        crate::project::autodiff::forward(inputs, camera, options)
-    }
-
-    fn project_backward(
-        inputs: ProjectInputs<Self>,
-        grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
-        options: ProjectOptions,
-    ) -> ProjectGrads<Self> {
-        crate::project::autodiff::backward(inputs, grad_packed, camera, options)
+/// [`SplatBackend::field_backward`](crate::SplatBackend::field_backward) for `Autodiff<B, C>`.
+pub(crate) fn backward<B: SplatBackend, C: CheckpointStrategy>(
+    inputs: FieldInputs<Autodiff<B, C>>,
+    grad_values: FloatTensor<Autodiff<B, C>>,
+    options: FieldOptions,
+    points_grad: bool,
+) -> FieldGrads<Autodiff<B, C>> {
+    // The backward itself is not differentiated (no second derivatives): run the inner
+    // backward on the primitives and return untracked tensors.
+    let g = B::field_backward(
+        FieldInputs {
+            points: inputs.points.primitive,
+            means: inputs.means.primitive,
+            quats: inputs.quats.primitive,
+            log_scales: inputs.log_scales.primitive,
+            features: inputs.features.primitive,
+        },
+        grad_values.primitive,
+        options,
+        points_grad,
+    );
+    FieldGrads {
+        points: g.points.map(Autodiff::<B, C>::from_inner),
+        means: Autodiff::<B, C>::from_inner(g.means),
+        quats: Autodiff::<B, C>::from_inner(g.quats),
+        log_scales: Autodiff::<B, C>::from_inner(g.log_scales),
+        features: Autodiff::<B, C>::from_inner(g.features),
     }
 }

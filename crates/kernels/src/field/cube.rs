@@ -53,10 +53,6 @@ use cubecl::prelude::*;
 use cubecl::{calculate_cube_count_elemwise, client::ComputeClient};
 
 use super::{Covariance, FieldGrads, FieldInputs, FieldOptions};
-use crate::SplatBackend;
-use crate::project::{
-    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
-};
 
 /// Units per cube, and the number of Gaussians (or points) staged per shared-memory tile.
 const BLOCK: usize = 128;
@@ -1658,43 +1654,65 @@ impl<R: CubeRuntime> Prepared<R> {
     }
 }
 
-impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SplatBackend
-    for CubeBackend<R, F, I, BT>
-{
-    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
-        let prep = Prepared::new(inputs, &options);
-        let values = output(&prep.points, [prep.num_points, prep.channels], prep.dtype);
-        let grid = options.cutoff.map(|k| GaussianGrid::new(&prep, k));
-        prep.point_sweep(grid.as_ref(), None, &values);
-        values
-    }
+/// [`SplatBackend::field_forward`](crate::SplatBackend::field_forward) for `CubeBackend<R, F, I, BT>`.
+pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    inputs: FieldInputs<CubeBackend<R, F, I, BT>>,
+    options: FieldOptions,
+) -> FloatTensor<CubeBackend<R, F, I, BT>> {
+    let prep = Prepared::new(inputs, &options);
+    let values = output(&prep.points, [prep.num_points, prep.channels], prep.dtype);
+    let grid = options.cutoff.map(|k| GaussianGrid::new(&prep, k));
+    prep.point_sweep(grid.as_ref(), None, &values);
+    values
+}
 
-    fn field_backward(
-        inputs: FieldInputs<Self>,
-        grad_values: FloatTensor<Self>,
-        options: FieldOptions,
-        points_grad: bool,
-    ) -> FieldGrads<Self> {
-        let prep = Prepared::new(inputs, &options);
-        let grad_values = into_contiguous(grad_values);
-        let client = &prep.points.client;
-        let grid = options.cutoff.map(|k| GaussianGrid::new(&prep, k));
+/// [`SplatBackend::field_backward`](crate::SplatBackend::field_backward) for `CubeBackend<R, F, I, BT>`.
+pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    inputs: FieldInputs<CubeBackend<R, F, I, BT>>,
+    grad_values: FloatTensor<CubeBackend<R, F, I, BT>>,
+    options: FieldOptions,
+    points_grad: bool,
+) -> FieldGrads<CubeBackend<R, F, I, BT>> {
+    let prep = Prepared::new(inputs, &options);
+    let grad_values = into_contiguous(grad_values);
+    let client = &prep.points.client;
+    let grid = options.cutoff.map(|k| GaussianGrid::new(&prep, k));
 
-        let grad_points = points_grad.then(|| {
-            let grad_points = output(&prep.points, [prep.num_points, 3], prep.dtype);
-            prep.point_sweep(grid.as_ref(), Some(&grad_values), &grad_points);
-            grad_points
-        });
+    let grad_points = points_grad.then(|| {
+        let grad_points = output(&prep.points, [prep.num_points, 3], prep.dtype);
+        prep.point_sweep(grid.as_ref(), Some(&grad_values), &grad_points);
+        grad_points
+    });
 
-        let n = prep.num_gaussians;
-        let grad_means = output(&prep.points, [n, 3], prep.dtype);
-        let grad_quats = output(&prep.points, [n, 4], prep.dtype);
-        let grad_log_scales = output(&prep.points, [n, 3], prep.dtype);
-        let grad_features = output(&prep.points, [n, prep.channels], prep.dtype);
-        let (count, dim) = launch_dims(client, n);
-        let chunk = chunk_for(prep.channels);
-        match &grid {
-            None => gaussian_tiles_kernel::launch::<R>(
+    let n = prep.num_gaussians;
+    let grad_means = output(&prep.points, [n, 3], prep.dtype);
+    let grad_quats = output(&prep.points, [n, 4], prep.dtype);
+    let grad_log_scales = output(&prep.points, [n, 3], prep.dtype);
+    let grad_features = output(&prep.points, [n, prep.channels], prep.dtype);
+    let (count, dim) = launch_dims(client, n);
+    let chunk = chunk_for(prep.channels);
+    match &grid {
+        None => gaussian_tiles_kernel::launch::<R>(
+            client,
+            count,
+            dim,
+            prep.points.clone().into_tensor_arg(),
+            prep.params.clone().into_tensor_arg(),
+            prep.quats.clone().into_tensor_arg(),
+            prep.log_scales.clone().into_tensor_arg(),
+            prep.features.clone().into_tensor_arg(),
+            grad_values.into_tensor_arg(),
+            grad_means.clone().into_tensor_arg(),
+            grad_quats.clone().into_tensor_arg(),
+            grad_log_scales.clone().into_tensor_arg(),
+            grad_features.clone().into_tensor_arg(),
+            prep.diagonal,
+            chunk,
+            prep.dtype.into(),
+        ),
+        Some(grid) => {
+            let points = PointGrid::new(&prep, grid);
+            gaussian_grid_kernel::launch::<R>(
                 client,
                 count,
                 dim,
@@ -1704,68 +1722,30 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SplatBacke
                 prep.log_scales.clone().into_tensor_arg(),
                 prep.features.clone().into_tensor_arg(),
                 grad_values.into_tensor_arg(),
+                grid.edge.clone().into_tensor_arg(),
+                grid.extents.clone().into_tensor_arg(),
+                grid.cells.clone().into_tensor_arg(),
+                points.cells.clone().into_tensor_arg(),
+                points.buckets.order.clone().into_tensor_arg(),
+                points.buckets.starts.clone().into_tensor_arg(),
                 grad_means.clone().into_tensor_arg(),
                 grad_quats.clone().into_tensor_arg(),
                 grad_log_scales.clone().into_tensor_arg(),
                 grad_features.clone().into_tensor_arg(),
+                grid.cutoff_sq,
+                points.buckets.table_mask,
                 prep.diagonal,
                 chunk,
                 prep.dtype.into(),
-            ),
-            Some(grid) => {
-                let points = PointGrid::new(&prep, grid);
-                gaussian_grid_kernel::launch::<R>(
-                    client,
-                    count,
-                    dim,
-                    prep.points.clone().into_tensor_arg(),
-                    prep.params.clone().into_tensor_arg(),
-                    prep.quats.clone().into_tensor_arg(),
-                    prep.log_scales.clone().into_tensor_arg(),
-                    prep.features.clone().into_tensor_arg(),
-                    grad_values.into_tensor_arg(),
-                    grid.edge.clone().into_tensor_arg(),
-                    grid.extents.clone().into_tensor_arg(),
-                    grid.cells.clone().into_tensor_arg(),
-                    points.cells.clone().into_tensor_arg(),
-                    points.buckets.order.clone().into_tensor_arg(),
-                    points.buckets.starts.clone().into_tensor_arg(),
-                    grad_means.clone().into_tensor_arg(),
-                    grad_quats.clone().into_tensor_arg(),
-                    grad_log_scales.clone().into_tensor_arg(),
-                    grad_features.clone().into_tensor_arg(),
-                    grid.cutoff_sq,
-                    points.buckets.table_mask,
-                    prep.diagonal,
-                    chunk,
-                    prep.dtype.into(),
-                )
-            }
-        }
-
-        FieldGrads {
-            points: grad_points,
-            means: grad_means,
-            quats: grad_quats,
-            log_scales: grad_log_scales,
-            features: grad_features,
+            )
         }
     }
 
-    fn project_forward(
-        inputs: ProjectInputs<Self>,
-        camera: CameraParams,
-        options: ProjectOptions,
-    ) -> ProjectPrimitives<Self> {
-        crate::project::cube::forward(inputs, camera, options)
-    }
-
-    fn project_backward(
-        inputs: ProjectInputs<Self>,
-        grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
-        options: ProjectOptions,
-    ) -> ProjectGrads<Self> {
-        crate::project::cube::backward(inputs, grad_packed, camera, options)
+    FieldGrads {
+        points: grad_points,
+        means: grad_means,
+        quats: grad_quats,
+        log_scales: grad_log_scales,
+        features: grad_features,
     }
 }

@@ -11,9 +11,6 @@ use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorI
 
 use super::{FieldGrads, FieldInputs, FieldOptions};
 use crate::SplatBackend;
-use crate::project::{
-    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
-};
 
 /// The recorded forward: inputs `[points, means, quats, log_scales, features]`, output `values`.
 #[derive(Debug)]
@@ -88,124 +85,109 @@ fn output_like<R: FusionRuntime>(like: &FusionTensor<R>) -> TensorIr {
     )
 }
 
-impl<B: FusionBackend + SplatBackend> SplatBackend for Fusion<B> {
-    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
-        let FieldInputs {
-            points,
-            means,
-            quats,
-            log_scales,
-            features,
-        } = inputs;
-        let client = points.client.clone();
-        let streams =
-            OperationStreams::with_inputs([&points, &means, &quats, &log_scales, &features]);
-        let values = TensorIr::uninit(
-            client.create_empty_handle(),
-            [points.shape[0], features.shape[1]].into(),
-            points.dtype,
-        );
-        let desc = CustomOpIr::new(
-            "ember_field_forward",
-            &[
-                points.into_ir(),
-                means.into_ir(),
-                quats.into_ir(),
-                log_scales.into_ir(),
-                features.into_ir(),
-            ],
-            &[values],
-        );
-        let op = ForwardOp::<B> {
-            desc: desc.clone(),
-            options,
-            _backend: PhantomData,
-        };
-        client
-            .register(streams, OperationIr::Custom(desc), op)
-            .output()
-    }
+/// [`SplatBackend::field_forward`](crate::SplatBackend::field_forward) for `Fusion<B>`.
+pub(crate) fn forward<B: FusionBackend + SplatBackend>(
+    inputs: FieldInputs<Fusion<B>>,
+    options: FieldOptions,
+) -> FloatTensor<Fusion<B>> {
+    let FieldInputs {
+        points,
+        means,
+        quats,
+        log_scales,
+        features,
+    } = inputs;
+    let client = points.client.clone();
+    let streams = OperationStreams::with_inputs([&points, &means, &quats, &log_scales, &features]);
+    let values = TensorIr::uninit(
+        client.create_empty_handle(),
+        [points.shape[0], features.shape[1]].into(),
+        points.dtype,
+    );
+    let desc = CustomOpIr::new(
+        "ember_field_forward",
+        &[
+            points.into_ir(),
+            means.into_ir(),
+            quats.into_ir(),
+            log_scales.into_ir(),
+            features.into_ir(),
+        ],
+        &[values],
+    );
+    let op = ForwardOp::<B> {
+        desc: desc.clone(),
+        options,
+        _backend: PhantomData,
+    };
+    client
+        .register(streams, OperationIr::Custom(desc), op)
+        .output()
+}
 
-    fn field_backward(
-        inputs: FieldInputs<Self>,
-        grad_values: FloatTensor<Self>,
-        options: FieldOptions,
-        points_grad: bool,
-    ) -> FieldGrads<Self> {
-        let FieldInputs {
-            points,
-            means,
-            quats,
-            log_scales,
-            features,
-        } = inputs;
-        let client = points.client.clone();
-        let streams = OperationStreams::with_inputs([
-            &points,
-            &means,
-            &quats,
-            &log_scales,
-            &features,
-            &grad_values,
-        ]);
-        let mut outputs = Vec::with_capacity(5);
-        if points_grad {
-            outputs.push(output_like(&points));
-        }
-        outputs.extend([
-            output_like(&means),
-            output_like(&quats),
-            output_like(&log_scales),
-            output_like(&features),
-        ]);
-        let desc = CustomOpIr::new(
-            "ember_field_backward",
-            &[
-                points.into_ir(),
-                means.into_ir(),
-                quats.into_ir(),
-                log_scales.into_ir(),
-                features.into_ir(),
-                grad_values.into_ir(),
-            ],
-            &outputs,
-        );
-        let op = BackwardOp::<B> {
-            desc: desc.clone(),
-            options,
-            points_grad,
-            _backend: PhantomData,
-        };
-        let outputs = client.register(streams, OperationIr::Custom(desc), op);
-        let (points, [means, quats, log_scales, features]) = if points_grad {
-            let [points, means, quats, log_scales, features] = outputs.outputs();
-            (Some(points), [means, quats, log_scales, features])
-        } else {
-            (None, outputs.outputs())
-        };
-        FieldGrads {
-            points,
-            means,
-            quats,
-            log_scales,
-            features,
-        }
+/// [`SplatBackend::field_backward`](crate::SplatBackend::field_backward) for `Fusion<B>`.
+pub(crate) fn backward<B: FusionBackend + SplatBackend>(
+    inputs: FieldInputs<Fusion<B>>,
+    grad_values: FloatTensor<Fusion<B>>,
+    options: FieldOptions,
+    points_grad: bool,
+) -> FieldGrads<Fusion<B>> {
+    let FieldInputs {
+        points,
+        means,
+        quats,
+        log_scales,
+        features,
+    } = inputs;
+    let client = points.client.clone();
+    let streams = OperationStreams::with_inputs([
+        &points,
+        &means,
+        &quats,
+        &log_scales,
+        &features,
+        &grad_values,
+    ]);
+    let mut outputs = Vec::with_capacity(5);
+    if points_grad {
+        outputs.push(output_like(&points));
     }
-
-    fn project_forward(
-        inputs: ProjectInputs<Self>,
-        camera: CameraParams,
-        options: ProjectOptions,
-    ) -> ProjectPrimitives<Self> {
-        crate::project::fusion::forward(inputs, camera, options)
-    }
-
-    fn project_backward(
-        inputs: ProjectInputs<Self>,
-        grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
-        options: ProjectOptions,
-    ) -> ProjectGrads<Self> {
-        crate::project::fusion::backward(inputs, grad_packed, camera, options)
+    outputs.extend([
+        output_like(&means),
+        output_like(&quats),
+        output_like(&log_scales),
+        output_like(&features),
+    ]);
+    let desc = CustomOpIr::new(
+        "ember_field_backward",
+        &[
+            points.into_ir(),
+            means.into_ir(),
+            quats.into_ir(),
+            log_scales.into_ir(),
+            features.into_ir(),
+            grad_values.into_ir(),
+        ],
+        &outputs,
+    );
+    let op = BackwardOp::<B> {
+        desc: desc.clone(),
+        options,
+        points_grad,
+        _backend: PhantomData,
+    };
+    let outputs = client.register(streams, OperationIr::Custom(desc), op);
+    let (points, [means, quats, log_scales, features]) = if points_grad {
+        let [points, means, quats, log_scales, features] = outputs.outputs();
+        (Some(points), [means, quats, log_scales, features])
+    } else {
+        (None, outputs.outputs())
+    };
+    FieldGrads {
+        points,
+        means,
+        quats,
+        log_scales,
+        features,
     }
 }

@@ -39,14 +39,14 @@
 //!   op does not read tensors back to look for them. `ember_field::GaussianField::validate`
 //!   reports the first non-finite parameter by name and index.
 
-mod autodiff;
+pub(crate) mod autodiff;
 pub mod cpu;
 #[cfg(feature = "cube")]
-mod cube;
+pub(crate) mod cube;
 #[cfg(feature = "cube")]
-mod fusion;
+pub(crate) mod fusion;
 #[cfg(feature = "ndarray")]
-mod ndarray;
+pub(crate) mod ndarray;
 mod reference;
 
 pub use reference::field_query_reference;

@@ -10,11 +10,7 @@ use burn::tensor::{DType, Shape, TensorMetadata};
 
 use super::cpu::{self, FieldArrays};
 use super::{FieldGrads, FieldInputs, FieldOptions};
-use crate::SplatBackend;
 use crate::ndarray_host::{float_tensor, to_host};
-use crate::project::{
-    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
-};
 use crate::real::Real;
 
 struct HostInputs<T> {
@@ -99,48 +95,40 @@ where
     }
 }
 
-impl<E, I, Q> SplatBackend for NdArray<E, I, Q>
+/// [`SplatBackend::field_forward`](crate::SplatBackend::field_forward) for `NdArray`.
+pub(crate) fn forward<E, I, Q>(
+    inputs: FieldInputs<NdArray<E, I, Q>>,
+    options: FieldOptions,
+) -> FloatTensor<NdArray<E, I, Q>>
 where
     E: FloatNdArrayElement,
     I: IntNdArrayElement,
     Q: QuantElement,
     NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
 {
-    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
-        if inputs.points.dtype() == DType::F64 {
-            forward_in::<f64, E, I, Q>(inputs, options)
-        } else {
-            forward_in::<f32, E, I, Q>(inputs, options)
-        }
+    if inputs.points.dtype() == DType::F64 {
+        forward_in::<f64, E, I, Q>(inputs, options)
+    } else {
+        forward_in::<f32, E, I, Q>(inputs, options)
     }
+}
 
-    fn field_backward(
-        inputs: FieldInputs<Self>,
-        grad_values: FloatTensor<Self>,
-        options: FieldOptions,
-        points_grad: bool,
-    ) -> FieldGrads<Self> {
-        if inputs.points.dtype() == DType::F64 {
-            backward_in::<f64, E, I, Q>(inputs, grad_values, options, points_grad)
-        } else {
-            backward_in::<f32, E, I, Q>(inputs, grad_values, options, points_grad)
-        }
-    }
-
-    fn project_forward(
-        inputs: ProjectInputs<Self>,
-        camera: CameraParams,
-        options: ProjectOptions,
-    ) -> ProjectPrimitives<Self> {
-        crate::project::ndarray::forward(inputs, camera, options)
-    }
-
-    fn project_backward(
-        inputs: ProjectInputs<Self>,
-        grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
-        options: ProjectOptions,
-    ) -> ProjectGrads<Self> {
-        crate::project::ndarray::backward(inputs, grad_packed, camera, options)
+/// [`SplatBackend::field_backward`](crate::SplatBackend::field_backward) for `NdArray`.
+pub(crate) fn backward<E, I, Q>(
+    inputs: FieldInputs<NdArray<E, I, Q>>,
+    grad_values: FloatTensor<NdArray<E, I, Q>>,
+    options: FieldOptions,
+    points_grad: bool,
+) -> FieldGrads<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    if inputs.points.dtype() == DType::F64 {
+        backward_in::<f64, E, I, Q>(inputs, grad_values, options, points_grad)
+    } else {
+        backward_in::<f32, E, I, Q>(inputs, grad_values, options, points_grad)
     }
 }

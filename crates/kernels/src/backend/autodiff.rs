@@ -1,0 +1,42 @@
+//! `SplatBackend` for `Autodiff<B>`: hand-written backward passes over `B`'s ops.
+
+use crate::field::{FieldGrads, FieldInputs, FieldOptions};
+use crate::project::{
+    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+};
+use crate::{SplatBackend, field, project};
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::tensor::ops::FloatTensor;
+
+impl<B: SplatBackend, C: CheckpointStrategy> SplatBackend for Autodiff<B, C> {
+    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
+        field::autodiff::forward(inputs, options)
+    }
+
+    fn field_backward(
+        inputs: FieldInputs<Self>,
+        grad_values: FloatTensor<Self>,
+        options: FieldOptions,
+        points_grad: bool,
+    ) -> FieldGrads<Self> {
+        field::autodiff::backward(inputs, grad_values, options, points_grad)
+    }
+
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        project::autodiff::forward(inputs, camera, options)
+    }
+
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        project::autodiff::backward(inputs, grad_packed, camera, options)
+    }
+}

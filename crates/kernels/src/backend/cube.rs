@@ -1,0 +1,43 @@
+//! `SplatBackend` for the CubeCL backend, generic over its runtime (wgpu and cuda).
+
+use crate::field::{FieldGrads, FieldInputs, FieldOptions};
+use crate::project::{
+    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+};
+use crate::{SplatBackend, field, project};
+use burn::tensor::ops::FloatTensor;
+use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SplatBackend
+    for CubeBackend<R, F, I, BT>
+{
+    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
+        field::cube::forward(inputs, options)
+    }
+
+    fn field_backward(
+        inputs: FieldInputs<Self>,
+        grad_values: FloatTensor<Self>,
+        options: FieldOptions,
+        points_grad: bool,
+    ) -> FieldGrads<Self> {
+        field::cube::backward(inputs, grad_values, options, points_grad)
+    }
+
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        project::cube::forward(inputs, camera, options)
+    }
+
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        project::cube::backward(inputs, grad_packed, camera, options)
+    }
+}

@@ -1,0 +1,51 @@
+//! `SplatBackend` for the ndarray backend (the rayon CPU kernels).
+
+use burn::backend::NdArray;
+use burn::backend::ndarray::{
+    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
+};
+use burn::tensor::ops::FloatTensor;
+
+use crate::field::{FieldGrads, FieldInputs, FieldOptions};
+use crate::project::{
+    CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+};
+use crate::{SplatBackend, field, project};
+
+impl<E, I, Q> SplatBackend for NdArray<E, I, Q>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
+        field::ndarray::forward(inputs, options)
+    }
+
+    fn field_backward(
+        inputs: FieldInputs<Self>,
+        grad_values: FloatTensor<Self>,
+        options: FieldOptions,
+        points_grad: bool,
+    ) -> FieldGrads<Self> {
+        field::ndarray::backward(inputs, grad_values, options, points_grad)
+    }
+
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        project::ndarray::forward(inputs, camera, options)
+    }
+
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        project::ndarray::backward(inputs, grad_packed, camera, options)
+    }
+}
