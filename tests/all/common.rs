@@ -111,37 +111,59 @@ pub fn to_f32(v: &[f64]) -> Vec<f32> {
 
 // ---- the gsplat oracle ----
 
-/// The folder of the shared test data, `None` (after saying so) when it is absent and not
-/// required.
-pub fn oracle_file(name: &str) -> Option<Vec<u8>> {
-    let dir = std::env::var("EMBER_DATA_DIR")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").to_string());
-    let path = std::path::Path::new(&dir)
-        .join("oracle/gsplat_cases")
-        .join(name);
-    match std::fs::read(&path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if std::env::var("EMBER_REQUIRE_DATA").as_deref() != Ok("1") => {
-            println!("skipped: {} not readable ({e})", path.display());
-            None
-        }
-        Err(e) => panic!(
-            "EMBER_REQUIRE_DATA=1 but {} is not readable: {e}",
-            path.display()
-        ),
-    }
+/// One gsplat oracle case (`tiny` or `basic`), every tensor as f64.
+pub struct OracleCase {
+    tensors: std::collections::HashMap<String, Vec<f64>>,
 }
 
-pub fn tensor(file: &safetensors::SafeTensors<'_>, name: &str) -> Vec<f64> {
-    let view = match file.tensor(name) {
-        Ok(v) => v,
-        Err(e) => panic!("oracle tensor {name}: {e}"),
-    };
-    assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
-    view.data()
-        .chunks_exact(4)
-        .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
-        .collect()
+impl OracleCase {
+    /// Reads `oracle/gsplat_cases/{case}_case.safetensors` from `EMBER_DATA_DIR` (default
+    /// `../shared/data`); `None`, after saying so, when it is absent and not required
+    /// (`EMBER_REQUIRE_DATA=1` makes a missing file a failure).
+    pub fn load(case: &str) -> Option<Self> {
+        let dir = std::env::var("EMBER_DATA_DIR")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").to_string());
+        let path = std::path::Path::new(&dir)
+            .join("oracle/gsplat_cases")
+            .join(format!("{case}_case.safetensors"));
+        let bytes = match std::fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if std::env::var("EMBER_REQUIRE_DATA").as_deref() != Ok("1") => {
+                println!("skipped: {} not readable ({e})", path.display());
+                return None;
+            }
+            Err(e) => panic!(
+                "EMBER_REQUIRE_DATA=1 but {} is not readable: {e}",
+                path.display()
+            ),
+        };
+        let file = match safetensors::SafeTensors::deserialize(&bytes) {
+            Ok(f) => f,
+            Err(e) => panic!("{}: {e}", path.display()),
+        };
+        let tensors = file
+            .tensors()
+            .into_iter()
+            .map(|(name, view)| {
+                assert_eq!(view.dtype(), safetensors::Dtype::F32, "{name}");
+                let values = view
+                    .data()
+                    .chunks_exact(4)
+                    .map(|b| f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+                    .collect();
+                (name, values)
+            })
+            .collect();
+        Some(OracleCase { tensors })
+    }
+
+    /// The tensor `name`, row-major.
+    pub fn get(&self, name: &str) -> Vec<f64> {
+        match self.tensors.get(name) {
+            Some(v) => v.clone(),
+            None => panic!("oracle tensor {name} is missing"),
+        }
+    }
 }
 
 /// The camera the oracle cases were made with.

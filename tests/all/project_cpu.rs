@@ -8,7 +8,7 @@ use ember::kernels::project::{CameraParams, ProjectError, ProjectOptions};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{fresh_rng, oracle_camera, oracle_err, oracle_file, rel_err, tensor, uniform};
+use crate::common::{OracleCase, fresh_rng, oracle_camera, oracle_err, rel_err, uniform};
 
 /// The inputs of one projection, f64, row-major.
 #[derive(Clone, Debug)]
@@ -707,19 +707,15 @@ fn bad_shapes_and_options_are_errors() {
 // ---- the gsplat oracle ----
 
 fn check_oracle(case: &str) {
-    let Some(bytes) = oracle_file(&format!("{case}_case.safetensors")) else {
+    let Some(file) = OracleCase::load(case) else {
         return;
     };
-    let file = match safetensors::SafeTensors::deserialize(&bytes) {
-        Ok(f) => f,
-        Err(e) => panic!("{case}: {e}"),
-    };
     let scene = Scene {
-        means: tensor(&file, "means"),
-        quats: tensor(&file, "quats"),
-        log_scales: tensor(&file, "scales"),
-        logits: tensor(&file, "opacities"),
-        sh: tensor(&file, "coeffs"),
+        means: file.get("means"),
+        quats: file.get("quats"),
+        log_scales: file.get("scales"),
+        logits: file.get("opacities"),
+        sh: file.get("coeffs"),
         k: 16,
     };
     let n = scene.n();
@@ -731,7 +727,7 @@ fn check_oracle(case: &str) {
     };
     let out = forward(&scene, &camera, &options);
     // gsplat zeroes the outputs of what it culls.
-    let ref_conics = tensor(&file, "conics");
+    let ref_conics = file.get("conics");
     let kept: Vec<bool> = (0..n)
         .map(|i| ref_conics[3 * i..3 * i + 3].iter().any(|v| *v != 0.0))
         .collect();
@@ -753,19 +749,19 @@ fn check_oracle(case: &str) {
             failed.push(name.to_string());
         }
     };
-    compare("xys", &out.xy, &tensor(&file, "xys"), 2);
-    compare("depths", &out.depth, &tensor(&file, "depths"), 1);
+    compare("xys", &out.xy, &file.get("xys"), 2);
+    compare("depths", &out.depth, &file.get("depths"), 1);
     compare("conics", &out.conic, &ref_conics, 3);
 
     let w = Weights {
-        xy: tensor(&file, "v_xy"),
-        conic: tensor(&file, "v_conics"),
+        xy: file.get("v_xy"),
+        conic: file.get("v_conics"),
         ..Weights::zeros(n)
     };
     let grads = backward(&scene, &camera, &options, &w);
-    compare("v_means", &grads.means, &tensor(&file, "v_means"), 3);
-    compare("v_quats", &grads.quats, &tensor(&file, "v_quats"), 4);
-    compare("v_scales", &grads.log_scales, &tensor(&file, "v_scales"), 3);
+    compare("v_means", &grads.means, &file.get("v_means"), 3);
+    compare("v_quats", &grads.quats, &file.get("v_quats"), 4);
+    compare("v_scales", &grads.log_scales, &file.get("v_scales"), 3);
     println!("{case} ({n} Gaussians):\n  {}", report.join("\n  "));
     assert!(
         failed.is_empty(),

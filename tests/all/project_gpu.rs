@@ -13,9 +13,9 @@ use ember::kernels::{CameraParams, PACKED_WIDTH, ProjectOptions, SplatBackend, p
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{fresh_rng, rel_err, to_f32, to_f64, uniform};
 #[cfg(feature = "wgpu")]
-use crate::common::{oracle_camera, oracle_err, oracle_file, tensor};
+use crate::common::{OracleCase, oracle_camera, oracle_err};
+use crate::common::{fresh_rng, rel_err, to_f32, to_f64, uniform};
 
 type Cpu = NdArray<f32>;
 #[cfg(feature = "wgpu")]
@@ -350,19 +350,15 @@ fn gpu_projection_matches_cpu() {
 #[test]
 fn gpu_matches_gsplat_oracle() {
     for case in ["tiny", "basic"] {
-        let Some(bytes) = oracle_file(&format!("{case}_case.safetensors")) else {
+        let Some(file) = OracleCase::load(case) else {
             return;
         };
-        let file = match safetensors::SafeTensors::deserialize(&bytes) {
-            Ok(f) => f,
-            Err(e) => panic!("{case}: {e}"),
-        };
         let scene = Scene {
-            means: tensor(&file, "means"),
-            quats: tensor(&file, "quats"),
-            log_scales: tensor(&file, "scales"),
-            logits: tensor(&file, "opacities"),
-            sh: tensor(&file, "coeffs"),
+            means: file.get("means"),
+            quats: file.get("quats"),
+            log_scales: file.get("scales"),
+            logits: file.get("opacities"),
+            sh: file.get("coeffs"),
             k: 16,
         };
         let n = scene.n();
@@ -379,7 +375,7 @@ fn gpu_matches_gsplat_oracle() {
             &weights,
             &Default::default(),
         );
-        let ref_conics = tensor(&file, "conics");
+        let ref_conics = file.get("conics");
         let kept: Vec<bool> = (0..n)
             .map(|i| ref_conics[3 * i..3 * i + 3].iter().any(|v| *v != 0.0))
             .collect();
@@ -392,7 +388,7 @@ fn gpu_matches_gsplat_oracle() {
         }
         for (name, offset, width) in [("xys", 0, 2), ("depths", 2, 1), ("conics", 3, 3)] {
             let got = columns(&out.packed, offset, width);
-            let (ratio, abs) = oracle_err(&got, &tensor(&file, name), width, &kept);
+            let (ratio, abs) = oracle_err(&got, &file.get(name), width, &kept);
             println!("{case} {name}: max |delta| {abs:.3e} ({ratio:.2e} of the tolerance)");
             assert!(ratio < 1.0, "{case}: {name} outside the oracle tolerance");
         }

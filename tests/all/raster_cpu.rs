@@ -10,7 +10,7 @@ use ember::kernels::raster::cpu::{
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{fresh_rng, oracle_camera, oracle_err, oracle_file, tensor, uniform};
+use crate::common::{OracleCase, fresh_rng, oracle_camera, oracle_err, uniform};
 
 /// Splats in f64 (or any `Real`), row-major, with their screen boxes.
 #[derive(Clone, Debug)]
@@ -133,19 +133,15 @@ fn tiles_per_gaussian(bins: &Bins, n: usize) -> Vec<u32> {
 // ---- the gsplat oracle ----
 
 fn check_oracle(case: &str) {
-    let Some(bytes) = oracle_file(&format!("{case}_case.safetensors")) else {
+    let Some(file) = OracleCase::load(case) else {
         return;
     };
-    let file = match safetensors::SafeTensors::deserialize(&bytes) {
-        Ok(f) => f,
-        Err(e) => panic!("{case}: {e}"),
-    };
     let (means, quats, log_scales, logits, sh) = (
-        tensor(&file, "means"),
-        tensor(&file, "quats"),
-        tensor(&file, "scales"),
-        tensor(&file, "opacities"),
-        tensor(&file, "coeffs"),
+        file.get("means"),
+        file.get("quats"),
+        file.get("scales"),
+        file.get("opacities"),
+        file.get("coeffs"),
     );
     let arrays = ProjectArrays {
         means: &means,
@@ -184,15 +180,15 @@ fn check_oracle(case: &str) {
     let bg = [0.0; 3];
     let out = forward(&splats, &bins, bg);
 
-    let ref_img = tensor(&file, "out_img");
-    let v_img = tensor(&file, "v_out_img");
+    let ref_img = file.get("out_img");
+    let v_img = file.get("v_out_img");
     let channels = |img: &[f64], lo: usize, hi: usize| -> Vec<f64> {
         img.chunks_exact(4)
             .flat_map(|p| p[lo..hi].to_vec())
             .collect()
     };
     let pixels = vec![true; w * h];
-    let ref_conics = tensor(&file, "conics");
+    let ref_conics = file.get("conics");
     let kept: Vec<bool> = (0..n)
         .map(|i| ref_conics[3 * i..3 * i + 3].iter().any(|v| *v != 0.0))
         .collect();
@@ -221,8 +217,8 @@ fn check_oracle(case: &str) {
         depth: &v_depth,
     };
     let g = backward(&splats, &bins, bg, &out, &grads);
-    compare("v_xy", &g.xy, &tensor(&file, "v_xy"), 2, &kept);
-    compare("v_conics", &g.conic, &tensor(&file, "v_conics"), 3, &kept);
+    compare("v_xy", &g.xy, &file.get("v_xy"), 2, &kept);
+    compare("v_conics", &g.conic, &file.get("v_conics"), 3, &kept);
 
     // The f32 kernels on the same splats.
     let widen = |v: &[f32]| v.iter().map(|x| f64::from(*x)).collect::<Vec<f64>>();
@@ -250,17 +246,11 @@ fn check_oracle(case: &str) {
         depth: &v_depth32,
     };
     let g32 = backward(&s32, &bins, [0.0f32; 3], &out32, &grads32);
-    compare(
-        "v_xy (f32)",
-        &widen(&g32.xy),
-        &tensor(&file, "v_xy"),
-        2,
-        &kept,
-    );
+    compare("v_xy (f32)", &widen(&g32.xy), &file.get("v_xy"), 2, &kept);
     compare(
         "v_conics (f32)",
         &widen(&g32.conic),
-        &tensor(&file, "v_conics"),
+        &file.get("v_conics"),
         3,
         &kept,
     );
@@ -276,20 +266,14 @@ fn check_oracle(case: &str) {
         Ok(p) => p,
         Err(e) => panic!("{case}: projection backward refused: {e}"),
     };
-    compare("v_means", &pg.means, &tensor(&file, "v_means"), 3, &all);
-    compare("v_quats", &pg.quats, &tensor(&file, "v_quats"), 4, &all);
-    compare(
-        "v_scales",
-        &pg.log_scales,
-        &tensor(&file, "v_scales"),
-        3,
-        &all,
-    );
-    compare("v_coeffs", &pg.sh, &tensor(&file, "v_coeffs"), 48, &all);
+    compare("v_means", &pg.means, &file.get("v_means"), 3, &all);
+    compare("v_quats", &pg.quats, &file.get("v_quats"), 4, &all);
+    compare("v_scales", &pg.log_scales, &file.get("v_scales"), 3, &all);
+    compare("v_coeffs", &pg.sh, &file.get("v_coeffs"), 48, &all);
     compare(
         "v_opacities",
         &pg.opacity_logits,
-        &tensor(&file, "v_opacities"),
+        &file.get("v_opacities"),
         1,
         &all,
     );
