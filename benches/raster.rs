@@ -262,7 +262,7 @@ fn forward_backward(
         alpha: zeros,
         depth: zeros,
     };
-    let g = raster::backward(&raster_arrays(&p), &bins, BACKGROUND, &out, &grads)
+    let g = raster::backward(&raster_arrays(&p), &bins, BACKGROUND, &out.replay(), &grads)
         .map_err(|e| e.to_string())?;
     let pg = ProjectOutputGrads {
         xy: &g.xy,

@@ -59,8 +59,9 @@ pub mod backend {
 /// The names research code usually needs.
 pub mod prelude {
     pub use ember_field::{
-        Covariance, FieldError, FieldOptions, GaussianField, GaussianFieldConfig, ModelError,
-        SplatAutodiffBackend, SplatBackend,
+        Camera, Covariance, FieldError, FieldOptions, GaussianField, GaussianFieldConfig,
+        ModelError, RenderError, RenderOptions, RenderOutput, SplatAutodiffBackend, SplatBackend,
+        render,
     };
-    pub use ember_kernels::field_query;
+    pub use ember_kernels::{ProjectOptions, field_query};
 }

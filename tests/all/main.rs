@@ -9,3 +9,4 @@ mod project_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod project_gpu;
 mod raster_cpu;
+mod render;

@@ -93,7 +93,7 @@ macro_rules! real_like {
                 out: &RasterOutputs<$t>,
                 grads: &RasterOutputGrads<'_, $t>,
             ) -> Result<RasterGrads<$t>, RasterError> {
-                cpu::backward(&s.arrays(), bins, bg, out, grads)
+                cpu::backward(&s.arrays(), bins, bg, &out.replay(), grads)
             }
         }
     };
@@ -804,7 +804,7 @@ fn bad_shapes_are_errors() {
         depth: &z,
     };
     assert!(matches!(
-        cpu::backward(&s.arrays(), &bins, [0.0; 3], &out, &grads),
+        cpu::backward(&s.arrays(), &bins, [0.0; 3], &out.replay(), &grads),
         Err(RasterError::Length {
             name: "grad rgb",
             ..

@@ -1,4 +1,5 @@
-//! Ember's model layer: the learnable [`GaussianField`] and its differentiable queries.
+//! Ember's model layer: the learnable [`GaussianField`], its differentiable queries and
+//! [`render`].
 //!
 //! `ember-field` knows nothing about files; the custom ops it calls live in `ember-kernels`.
 
@@ -6,8 +7,13 @@
 
 mod gaussian_field;
 mod init;
+mod render;
 pub mod sh;
 
 pub use ember_kernels::{Covariance, FieldError, FieldOptions, SplatAutodiffBackend, SplatBackend};
 pub use gaussian_field::{GaussianField, GaussianFieldConfig, ModelError};
 pub use init::knn_mean_distance;
+pub use render::{RenderAux, RenderError, RenderOptions, RenderOutput, render};
+
+/// A pinhole camera, world to camera, OpenCV axes (the kernels' [`ember_kernels::CameraParams`]).
+pub type Camera = ember_kernels::CameraParams;

@@ -24,15 +24,20 @@ mod quat;
 pub mod raster;
 mod real;
 mod simd;
+pub mod sort;
 
 pub use field::{Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query};
 pub use project::{
     CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOptions,
     ProjectPrimitives, Projected, project_gaussians,
 };
+pub use raster::{
+    IMAGE_CHANNELS, RasterError, RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState,
+    Rasterized, rasterize,
+};
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::ops::FloatTensor;
+use burn::tensor::ops::{FloatTensor, IntTensor};
 
 /// A Burn backend that can run Ember's custom ops.
 ///
@@ -74,6 +79,29 @@ pub trait SplatBackend: Backend {
         camera: CameraParams,
         options: ProjectOptions,
     ) -> ProjectGrads<Self>;
+
+    /// Forward pass of the rasterizer (see [`raster`] for the contract): the projection's
+    /// `packed [N, PACKED_WIDTH]` and `extents [N, 3]` composited into the image
+    /// `[H, W, IMAGE_CHANNELS]`, with the state the backward replays from.
+    ///
+    /// `screen_grads` `[N, 3]` is a probe: its value is ignored, and under `Autodiff` its
+    /// gradient receives the backward's screen-space statistics.
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self>;
+
+    /// Backward pass of the rasterizer: the gradient of a scalar loss with respect to `packed`,
+    /// given `grad_image [H, W, IMAGE_CHANNELS]` and the forward's state, and the screen-space
+    /// statistics `[N, 3]`.
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self>;
 }
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and

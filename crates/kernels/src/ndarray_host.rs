@@ -50,3 +50,16 @@ where
         &Default::default(),
     )
 }
+
+/// Host copy of an integer tensor.
+pub(crate) fn int_to_host<E, I, Q>(tensor: IntTensor<NdArray<E, I, Q>>) -> Vec<i64>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    let data = read_sync(NdArray::<E, I, Q>::int_into_data(tensor))
+        .expect("ndarray tensors are host memory");
+    data.convert::<i64>().into_vec().expect("converted to i64")
+}

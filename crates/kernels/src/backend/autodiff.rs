@@ -4,10 +4,11 @@ use crate::field::{FieldGrads, FieldInputs, FieldOptions};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
-use crate::{SplatBackend, field, project};
+use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
+use crate::{SplatBackend, field, project, raster};
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::tensor::ops::FloatTensor;
+use burn::tensor::ops::{FloatTensor, IntTensor};
 
 impl<B: SplatBackend, C: CheckpointStrategy> SplatBackend for Autodiff<B, C> {
     fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
@@ -38,5 +39,23 @@ impl<B: SplatBackend, C: CheckpointStrategy> SplatBackend for Autodiff<B, C> {
         options: ProjectOptions,
     ) -> ProjectGrads<Self> {
         project::autodiff::backward(inputs, grad_packed, camera, options)
+    }
+
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self> {
+        raster::autodiff::forward(packed, extents, screen_grads, setup)
+    }
+
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self> {
+        raster::autodiff::backward(packed, state, grad_image, setup)
     }
 }

@@ -4,8 +4,9 @@ use crate::field::{FieldGrads, FieldInputs, FieldOptions};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
-use crate::{SplatBackend, field, project};
-use burn::tensor::ops::FloatTensor;
+use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
+use crate::{SplatBackend, field, project, raster};
+use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SplatBackend
@@ -39,5 +40,23 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SplatBacke
         options: ProjectOptions,
     ) -> ProjectGrads<Self> {
         project::cube::backward(inputs, grad_packed, camera, options)
+    }
+
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        _screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self> {
+        raster::cube::forward(packed, extents, setup)
+    }
+
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self> {
+        raster::cube::backward(packed, state, grad_image, setup)
     }
 }

@@ -5,8 +5,9 @@ use crate::field::{FieldGrads, FieldInputs, FieldOptions};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
-use crate::{SplatBackend, field, project};
-use burn::tensor::ops::FloatTensor;
+use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
+use crate::{SplatBackend, field, project, raster};
+use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn_fusion::{Fusion, FusionBackend};
 
 impl<B: FusionBackend + SplatBackend> SplatBackend for Fusion<B> {
@@ -38,5 +39,23 @@ impl<B: FusionBackend + SplatBackend> SplatBackend for Fusion<B> {
         options: ProjectOptions,
     ) -> ProjectGrads<Self> {
         project::fusion::backward(inputs, grad_packed, camera, options)
+    }
+
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self> {
+        raster::fusion::forward(packed, extents, screen_grads, setup)
+    }
+
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self> {
+        raster::fusion::backward(packed, state, grad_image, setup)
     }
 }

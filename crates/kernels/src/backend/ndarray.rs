@@ -4,13 +4,14 @@ use burn::backend::NdArray;
 use burn::backend::ndarray::{
     FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
 };
-use burn::tensor::ops::FloatTensor;
+use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::field::{FieldGrads, FieldInputs, FieldOptions};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
-use crate::{SplatBackend, field, project};
+use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
+use crate::{SplatBackend, field, project, raster};
 
 impl<E, I, Q> SplatBackend for NdArray<E, I, Q>
 where
@@ -47,5 +48,23 @@ where
         options: ProjectOptions,
     ) -> ProjectGrads<Self> {
         project::ndarray::backward(inputs, grad_packed, camera, options)
+    }
+
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        _screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self> {
+        raster::ndarray::forward(packed, extents, setup)
+    }
+
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self> {
+        raster::ndarray::backward(packed, state, grad_image, setup)
     }
 }

@@ -155,6 +155,8 @@ pub struct Projected<B: Backend> {
     pub radius: Tensor<B, 2, Int>,
     /// `[N]` 16x16 tiles the screen box touches.
     pub tiles: Tensor<B, 1, Int>,
+    /// `[N, 3]` `radius` and `tiles` side by side, as the rasterizer reads them.
+    pub extents: Tensor<B, 2, Int>,
 }
 
 /// Projects `N` Gaussians through `camera` (the op contract is in the [module docs](self)).
@@ -253,33 +255,16 @@ impl<B: Backend> Projected<B> {
             color: col(PACKED_COLOR, 3),
             opacity: col(PACKED_OPACITY, 1).reshape([n]),
             radius: extents.clone().narrow(1, 0, 2),
-            tiles: extents.narrow(1, 2, 1).reshape([n]),
+            tiles: extents.clone().narrow(1, 2, 1).reshape([n]),
+            extents,
             packed,
         }
     }
 }
 
-/// Checks what does not depend on the array lengths: the SH coefficient count `k`, the camera
-/// and the options. Returns the SH degree to evaluate.
-pub(crate) fn check_setup(
-    k: usize,
-    camera: &CameraParams,
-    options: &ProjectOptions,
-) -> Result<u32, ProjectError> {
-    let stored = match k {
-        1 => 0,
-        4 => 1,
-        9 => 2,
-        16 => 3,
-        k => return Err(ProjectError::ShCoeffs(k)),
-    };
-    let degree = match options.sh_degree {
-        None => stored,
-        Some(d) if d <= stored => d,
-        Some(requested) => {
-            return Err(ProjectError::ShDegree { requested, stored });
-        }
-    };
+/// Checks that `camera` can form an image: positive finite focal lengths, a finite principal
+/// point and pose, a non-empty image.
+pub fn check_camera(camera: &CameraParams) -> Result<(), ProjectError> {
     let camera_checks = [
         ("fx", camera.fx, camera.fx.is_finite() && camera.fx > 0.0),
         ("fy", camera.fy, camera.fy.is_finite() && camera.fy > 0.0),
@@ -305,6 +290,31 @@ pub(crate) fn check_setup(
             rule: "rotation and translation must be finite",
         });
     }
+    Ok(())
+}
+
+/// Checks what does not depend on the array lengths: the SH coefficient count `k`, the camera
+/// and the options. Returns the SH degree to evaluate.
+pub(crate) fn check_setup(
+    k: usize,
+    camera: &CameraParams,
+    options: &ProjectOptions,
+) -> Result<u32, ProjectError> {
+    let stored = match k {
+        1 => 0,
+        4 => 1,
+        9 => 2,
+        16 => 3,
+        k => return Err(ProjectError::ShCoeffs(k)),
+    };
+    let degree = match options.sh_degree {
+        None => stored,
+        Some(d) if d <= stored => d,
+        Some(requested) => {
+            return Err(ProjectError::ShDegree { requested, stored });
+        }
+    };
+    check_camera(camera)?;
     if !(options.near.is_finite() && options.near > 0.0) {
         return Err(ProjectError::Option {
             name: "near",

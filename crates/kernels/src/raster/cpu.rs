@@ -51,6 +51,34 @@ pub struct Bins {
 }
 
 impl Bins {
+    /// Bins from their CSR arrays (as [`Bins::offsets`] and [`Bins::ids`] return them), for
+    /// `gaussians` splats in a `width x height` image; `None` when the arrays are inconsistent.
+    pub fn from_csr(
+        width: u32,
+        height: u32,
+        gaussians: usize,
+        offsets: Vec<usize>,
+        ids: Vec<u32>,
+    ) -> Option<Self> {
+        let tiles_x = width.div_ceil(TILE_SIZE);
+        let tiles_y = height.div_ceil(TILE_SIZE);
+        let tiles = tiles_x as usize * tiles_y as usize;
+        let consistent = offsets.len() == tiles + 1
+            && offsets.first() == Some(&0)
+            && offsets.windows(2).all(|w| w[0] <= w[1])
+            && offsets[tiles] <= ids.len()
+            && ids.iter().all(|&i| (i as usize) < gaussians);
+        consistent.then_some(Bins {
+            width,
+            height,
+            tiles_x,
+            tiles_y,
+            gaussians,
+            offsets,
+            ids,
+        })
+    }
+
     /// Image width, pixels.
     pub fn width(&self) -> u32 {
         self.width
@@ -124,6 +152,25 @@ pub struct RasterOutputs<T> {
     pub last: Vec<u32>,
     /// `[H, W]`, `T_final`.
     pub transmittance: Vec<T>,
+}
+
+impl<T> RasterOutputs<T> {
+    /// What the backward replays from.
+    pub fn replay(&self) -> ReplayState<'_, T> {
+        ReplayState {
+            last: &self.last,
+            transmittance: &self.transmittance,
+        }
+    }
+}
+
+/// The part of the forward's outputs the backward replays from.
+#[derive(Clone, Copy, Debug)]
+pub struct ReplayState<'a, T> {
+    /// `[H, W]`, entries of the tile's list each pixel went through.
+    pub last: &'a [u32],
+    /// `[H, W]`, `T_final`.
+    pub transmittance: &'a [T],
 }
 
 /// Gradients of a scalar loss with respect to the images (same shapes).
@@ -516,12 +563,12 @@ fn backward_pixel<T: Real>(
 }
 
 /// Backward: the gradient of `sum(image * grad)` over the three images with respect to the
-/// splats, given the forward's `out` for the same inputs, bins and `background`.
+/// splats, given the forward's `replay` state for the same inputs, bins and `background`.
 pub fn backward<T: Real>(
     a: &RasterArrays<'_, T>,
     bins: &Bins,
     background: [T; 3],
-    out: &RasterOutputs<T>,
+    replay: &ReplayState<'_, T>,
     grads: &RasterOutputGrads<'_, T>,
 ) -> Result<RasterGrads<T>, RasterError> {
     let n = validate(a, bins)?;
@@ -531,11 +578,10 @@ pub fn backward<T: Real>(
         ("grad rgb", grads.rgb.len(), 3, "[H, W, 3]"),
         ("grad alpha", grads.alpha.len(), 1, "[H, W]"),
         ("grad depth", grads.depth.len(), 1, "[H, W]"),
-        ("forward alpha", out.alpha.len(), 1, "[H, W]"),
-        ("forward last", out.last.len(), 1, "[H, W]"),
+        ("forward last", replay.last.len(), 1, "[H, W]"),
         (
             "forward transmittance",
-            out.transmittance.len(),
+            replay.transmittance.len(),
             1,
             "[H, W]",
         ),
@@ -563,8 +609,8 @@ pub fn backward<T: Real>(
                         rgb: [grads.rgb[3 * i], grads.rgb[3 * i + 1], grads.rgb[3 * i + 2]],
                         alpha: grads.alpha[i],
                         depth: grads.depth[i],
-                        transmittance: out.transmittance[i],
-                        last: out.last[i] as usize,
+                        transmittance: replay.transmittance[i],
+                        last: replay.last[i] as usize,
                     };
                     backward_pixel(a, &reach, list, &background, &pixel, &mut partial);
                 }

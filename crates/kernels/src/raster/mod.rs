@@ -55,10 +55,203 @@
 //! the Gaussian's `xy` gradient (`sum_p |dL_p/dxy_i|`). The image gradients are per pixel, so
 //! `L` is the loss as given (no normalisation by the pixel count).
 //!
-//! Results are deterministic: each tile accumulates into its own buffer, and the buffers are
-//! summed in tile order, so they do not depend on the thread count.
+//! On the CPU, results are deterministic: each tile accumulates into its own buffer, and the
+//! buffers are summed in tile order, so they do not depend on the thread count. On the GPU the
+//! backward adds with atomics (see `cube.rs`), so gradients may differ in the last bits from
+//! run to run.
+//!
+//! # As a Burn op
+//! [`rasterize`] takes the projection's `packed` `[N, PACKED_WIDTH]` floats and `extents`
+//! `[N, 3]` integers (see [`crate::project`]) and returns the image `[H, W, IMAGE_CHANNELS]`:
+//! `rgb` (channels `0..3`), `alpha` (3), alpha-weighted `depth` (4). Under `Autodiff` the image
+//! is differentiable with respect to `packed`, so gradients flow on into the projection; the
+//! screen-space statistics densification needs arrive as the gradient of the probe
+//! [`Rasterized::screen_grads`]. The binning
+//! (`offsets`, `ids`), `last` and `transmittance` travel as an opaque [`RasterState`] from the
+//! forward to the backward.
 
+pub(crate) mod autodiff;
 pub mod cpu;
+#[cfg(feature = "cube")]
+pub(crate) mod cube;
+#[cfg(feature = "cube")]
+pub(crate) mod fusion;
+#[cfg(feature = "ndarray")]
+pub(crate) mod ndarray;
+
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{Int, Tensor, TensorPrimitive};
+
+use crate::SplatBackend;
+use crate::project::PACKED_WIDTH;
+
+/// Channels of the rasterized image: `rgb` (`0..3`), `alpha`, alpha-weighted `depth`.
+pub const IMAGE_CHANNELS: usize = 5;
+/// Offset of `rgb` in an image pixel.
+pub const IMAGE_RGB: usize = 0;
+/// Offset of `alpha` in an image pixel.
+pub const IMAGE_ALPHA: usize = 3;
+/// Offset of the alpha-weighted `depth` in an image pixel.
+pub const IMAGE_DEPTH: usize = 4;
+
+/// What a rasterization draws into: the image size and the background colour.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RasterSetup {
+    /// Image width, pixels.
+    pub width: u32,
+    /// Image height, pixels.
+    pub height: u32,
+    /// RGB added behind the splats, weighted by the final transmittance.
+    pub background: [f32; 3],
+}
+
+impl RasterSetup {
+    /// A `width x height` image on a black background.
+    pub fn new(width: u32, height: u32) -> Self {
+        RasterSetup {
+            width,
+            height,
+            background: [0.0; 3],
+        }
+    }
+
+    /// The same setup with another background.
+    pub fn with_background(self, background: [f32; 3]) -> Self {
+        RasterSetup { background, ..self }
+    }
+
+    /// Tiles per row and per column.
+    pub fn tiles(&self) -> (u32, u32) {
+        use crate::project::cpu::TILE_SIZE;
+        (
+            self.width.div_ceil(TILE_SIZE),
+            self.height.div_ceil(TILE_SIZE),
+        )
+    }
+}
+
+/// What the forward hands the backward (backend primitives; the layouts are the backend's own,
+/// so treat it as opaque).
+#[derive(Debug, Clone)]
+pub struct RasterState<B: Backend> {
+    /// `[tiles + 1]`: each tile's range of `ids`.
+    pub tile_offsets: IntTensor<B>,
+    /// `[M]` (at least one entry): Gaussian indices, each tile's front to back.
+    pub ids: IntTensor<B>,
+    /// `[H, W]`: entries of its tile's list each pixel went through.
+    pub last: IntTensor<B>,
+    /// `[H, W]`: the final transmittance.
+    pub transmittance: FloatTensor<B>,
+}
+
+/// The forward's outputs as backend primitives.
+#[derive(Debug, Clone)]
+pub struct RasterPrimitives<B: Backend> {
+    /// `[H, W, IMAGE_CHANNELS]`
+    pub image: FloatTensor<B>,
+    /// For the backward.
+    pub state: RasterState<B>,
+}
+
+/// The backward's outputs as backend primitives.
+#[derive(Debug, Clone)]
+pub struct RasterGradPrimitives<B: Backend> {
+    /// `[N, PACKED_WIDTH]`: the loss gradient with respect to `packed`.
+    pub packed: FloatTensor<B>,
+    /// `[N, 3]`: per Gaussian `(dL/dx, dL/dy, xy_abs)`, the screen-space gradient of its
+    /// centre and `sum` over pixels of `|dL_pixel / dxy|` (see the module docs).
+    pub screen_grads: FloatTensor<B>,
+}
+
+/// The result of [`rasterize`].
+#[derive(Debug, Clone)]
+pub struct Rasterized<B: Backend> {
+    /// `[H, W, IMAGE_CHANNELS]`: `rgb`, `alpha`, alpha-weighted `depth`.
+    pub image: Tensor<B, 3>,
+    /// `[N, 3]` zeros whose gradient, after a backward pass through `image`, holds the
+    /// densification statistics `(dL/dx, dL/dy, xy_abs)` (`xy_abs` = sum over pixels of
+    /// `|dL_pixel / dxy|`). Tracked only under `Autodiff`.
+    pub screen_grads: Tensor<B, 2>,
+}
+
+impl<B: Backend> Rasterized<B> {
+    /// `[H, W, 3]`
+    pub fn rgb(&self) -> Tensor<B, 3> {
+        self.image.clone().narrow(2, IMAGE_RGB, 3)
+    }
+
+    /// `[H, W]`
+    pub fn alpha(&self) -> Tensor<B, 2> {
+        self.image.clone().narrow(2, IMAGE_ALPHA, 1).squeeze_dim(2)
+    }
+
+    /// `[H, W]`: `sum T alpha depth` (divide by `alpha` for the expected depth).
+    pub fn weighted_depth(&self) -> Tensor<B, 2> {
+        self.image.clone().narrow(2, IMAGE_DEPTH, 1).squeeze_dim(2)
+    }
+}
+
+/// Rasterizes projected splats (the outputs of [`crate::project_gaussians`]): `packed`
+/// `[N, PACKED_WIDTH]`, `extents` `[N, 3]` (`radius_x, radius_y, tiles`). Differentiable with
+/// respect to `packed` under `Autodiff`.
+pub fn rasterize<B: SplatBackend>(
+    packed: Tensor<B, 2>,
+    extents: Tensor<B, 2, Int>,
+    setup: &RasterSetup,
+) -> Result<Rasterized<B>, RasterError> {
+    let [n, width] = packed.dims();
+    if width != PACKED_WIDTH {
+        return Err(RasterError::Length {
+            name: "packed",
+            got: n * width,
+            expected: n * PACKED_WIDTH,
+            shape: "[N, PACKED_WIDTH]",
+        });
+    }
+    let [en, ew] = extents.dims();
+    if en != n || ew != 3 {
+        return Err(RasterError::Length {
+            name: "extents",
+            got: en * ew,
+            expected: 3 * n,
+            shape: "[N, 3]",
+        });
+    }
+    if setup.width == 0 || setup.height == 0 {
+        return Err(RasterError::EmptyImage {
+            width: setup.width,
+            height: setup.height,
+        });
+    }
+    if u32::try_from(n).is_err() {
+        return Err(RasterError::TooMany(n));
+    }
+    if let Some(&value) = setup.background.iter().find(|c| !c.is_finite()) {
+        return Err(RasterError::Background(value));
+    }
+    let device = packed.device();
+    let (h, w) = (setup.height as usize, setup.width as usize);
+    if n == 0 {
+        let [r, g, b] = setup.background;
+        let pixel = Tensor::<B, 1>::from_floats([r, g, b, 0.0, 0.0], &device);
+        return Ok(Rasterized {
+            image: pixel.reshape([1, 1, IMAGE_CHANNELS]).repeat(&[h, w, 1]),
+            screen_grads: Tensor::zeros([0, 3], &device),
+        });
+    }
+    let screen_grads = Tensor::<B, 2>::zeros([n, 3], &device).require_grad();
+    let out = B::rasterize_forward(
+        packed.into_primitive().tensor(),
+        extents.into_primitive(),
+        screen_grads.clone().into_primitive().tensor(),
+        *setup,
+    );
+    Ok(Rasterized {
+        image: Tensor::from_primitive(TensorPrimitive::Float(out.image)),
+        screen_grads,
+    })
+}
 
 /// Why a rasterization was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -86,6 +279,9 @@ pub enum RasterError {
     /// More Gaussians than a `u32` index holds.
     #[error("rasterization: {0} Gaussians; at most 2^32 - 1")]
     TooMany(usize),
+    /// The background colour is not finite.
+    #[error("rasterization: background component {0} is not finite")]
+    Background(f32),
     /// The bins were made for another number of Gaussians.
     #[error("rasterization: the bins index {bins} Gaussians, the arrays hold {arrays}")]
     BinsMismatch {

@@ -1,0 +1,116 @@
+//! The rasterizer on `Autodiff<B>`: the forward runs `B`'s kernels and keeps their
+//! [`RasterState`]; a hand-written `Backward` runs `B::rasterize_backward` once and hands
+//! `packed` its gradient and the `screen_grads` probe the densification statistics.
+
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::autodiff::{Autodiff, NodeId};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::ops::{FloatTensor, IntTensor};
+
+use super::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
+use crate::SplatBackend;
+
+#[derive(Debug)]
+struct RasterBackward;
+
+/// What the backward needs: `packed` (checkpointed), the forward's state and the setup.
+#[derive(Debug, Clone)]
+struct SavedRaster<B: SplatBackend> {
+    packed: NodeId,
+    state: RasterState<B>,
+    setup: RasterSetup,
+}
+
+impl<B: SplatBackend> Backward<B, 2> for RasterBackward {
+    type State = SavedRaster<B>;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 2>,
+        grads: &mut Gradients,
+        checkpointer: &mut Checkpointer,
+    ) {
+        let grad_image = grads.consume::<B>(&ops.node);
+        let packed = checkpointer.retrieve_node_output::<FloatTensor<B>>(ops.state.packed);
+        let g = B::rasterize_backward(packed, ops.state.state, grad_image, ops.state.setup);
+        let [packed_node, probe_node] = ops.parents;
+        if let Some(node) = packed_node {
+            grads.register::<B>(node.id, g.packed);
+        }
+        if let Some(node) = probe_node {
+            grads.register::<B>(node.id, g.screen_grads);
+        }
+    }
+}
+
+fn state_from_inner<B: SplatBackend, C: CheckpointStrategy>(
+    state: RasterState<B>,
+) -> RasterState<Autodiff<B, C>> {
+    RasterState {
+        tile_offsets: state.tile_offsets,
+        ids: state.ids,
+        last: state.last,
+        transmittance: Autodiff::<B, C>::from_inner(state.transmittance),
+    }
+}
+
+/// [`SplatBackend::rasterize_forward`] for `Autodiff<B>`.
+pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
+    packed: FloatTensor<Autodiff<B, C>>,
+    extents: IntTensor<Autodiff<B, C>>,
+    screen_grads: FloatTensor<Autodiff<B, C>>,
+    setup: RasterSetup,
+) -> RasterPrimitives<Autodiff<B, C>> {
+    let nodes = [packed.node.clone(), screen_grads.node.clone()];
+    let inner_packed = packed.primitive.clone();
+    let inner_probe = screen_grads.primitive.clone();
+    match RasterBackward
+        .prepare::<C>(nodes)
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(mut prep) => {
+            let saved_packed = prep.checkpoint(&packed);
+            let out = B::rasterize_forward(inner_packed, extents, inner_probe, setup);
+            let saved = SavedRaster {
+                packed: saved_packed,
+                state: out.state.clone(),
+                setup,
+            };
+            RasterPrimitives {
+                image: prep.finish(saved, out.image),
+                state: state_from_inner::<B, C>(out.state),
+            }
+        }
+        OpsKind::UnTracked(prep) => {
+            let out = B::rasterize_forward(inner_packed, extents, inner_probe, setup);
+            RasterPrimitives {
+                image: prep.finish(out.image),
+                state: state_from_inner::<B, C>(out.state),
+            }
+        }
+    }
+}
+
+/// [`SplatBackend::rasterize_backward`] for `Autodiff<B>`: not differentiated itself.
+pub(crate) fn backward<B: SplatBackend, C: CheckpointStrategy>(
+    packed: FloatTensor<Autodiff<B, C>>,
+    state: RasterState<Autodiff<B, C>>,
+    grad_image: FloatTensor<Autodiff<B, C>>,
+    setup: RasterSetup,
+) -> RasterGradPrimitives<Autodiff<B, C>> {
+    let inner = RasterState {
+        tile_offsets: state.tile_offsets,
+        ids: state.ids,
+        last: state.last,
+        transmittance: state.transmittance.primitive,
+    };
+    let g = B::rasterize_backward(packed.primitive, inner, grad_image.primitive, setup);
+    RasterGradPrimitives {
+        packed: Autodiff::<B, C>::from_inner(g.packed),
+        screen_grads: Autodiff::<B, C>::from_inner(g.screen_grads),
+    }
+}

@@ -1,0 +1,722 @@
+//! The tile rasterizer as CubeCL kernels, generic over the CubeCL runtime and the float type.
+//!
+//! # Binning (no host sort, one read-back)
+//! 1. `depth_keys_kernel`: every Gaussian's depth as a sortable `u32` key (the bits of a
+//!    positive `f32` order like the value); [`sort_pairs`] sorts the Gaussian indices by it,
+//!    stably, so equal depths stay in index order.
+//! 2. `tile_counts_kernel` gathers the tile counts in that order; [`exclusive_sum`] gives each
+//!    Gaussian its first slot, and the total `M` is read back (the one host synchronisation:
+//!    the buffers below are sized by it).
+//! 3. `emit_kernel` writes one `(tile, gaussian)` entry per tile each Gaussian covers, in depth
+//!    order; a radix sort on the tile key (only the bits the tile count needs) keeps the depth
+//!    order inside each tile, which is exactly the CPU's `(depth, index)` order.
+//! 4. `tile_offsets_kernel` finds where each tile's run starts: the CSR offsets.
+//!
+//! # Compositing
+//! One cube per 16x16 tile, one unit per pixel. The tile's list is walked in batches of 256
+//! Gaussians that the units load together into shared memory (the packed rows); each unit
+//! composites its pixel front to back exactly as the CPU does. Before each batch the cube
+//! counts its finished pixels and stops when all are done.
+//!
+//! # Backward
+//! Same layout, back to front: each unit replays its pixel from its `last` entry with the
+//! transmittance recovered by division, and adds its contributions to the per-Gaussian
+//! gradient rows with atomic float additions (a compare-and-swap loop on the `f32` bits, which
+//! every runtime supports). The sums are therefore not bit-reproducible run to run on the GPU
+//! (the CPU's are). The batches start at the largest `last` of the tile's pixels.
+
+use burn::tensor::{DType, Shape, TensorMetadata};
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
+use cubecl::calculate_cube_count_elemwise;
+use cubecl::prelude::*;
+
+use super::{IMAGE_CHANNELS, RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
+use crate::project::cpu::TILE_SIZE;
+use crate::project::{PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH};
+use crate::sort::cube::{BLOCK, exclusive_sum, sort_pairs, u32_tensor};
+
+/// Below this alpha a Gaussian is skipped at a pixel.
+const MIN_ALPHA: f32 = 1.0 / 255.0;
+
+/// Alpha is clamped to this.
+const MAX_ALPHA: f32 = 0.999;
+
+/// A pixel stops before the Gaussian that would take its transmittance to this or below.
+const MIN_TRANSMITTANCE: f32 = 1e-4;
+
+/// Gradient values accumulated per Gaussian: the packed row's, then `xy_abs`.
+const GRAD_WIDTH: usize = PACKED_WIDTH + 1;
+
+/// Pixels along a tile side (the cube is `TILE * TILE` units).
+const TILE: u32 = TILE_SIZE;
+
+/// Per Gaussian: its depth's bits as a sort key, and its index.
+#[cube(launch)]
+fn depth_keys_kernel<F: Float>(
+    packed: &Tensor<F>,
+    keys: &mut Tensor<u32>,
+    ids: &mut Tensor<u32>,
+    n: u32,
+    #[define(F)] _dtype: StorageType,
+) {
+    let i = ABSOLUTE_POS;
+    if i >= n as usize {
+        terminate!();
+    }
+    // Kept Gaussians lie beyond the near plane (positive depth); culled ones have zeros and
+    // no tiles. `max` maps a negative zero to the smallest key.
+    let depth = f32::max(f32::cast_from(packed[i * PACKED_WIDTH + PACKED_DEPTH]), 0.0);
+    keys[i] = u32::reinterpret(depth);
+    ids[i] = i as u32;
+}
+
+/// Per position `k` of the depth order: the tile count of the Gaussian there.
+#[cube(launch)]
+fn tile_counts_kernel<I: Int>(
+    extents: &Tensor<I>,
+    order: &Tensor<u32>,
+    counts: &mut Tensor<u32>,
+    n: u32,
+    #[define(I)] _dtype: StorageType,
+) {
+    let k = ABSOLUTE_POS;
+    if k >= n as usize {
+        terminate!();
+    }
+    let g = order[k] as usize;
+    counts[k] = u32::cast_from(extents[3 * g + 2]);
+}
+
+/// Per position `k` of the depth order: one `(tile, gaussian)` entry per covered tile, from
+/// slot `starts[k]` on, tiles row-major. The tile rectangle is recomputed with the
+/// projection's float rule; should it ever disagree with the stored count, the entries are
+/// capped at the count and the rest padded with the key `tiles` (sorted past every tile and
+/// outside every range), so no slot is left unwritten.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn emit_kernel<F: Float, I: Int>(
+    packed: &Tensor<F>,
+    extents: &Tensor<I>,
+    order: &Tensor<u32>,
+    starts: &Tensor<u32>,
+    tile_keys: &mut Tensor<u32>,
+    tile_ids: &mut Tensor<u32>,
+    n: u32,
+    tiles_x: u32,
+    tiles_y: u32,
+    #[define(F, I)] _dtypes: [StorageType; 2],
+) {
+    let k = ABSOLUTE_POS;
+    if k >= n as usize {
+        terminate!();
+    }
+    let g = order[k];
+    let row = g as usize;
+    let count = u32::cast_from(extents[3 * row + 2]);
+    if count == 0 {
+        terminate!();
+    }
+    let x = packed[row * PACKED_WIDTH];
+    let y = packed[row * PACKED_WIDTH + 1];
+    let rx = F::cast_from(extents[3 * row]);
+    let ry = F::cast_from(extents[3 * row + 1]);
+    let tile = F::new(TILE as f32);
+    let zero = F::new(0.0);
+    let x0 = u32::cast_from(F::max(F::floor((x - rx) / tile), zero));
+    let x1 = u32::cast_from(F::min(F::ceil((x + rx) / tile), F::cast_from(tiles_x)));
+    let y0 = u32::cast_from(F::max(F::floor((y - ry) / tile), zero));
+    let y1 = u32::cast_from(F::min(F::ceil((y + ry) / tile), F::cast_from(tiles_y)));
+    let start = starts[k] as usize;
+    let mut written = 0u32.runtime();
+    for ty in y0..y1 {
+        for tx in x0..x1 {
+            if written < count {
+                tile_keys[start + written as usize] = ty * tiles_x + tx;
+                tile_ids[start + written as usize] = g;
+                written += 1;
+            }
+        }
+    }
+    while written < count {
+        tile_keys[start + written as usize] = tiles_x * tiles_y;
+        tile_ids[start + written as usize] = g;
+        written += 1;
+    }
+}
+
+/// Per sorted entry `i <= m`: the offsets of the tiles whose runs start at `i` (for `i = m`,
+/// of the tiles after the last run).
+#[cube(launch)]
+fn tile_offsets_kernel(tile_keys: &Tensor<u32>, offsets: &mut Tensor<u32>, m: u32, tiles: u32) {
+    let i = ABSOLUTE_POS;
+    if i > m as usize {
+        terminate!();
+    }
+    let mut first = 0u32.runtime();
+    if i > 0 {
+        first = tile_keys[i - 1] + 1;
+    }
+    let mut key = tiles;
+    if i < m as usize {
+        key = u32::min(tile_keys[i], tiles);
+    }
+    for t in first..key + 1 {
+        offsets[t as usize] = i as u32;
+    }
+}
+
+/// Sum of `values[0..BLOCK]` (`max` = false) or their maximum into `values[0]`, for all units.
+#[cube]
+fn reduce_u32(values: &mut SharedMemory<u32>, #[comptime] max: bool) -> u32 {
+    let u = UNIT_POS as usize;
+    let mut stride = (BLOCK / 2).runtime();
+    while stride > 0 {
+        if u < stride {
+            if max {
+                values[u] = u32::max(values[u], values[u + stride]);
+            } else {
+                values[u] = values[u] + values[u + stride];
+            }
+        }
+        sync_cube();
+        stride /= 2;
+    }
+    values[0]
+}
+
+/// Loads the packed rows of list entries `lo + u` (`u` the unit, below `hi`) into `rows`.
+#[cube]
+fn load_batch<F: Float>(
+    packed: &Tensor<F>,
+    ids: &Tensor<u32>,
+    rows: &mut SharedMemory<F>,
+    batch_ids: &mut SharedMemory<u32>,
+    lo: usize,
+    hi: usize,
+) {
+    let u = UNIT_POS as usize;
+    if lo + u < hi {
+        let g = ids[lo + u];
+        batch_ids[u] = g;
+        let src = g as usize * PACKED_WIDTH;
+        #[unroll]
+        for c in 0..PACKED_WIDTH {
+            rows[u * PACKED_WIDTH + c] = packed[src + c];
+        }
+    }
+}
+
+/// One Gaussian (a row of the batch) at a pixel centre: `(dx, dy, sigma)`.
+#[cube]
+fn offset_sigma<F: Float>(rows: &SharedMemory<F>, r: usize, cx: F, cy: F) -> (F, F, F) {
+    let dx = cx - rows[r];
+    let dy = cy - rows[r + 1];
+    let a = rows[r + PACKED_CONIC];
+    let b = rows[r + PACKED_CONIC + 1];
+    let c = rows[r + PACKED_CONIC + 2];
+    let sigma = F::new(0.5) * (a * dx * dx + c * dy * dy) + b * dx * dy;
+    (dx, dy, sigma)
+}
+
+/// One cube per tile, one unit per pixel: the forward compositing (see the module docs).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn rasterize_kernel<F: Float>(
+    packed: &Tensor<F>,
+    offsets: &Tensor<u32>,
+    ids: &Tensor<u32>,
+    image: &mut Tensor<F>,
+    last: &mut Tensor<u32>,
+    transmittance: &mut Tensor<F>,
+    background: Sequence<f32>,
+    width: u32,
+    height: u32,
+    #[define(F)] _dtype: StorageType,
+) {
+    let tiles_x = CUBE_COUNT_X;
+    let tile = (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
+    let u = UNIT_POS;
+    let px = CUBE_POS_X * TILE + u % TILE;
+    let py = CUBE_POS_Y * TILE + u / TILE;
+    let inside = px < width && py < height;
+    let cx = F::cast_from(px) + F::new(0.5);
+    let cy = F::cast_from(py) + F::new(0.5);
+    let start = offsets[tile] as usize;
+    let end = offsets[tile + 1] as usize;
+
+    let one = F::new(1.0);
+    let mut t = one;
+    let mut r = F::new(0.0);
+    let mut g = F::new(0.0);
+    let mut b = F::new(0.0);
+    let mut depth = F::new(0.0);
+    let mut stop = (end - start) as u32;
+    let mut done = !inside;
+
+    let mut rows = SharedMemory::<F>::new(BLOCK * PACKED_WIDTH);
+    let mut batch_ids = SharedMemory::<u32>::new(BLOCK);
+    let mut flags = SharedMemory::<u32>::new(BLOCK);
+    let mut lo = start;
+    let mut running = lo < end;
+    while running {
+        flags[u as usize] = select(done, 1u32, 0u32);
+        sync_cube();
+        let finished = reduce_u32(&mut flags, false);
+        if finished == BLOCK as u32 {
+            running = false;
+        } else {
+            let hi = usize::min(lo + BLOCK, end);
+            load_batch::<F>(packed, ids, &mut rows, &mut batch_ids, lo, hi);
+            sync_cube();
+            if !done {
+                let count = hi - lo;
+                let mut k = 0usize.runtime();
+                while k < count {
+                    let row = k * PACKED_WIDTH;
+                    let (_dx, _dy, sigma) = offset_sigma::<F>(&rows, row, cx, cy);
+                    let alpha = F::min(
+                        F::new(MAX_ALPHA),
+                        rows[row + PACKED_OPACITY] * F::exp(-sigma),
+                    );
+                    // Comparisons with NaN are false: a NaN pair is skipped, as on the CPU.
+                    if sigma >= F::new(0.0) && alpha >= F::new(MIN_ALPHA) {
+                        let next = t * (one - alpha);
+                        if next <= F::new(MIN_TRANSMITTANCE) {
+                            stop = (lo - start + k) as u32;
+                            done = true;
+                            k = count;
+                        } else {
+                            let w = alpha * t;
+                            r += w * rows[row + PACKED_COLOR];
+                            g += w * rows[row + PACKED_COLOR + 1];
+                            b += w * rows[row + PACKED_COLOR + 2];
+                            depth += w * rows[row + PACKED_DEPTH];
+                            t = next;
+                        }
+                    }
+                    k += 1;
+                }
+            }
+            sync_cube();
+            lo = hi;
+            running = lo < end;
+        }
+    }
+    if inside {
+        let pixel = (py * width + px) as usize;
+        let o = pixel * IMAGE_CHANNELS;
+        image[o] = r + t * F::cast_from(background[0]);
+        image[o + 1] = g + t * F::cast_from(background[1]);
+        image[o + 2] = b + t * F::cast_from(background[2]);
+        image[o + 3] = one - t;
+        image[o + 4] = depth;
+        last[pixel] = stop;
+        transmittance[pixel] = t;
+    }
+}
+
+/// Adds `value` to the `f32` stored as bits at `buf[i]`, atomically (compare-and-swap loop).
+#[cube]
+fn atomic_add_f32(buf: &mut Tensor<Atomic<u32>>, i: usize, value: f32) {
+    if value != 0.0 {
+        let mut old = buf[i].load();
+        let mut pending = true;
+        while pending {
+            let new = u32::reinterpret(f32::reinterpret(old) + value);
+            let seen = buf[i].compare_exchange_weak(old, new);
+            pending = seen != old;
+            old = seen;
+        }
+    }
+}
+
+/// One cube per tile, one unit per pixel: the backward replay (see the module docs), adding
+/// into `grads` `[N, GRAD_WIDTH]` (`f32` bits, zero-initialised).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn rasterize_backward_kernel<F: Float>(
+    packed: &Tensor<F>,
+    offsets: &Tensor<u32>,
+    ids: &Tensor<u32>,
+    last: &Tensor<u32>,
+    transmittance: &Tensor<F>,
+    grad_image: &Tensor<F>,
+    grads: &mut Tensor<Atomic<u32>>,
+    background: Sequence<f32>,
+    width: u32,
+    height: u32,
+    #[define(F)] _dtype: StorageType,
+) {
+    let tiles_x = CUBE_COUNT_X;
+    let tile = (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
+    let u = UNIT_POS;
+    let px = CUBE_POS_X * TILE + u % TILE;
+    let py = CUBE_POS_Y * TILE + u / TILE;
+    let inside = px < width && py < height;
+    let cx = F::cast_from(px) + F::new(0.5);
+    let cy = F::cast_from(py) + F::new(0.5);
+    let start = offsets[tile] as usize;
+
+    let zero = F::new(0.0);
+    let one = F::new(1.0);
+    let half = F::new(0.5);
+    let mut stop = 0u32.runtime();
+    let mut t = one;
+    let mut v_r = zero;
+    let mut v_g = zero;
+    let mut v_b = zero;
+    let mut v_depth = zero;
+    let mut behind = zero;
+    if inside {
+        let pixel = (py * width + px) as usize;
+        let o = pixel * IMAGE_CHANNELS;
+        v_r = grad_image[o];
+        v_g = grad_image[o + 1];
+        v_b = grad_image[o + 2];
+        let v_alpha = grad_image[o + 3];
+        v_depth = grad_image[o + 4];
+        t = transmittance[pixel];
+        stop = last[pixel];
+        // Everything behind the current Gaussian as its alpha sees it: the background and the
+        // coverage through `T_final` first, the Gaussians behind it added as the walk goes.
+        behind = t
+            * (F::cast_from(background[0]) * v_r
+                + F::cast_from(background[1]) * v_g
+                + F::cast_from(background[2]) * v_b
+                - v_alpha);
+    }
+
+    let mut rows = SharedMemory::<F>::new(BLOCK * PACKED_WIDTH);
+    let mut batch_ids = SharedMemory::<u32>::new(BLOCK);
+    let mut flags = SharedMemory::<u32>::new(BLOCK);
+    flags[u as usize] = stop;
+    sync_cube();
+    let longest = reduce_u32(&mut flags, true) as usize;
+
+    let mut hi = start + longest;
+    while hi > start {
+        let lo = select(hi - start > BLOCK, hi - BLOCK, start);
+        load_batch::<F>(packed, ids, &mut rows, &mut batch_ids, lo, hi);
+        sync_cube();
+        let count = hi - lo;
+        for back in 0..count {
+            let k = count - 1 - back;
+            let entry = (lo - start + k) as u32;
+            if entry < stop {
+                let row = k * PACKED_WIDTH;
+                let (dx, dy, sigma) = offset_sigma::<F>(&rows, row, cx, cy);
+                let vis = F::exp(-sigma);
+                let raw = rows[row + PACKED_OPACITY] * vis;
+                let clamped = raw > F::new(MAX_ALPHA);
+                let alpha = F::min(F::new(MAX_ALPHA), raw);
+                if sigma >= zero && alpha >= F::new(MIN_ALPHA) {
+                    let one_minus = one - alpha;
+                    t = t / one_minus;
+                    let w = alpha * t;
+                    let cr = rows[row + PACKED_COLOR];
+                    let cg = rows[row + PACKED_COLOR + 1];
+                    let cb = rows[row + PACKED_COLOR + 2];
+                    let own = cr * v_r + cg * v_g + cb * v_b + rows[row + PACKED_DEPTH] * v_depth;
+                    let v_alpha = t * own - behind / one_minus;
+                    behind += w * own;
+                    let base = batch_ids[k] as usize * GRAD_WIDTH;
+                    atomic_add_f32(grads, base + PACKED_COLOR, f32::cast_from(w * v_r));
+                    atomic_add_f32(grads, base + PACKED_COLOR + 1, f32::cast_from(w * v_g));
+                    atomic_add_f32(grads, base + PACKED_COLOR + 2, f32::cast_from(w * v_b));
+                    atomic_add_f32(grads, base + PACKED_DEPTH, f32::cast_from(w * v_depth));
+                    if !clamped {
+                        let a = rows[row + PACKED_CONIC];
+                        let b = rows[row + PACKED_CONIC + 1];
+                        let c = rows[row + PACKED_CONIC + 2];
+                        let v_sigma = -v_alpha * alpha;
+                        let gx = -v_sigma * (a * dx + b * dy);
+                        let gy = -v_sigma * (b * dx + c * dy);
+                        atomic_add_f32(grads, base + PACKED_OPACITY, f32::cast_from(vis * v_alpha));
+                        atomic_add_f32(
+                            grads,
+                            base + PACKED_CONIC,
+                            f32::cast_from(half * v_sigma * dx * dx),
+                        );
+                        atomic_add_f32(
+                            grads,
+                            base + PACKED_CONIC + 1,
+                            f32::cast_from(v_sigma * dx * dy),
+                        );
+                        atomic_add_f32(
+                            grads,
+                            base + PACKED_CONIC + 2,
+                            f32::cast_from(half * v_sigma * dy * dy),
+                        );
+                        atomic_add_f32(grads, base, f32::cast_from(gx));
+                        atomic_add_f32(grads, base + 1, f32::cast_from(gy));
+                        atomic_add_f32(
+                            grads,
+                            base + PACKED_WIDTH,
+                            f32::cast_from(F::sqrt(gx * gx + gy * gy)),
+                        );
+                    }
+                }
+            }
+        }
+        sync_cube();
+        hi = lo;
+    }
+}
+
+/// Zeroes `buf[..len]`.
+#[cube(launch)]
+fn zero_kernel(buf: &mut Tensor<u32>, len: u32) {
+    let i = ABSOLUTE_POS;
+    if i < len as usize {
+        buf[i] = 0;
+    }
+}
+
+/// Splits the accumulated `f32` bits `[N, GRAD_WIDTH]` into `grad_packed [N, PACKED_WIDTH]`
+/// and `screen [N, 3]` (`dL/dxy`, `xy_abs`) in the float type `F`.
+#[cube(launch)]
+fn unpack_grads_kernel<F: Float>(
+    acc: &Tensor<u32>,
+    grad_packed: &mut Tensor<F>,
+    screen: &mut Tensor<F>,
+    n: u32,
+    #[define(F)] _dtype: StorageType,
+) {
+    let i = ABSOLUTE_POS;
+    if i >= n as usize {
+        terminate!();
+    }
+    #[unroll]
+    for c in 0..PACKED_WIDTH {
+        grad_packed[i * PACKED_WIDTH + c] = F::cast_from(f32::reinterpret(acc[i * GRAD_WIDTH + c]));
+    }
+    screen[3 * i] = grad_packed[i * PACKED_WIDTH];
+    screen[3 * i + 1] = grad_packed[i * PACKED_WIDTH + 1];
+    screen[3 * i + 2] = F::cast_from(f32::reinterpret(acc[i * GRAD_WIDTH + PACKED_WIDTH]));
+}
+
+/// The background as launch scalars.
+fn background_arg<R: CubeRuntime>(setup: &RasterSetup) -> SequenceArg<R, f32> {
+    let mut seq = SequenceArg::new();
+    for c in setup.background {
+        seq.push(c);
+    }
+    seq
+}
+
+/// A contiguous float tensor of `shape` in `dtype`, to be written by a kernel.
+fn float_output<R: CubeRuntime, const D: usize>(
+    like: &CubeTensor<R>,
+    shape: [usize; D],
+    dtype: DType,
+) -> CubeTensor<R> {
+    empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::new(shape),
+        dtype,
+    )
+}
+
+/// Elementwise launch shape over `items`.
+fn elementwise<R: CubeRuntime>(client: &ComputeClient<R>, items: usize) -> (CubeCount, CubeDim) {
+    let dim = CubeDim::new_1d(BLOCK as u32);
+    (
+        calculate_cube_count_elemwise(client, items.max(1), dim),
+        dim,
+    )
+}
+
+/// The binning of the module docs: `(offsets [tiles + 1], ids [M])`.
+fn bin<R: CubeRuntime>(
+    packed: &CubeTensor<R>,
+    extents: &CubeTensor<R>,
+    setup: &RasterSetup,
+) -> (CubeTensor<R>, CubeTensor<R>) {
+    let client = packed.client.clone();
+    let n = packed.shape()[0];
+    let (tiles_x, tiles_y) = setup.tiles();
+    let tiles = tiles_x as usize * tiles_y as usize;
+    let (count, dim) = elementwise(&client, n);
+
+    let keys = u32_tensor(packed, n);
+    let ids = u32_tensor(packed, n);
+    depth_keys_kernel::launch::<R>(
+        &client,
+        count.clone(),
+        dim,
+        packed.clone().into_tensor_arg(),
+        keys.clone().into_tensor_arg(),
+        ids.clone().into_tensor_arg(),
+        n as u32,
+        packed.dtype.into(),
+    );
+    let (_, order) = sort_pairs(keys, ids, n, 32);
+
+    let counts = u32_tensor(packed, n);
+    tile_counts_kernel::launch::<R>(
+        &client,
+        count.clone(),
+        dim,
+        extents.clone().into_tensor_arg(),
+        order.clone().into_tensor_arg(),
+        counts.clone().into_tensor_arg(),
+        n as u32,
+        extents.dtype.into(),
+    );
+    let (starts, total) = exclusive_sum(&counts, n);
+    let m = read_u32(total);
+
+    let tile_keys = u32_tensor(packed, m);
+    let tile_ids = u32_tensor(packed, m);
+    emit_kernel::launch::<R>(
+        &client,
+        count,
+        dim,
+        packed.clone().into_tensor_arg(),
+        extents.clone().into_tensor_arg(),
+        order.into_tensor_arg(),
+        starts.into_tensor_arg(),
+        tile_keys.clone().into_tensor_arg(),
+        tile_ids.clone().into_tensor_arg(),
+        n as u32,
+        tiles_x,
+        tiles_y,
+        [packed.dtype.into(), extents.dtype.into()],
+    );
+    // The padding key `tiles` must fit in the sorted bits.
+    let bits = u32::BITS - (tiles as u32).leading_zeros();
+    let (tile_keys, tile_ids) = sort_pairs(tile_keys, tile_ids, m, bits);
+
+    let offsets = u32_tensor(packed, tiles + 1);
+    let (count, dim) = elementwise(&client, m + 1);
+    tile_offsets_kernel::launch::<R>(
+        &client,
+        count,
+        dim,
+        tile_keys.into_tensor_arg(),
+        offsets.clone().into_tensor_arg(),
+        m as u32,
+        tiles as u32,
+    );
+    (offsets, tile_ids)
+}
+
+/// Reads the first `u32` of `tensor` back to the host (a synchronisation point).
+fn read_u32<R: CubeRuntime>(tensor: CubeTensor<R>) -> usize {
+    let data = burn_cubecl::ops::into_data_sync::<R>(tensor);
+    let values = data
+        .as_slice::<u32>()
+        .expect("the tensor was created as u32");
+    values[0] as usize
+}
+
+/// The tile-grid launch: one cube of 16x16 units per tile.
+fn tile_launch(setup: &RasterSetup) -> (CubeCount, CubeDim) {
+    let (tiles_x, tiles_y) = setup.tiles();
+    (
+        CubeCount::Static(tiles_x, tiles_y, 1),
+        CubeDim::new_1d(TILE * TILE),
+    )
+}
+
+/// [`crate::SplatBackend::rasterize_forward`] on a CubeCL backend.
+pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    packed: CubeTensor<R>,
+    extents: CubeTensor<R>,
+    setup: RasterSetup,
+) -> RasterPrimitives<CubeBackend<R, F, I, BT>> {
+    let packed = into_contiguous(packed);
+    let extents = into_contiguous(extents);
+    let (offsets, ids) = bin(&packed, &extents, &setup);
+    let (w, h) = (setup.width as usize, setup.height as usize);
+    let dtype = packed.dtype;
+    let image = float_output(&packed, [h, w, IMAGE_CHANNELS], dtype);
+    let transmittance = float_output(&packed, [h, w], dtype);
+    let last = float_output(&packed, [h, w], DType::U32);
+    let (count, dim) = tile_launch(&setup);
+    rasterize_kernel::launch::<R>(
+        &packed.client,
+        count,
+        dim,
+        packed.clone().into_tensor_arg(),
+        offsets.clone().into_tensor_arg(),
+        ids.clone().into_tensor_arg(),
+        image.clone().into_tensor_arg(),
+        last.clone().into_tensor_arg(),
+        transmittance.clone().into_tensor_arg(),
+        background_arg::<R>(&setup),
+        setup.width,
+        setup.height,
+        dtype.into(),
+    );
+    RasterPrimitives {
+        image,
+        state: RasterState {
+            tile_offsets: offsets,
+            ids,
+            last,
+            transmittance,
+        },
+    }
+}
+
+/// [`crate::SplatBackend::rasterize_backward`] on a CubeCL backend.
+pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    packed: CubeTensor<R>,
+    state: RasterState<CubeBackend<R, F, I, BT>>,
+    grad_image: CubeTensor<R>,
+    setup: RasterSetup,
+) -> RasterGradPrimitives<CubeBackend<R, F, I, BT>> {
+    let packed = into_contiguous(packed);
+    let grad_image = into_contiguous(grad_image);
+    let client = packed.client.clone();
+    let n = packed.shape()[0];
+    let dtype = packed.dtype;
+    let acc = u32_tensor(&packed, n * GRAD_WIDTH);
+    let (count, dim) = elementwise(&client, n * GRAD_WIDTH);
+    zero_kernel::launch::<R>(
+        &client,
+        count,
+        dim,
+        acc.clone().into_tensor_arg(),
+        (n * GRAD_WIDTH) as u32,
+    );
+    let (count, dim) = tile_launch(&setup);
+    rasterize_backward_kernel::launch::<R>(
+        &client,
+        count,
+        dim,
+        packed.clone().into_tensor_arg(),
+        state.tile_offsets.into_tensor_arg(),
+        state.ids.into_tensor_arg(),
+        state.last.into_tensor_arg(),
+        into_contiguous(state.transmittance).into_tensor_arg(),
+        grad_image.into_tensor_arg(),
+        acc.clone().into_tensor_arg(),
+        background_arg::<R>(&setup),
+        setup.width,
+        setup.height,
+        dtype.into(),
+    );
+    let grad_packed = float_output(&packed, [n, PACKED_WIDTH], dtype);
+    let screen = float_output(&packed, [n, 3], dtype);
+    let (count, dim) = elementwise(&client, n);
+    unpack_grads_kernel::launch::<R>(
+        &client,
+        count,
+        dim,
+        acc.into_tensor_arg(),
+        grad_packed.clone().into_tensor_arg(),
+        screen.clone().into_tensor_arg(),
+        n as u32,
+        dtype.into(),
+    );
+    RasterGradPrimitives {
+        packed: grad_packed,
+        screen_grads: screen,
+    }
+}

@@ -1,0 +1,99 @@
+//! The rasterizer on `Fusion<B>` (burn's `Wgpu` and `Cuda`). Unlike the other ops it runs
+//! eagerly: the binning's size (the number of tile entries) is only known on the device, and a
+//! recorded operation must declare its output shapes up front. So the call drains the inputs'
+//! streams, runs `B`'s kernels on the real handles, and registers the results as new fusion
+//! tensors. Custom operations are fusion barriers anyway, so nothing that could fuse is lost.
+
+use burn::tensor::TensorMetadata;
+use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn_fusion::stream::OperationStreams;
+use burn_fusion::{Client, Fusion, FusionBackend, FusionTensor, NoOp};
+use burn_ir::{InitOperationIr, OperationIr, OperationOutput};
+
+use super::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
+use crate::SplatBackend;
+
+/// Registers a float tensor of `B` computed outside the stream as a fusion tensor.
+fn wrap_float<B: FusionBackend>(
+    client: &Client<B::FusionRuntime>,
+    tensor: FloatTensor<B>,
+) -> FusionTensor<B::FusionRuntime> {
+    let (shape, dtype) = (tensor.shape(), tensor.dtype());
+    let handle = B::float_tensor_handle(tensor);
+    let desc = InitOperationIr::create(shape, dtype, || client.register_tensor_handle(handle));
+    client
+        .register(
+            OperationStreams::default(),
+            OperationIr::Init(desc),
+            NoOp::<B>::new(),
+        )
+        .output()
+}
+
+/// Registers an int tensor of `B` computed outside the stream as a fusion tensor.
+fn wrap_int<B: FusionBackend>(
+    client: &Client<B::FusionRuntime>,
+    tensor: IntTensor<B>,
+) -> FusionTensor<B::FusionRuntime> {
+    let (shape, dtype) = (tensor.shape(), tensor.dtype());
+    let handle = B::int_tensor_handle(tensor);
+    let desc = InitOperationIr::create(shape, dtype, || client.register_tensor_handle(handle));
+    client
+        .register(
+            OperationStreams::default(),
+            OperationIr::Init(desc),
+            NoOp::<B>::new(),
+        )
+        .output()
+}
+
+/// [`SplatBackend::rasterize_forward`] on `Fusion<B>`.
+pub(crate) fn forward<B: FusionBackend + SplatBackend>(
+    packed: FloatTensor<Fusion<B>>,
+    extents: IntTensor<Fusion<B>>,
+    screen_grads: FloatTensor<Fusion<B>>,
+    setup: RasterSetup,
+) -> RasterPrimitives<Fusion<B>> {
+    let client = packed.client.clone();
+    let out = B::rasterize_forward(
+        client.resolve_tensor_float::<B>(packed),
+        client.resolve_tensor_int::<B>(extents),
+        client.resolve_tensor_float::<B>(screen_grads),
+        setup,
+    );
+    RasterPrimitives {
+        image: wrap_float::<B>(&client, out.image),
+        state: RasterState {
+            tile_offsets: wrap_int::<B>(&client, out.state.tile_offsets),
+            ids: wrap_int::<B>(&client, out.state.ids),
+            last: wrap_int::<B>(&client, out.state.last),
+            transmittance: wrap_float::<B>(&client, out.state.transmittance),
+        },
+    }
+}
+
+/// [`SplatBackend::rasterize_backward`] on `Fusion<B>`.
+pub(crate) fn backward<B: FusionBackend + SplatBackend>(
+    packed: FloatTensor<Fusion<B>>,
+    state: RasterState<Fusion<B>>,
+    grad_image: FloatTensor<Fusion<B>>,
+    setup: RasterSetup,
+) -> RasterGradPrimitives<Fusion<B>> {
+    let client = packed.client.clone();
+    let inner = RasterState {
+        tile_offsets: client.resolve_tensor_int::<B>(state.tile_offsets),
+        ids: client.resolve_tensor_int::<B>(state.ids),
+        last: client.resolve_tensor_int::<B>(state.last),
+        transmittance: client.resolve_tensor_float::<B>(state.transmittance),
+    };
+    let g = B::rasterize_backward(
+        client.resolve_tensor_float::<B>(packed),
+        inner,
+        client.resolve_tensor_float::<B>(grad_image),
+        setup,
+    );
+    RasterGradPrimitives {
+        packed: wrap_float::<B>(&client, g.packed),
+        screen_grads: wrap_float::<B>(&client, g.screen_grads),
+    }
+}

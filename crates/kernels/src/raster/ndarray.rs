@@ -1,0 +1,233 @@
+//! The rasterizer on the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on host
+//! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise.
+
+use burn::backend::NdArray;
+use burn::backend::ndarray::{
+    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
+};
+use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{DType, Element, Shape, TensorMetadata};
+
+use super::cpu::{self, Bins, RasterArrays, RasterOutputGrads, ReplayState};
+use super::{
+    IMAGE_ALPHA, IMAGE_CHANNELS, IMAGE_DEPTH, IMAGE_RGB, RasterGradPrimitives, RasterPrimitives,
+    RasterSetup, RasterState,
+};
+use crate::ndarray_host::{float_tensor, int_tensor, int_to_host, to_host};
+use crate::project::{
+    PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH, PACKED_XY,
+};
+use crate::real::Real;
+
+/// The packed rows split into the CPU kernels' arrays.
+struct Columns<T> {
+    xy: Vec<T>,
+    depth: Vec<T>,
+    conic: Vec<T>,
+    color: Vec<T>,
+    opacity: Vec<T>,
+}
+
+impl<T: Real> Columns<T> {
+    fn split(packed: &[T]) -> Self {
+        let column = |offset: usize, width: usize| -> Vec<T> {
+            packed
+                .chunks_exact(PACKED_WIDTH)
+                .flat_map(|row| row[offset..offset + width].iter().copied())
+                .collect()
+        };
+        Columns {
+            xy: column(PACKED_XY, 2),
+            depth: column(PACKED_DEPTH, 1),
+            conic: column(PACKED_CONIC, 3),
+            color: column(PACKED_COLOR, 3),
+            opacity: column(PACKED_OPACITY, 1),
+        }
+    }
+
+    fn arrays(&self) -> RasterArrays<'_, T> {
+        RasterArrays {
+            xy: &self.xy,
+            depth: &self.depth,
+            conic: &self.conic,
+            color: &self.color,
+            opacity: &self.opacity,
+        }
+    }
+}
+
+fn background<T: Real>(setup: &RasterSetup) -> [T; 3] {
+    setup.background.map(|c| T::from_f64(f64::from(c)))
+}
+
+/// A non-negative integer from a tensor this module wrote (or the projection's extents, which
+/// are non-negative), as `u32`, saturating.
+fn to_u32(v: i64) -> u32 {
+    u32::try_from(v.max(0)).unwrap_or(u32::MAX)
+}
+
+fn forward_in<T: Real + Element, E, I, Q>(
+    packed: FloatTensor<NdArray<E, I, Q>>,
+    extents: IntTensor<NdArray<E, I, Q>>,
+    setup: RasterSetup,
+) -> RasterPrimitives<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    let columns = Columns::split(&to_host::<T, E, I, Q>(packed));
+    let radius: Vec<u32> = int_to_host::<E, I, Q>(extents)
+        .chunks_exact(3)
+        .flat_map(|e| [to_u32(e[0]), to_u32(e[1])])
+        .collect();
+    // `rasterize` validated the shapes and the image size.
+    let bins = cpu::bin(
+        &columns.xy,
+        &columns.depth,
+        &radius,
+        setup.width,
+        setup.height,
+    )
+    .expect("shapes validated by rasterize");
+    let out = cpu::forward(&columns.arrays(), &bins, background(&setup))
+        .expect("shapes validated by rasterize");
+    let (h, w) = (setup.height as usize, setup.width as usize);
+    let mut image = vec![T::ZERO; h * w * IMAGE_CHANNELS];
+    for (i, px) in image.chunks_exact_mut(IMAGE_CHANNELS).enumerate() {
+        px[IMAGE_RGB..IMAGE_RGB + 3].copy_from_slice(&out.rgb[3 * i..3 * i + 3]);
+        px[IMAGE_ALPHA] = out.alpha[i];
+        px[IMAGE_DEPTH] = out.depth[i];
+    }
+    let offsets: Vec<i64> = bins.offsets().iter().map(|&o| o as i64).collect();
+    let mut ids: Vec<i64> = bins.ids().iter().map(|&i| i64::from(i)).collect();
+    if ids.is_empty() {
+        // The state holds at least one entry (a zero-size buffer is not portable).
+        ids.push(0);
+    }
+    let last: Vec<i64> = out.last.iter().map(|&l| i64::from(l)).collect();
+    RasterPrimitives {
+        image: float_tensor::<T, E, I, Q>(image, Shape::new([h, w, IMAGE_CHANNELS])),
+        state: RasterState {
+            tile_offsets: int_tensor::<E, I, Q>(offsets.clone(), Shape::new([offsets.len()])),
+            ids: int_tensor::<E, I, Q>(ids.clone(), Shape::new([ids.len()])),
+            last: int_tensor::<E, I, Q>(last, Shape::new([h, w])),
+            transmittance: float_tensor::<T, E, I, Q>(out.transmittance, Shape::new([h, w])),
+        },
+    }
+}
+
+fn backward_in<T: Real + Element, E, I, Q>(
+    packed: FloatTensor<NdArray<E, I, Q>>,
+    state: RasterState<NdArray<E, I, Q>>,
+    grad_image: FloatTensor<NdArray<E, I, Q>>,
+    setup: RasterSetup,
+) -> RasterGradPrimitives<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    let columns = Columns::split(&to_host::<T, E, I, Q>(packed));
+    let n = columns.opacity.len();
+    let offsets: Vec<usize> = int_to_host::<E, I, Q>(state.tile_offsets)
+        .into_iter()
+        .map(|o| to_u32(o) as usize)
+        .collect();
+    let mut ids: Vec<u32> = int_to_host::<E, I, Q>(state.ids)
+        .into_iter()
+        .map(to_u32)
+        .collect();
+    ids.truncate(offsets.last().copied().unwrap_or(0));
+    let bins = Bins::from_csr(setup.width, setup.height, n, offsets, ids)
+        .expect("the state comes from the forward of the same splats");
+    let last: Vec<u32> = int_to_host::<E, I, Q>(state.last)
+        .into_iter()
+        .map(to_u32)
+        .collect();
+    let transmittance = to_host::<T, E, I, Q>(state.transmittance);
+    let g = to_host::<T, E, I, Q>(grad_image);
+    let channel = |offset: usize, width: usize| -> Vec<T> {
+        g.chunks_exact(IMAGE_CHANNELS)
+            .flat_map(|px| px[offset..offset + width].iter().copied())
+            .collect()
+    };
+    let (rgb, alpha, depth) = (
+        channel(IMAGE_RGB, 3),
+        channel(IMAGE_ALPHA, 1),
+        channel(IMAGE_DEPTH, 1),
+    );
+    let grads = RasterOutputGrads {
+        rgb: &rgb,
+        alpha: &alpha,
+        depth: &depth,
+    };
+    let replay = ReplayState {
+        last: &last,
+        transmittance: &transmittance,
+    };
+    let d = cpu::backward(
+        &columns.arrays(),
+        &bins,
+        background(&setup),
+        &replay,
+        &grads,
+    )
+    .expect("shapes validated by rasterize");
+    let mut packed = vec![T::ZERO; n * PACKED_WIDTH];
+    for (i, row) in packed.chunks_exact_mut(PACKED_WIDTH).enumerate() {
+        row[PACKED_XY..PACKED_XY + 2].copy_from_slice(&d.xy[2 * i..2 * i + 2]);
+        row[PACKED_DEPTH] = d.depth[i];
+        row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&d.conic[3 * i..3 * i + 3]);
+        row[PACKED_COLOR..PACKED_COLOR + 3].copy_from_slice(&d.color[3 * i..3 * i + 3]);
+        row[PACKED_OPACITY] = d.opacity[i];
+    }
+    let screen: Vec<T> = (0..n)
+        .flat_map(|i| [d.xy[2 * i], d.xy[2 * i + 1], d.xy_abs[i]])
+        .collect();
+    RasterGradPrimitives {
+        packed: float_tensor::<T, E, I, Q>(packed, Shape::new([n, PACKED_WIDTH])),
+        screen_grads: float_tensor::<T, E, I, Q>(screen, Shape::new([n, 3])),
+    }
+}
+
+/// [`SplatBackend::rasterize_forward`](crate::SplatBackend::rasterize_forward) for `NdArray`.
+pub(crate) fn forward<E, I, Q>(
+    packed: FloatTensor<NdArray<E, I, Q>>,
+    extents: IntTensor<NdArray<E, I, Q>>,
+    setup: RasterSetup,
+) -> RasterPrimitives<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    if packed.dtype() == DType::F64 {
+        forward_in::<f64, E, I, Q>(packed, extents, setup)
+    } else {
+        forward_in::<f32, E, I, Q>(packed, extents, setup)
+    }
+}
+
+/// [`SplatBackend::rasterize_backward`](crate::SplatBackend::rasterize_backward) for `NdArray`.
+pub(crate) fn backward<E, I, Q>(
+    packed: FloatTensor<NdArray<E, I, Q>>,
+    state: RasterState<NdArray<E, I, Q>>,
+    grad_image: FloatTensor<NdArray<E, I, Q>>,
+    setup: RasterSetup,
+) -> RasterGradPrimitives<NdArray<E, I, Q>>
+where
+    E: FloatNdArrayElement,
+    I: IntNdArrayElement,
+    Q: QuantElement,
+    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
+{
+    if packed.dtype() == DType::F64 {
+        backward_in::<f64, E, I, Q>(packed, state, grad_image, setup)
+    } else {
+        backward_in::<f32, E, I, Q>(packed, state, grad_image, setup)
+    }
+}

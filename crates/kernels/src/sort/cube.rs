@@ -1,0 +1,344 @@
+//! The CubeCL prefix sum and radix sort (see the [module docs](super)).
+
+use burn::tensor::{DType, Shape};
+use burn_cubecl::CubeRuntime;
+use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::calculate_cube_count_elemwise;
+use cubecl::prelude::*;
+
+/// Entries per cube in the scans and the sort passes.
+pub(crate) const BLOCK: usize = 256;
+
+/// Key bits sorted per pass.
+const DIGIT_BITS: u32 = 4;
+
+/// Distinct digits per pass.
+const DIGITS: usize = 16;
+
+/// A contiguous `u32` tensor of `len` entries (at least one, so that a buffer exists), on the
+/// device of `like`, to be written by a kernel.
+pub(crate) fn u32_tensor<R: CubeRuntime>(like: &CubeTensor<R>, len: usize) -> CubeTensor<R> {
+    empty_device_contiguous_dtype(
+        like.client.clone(),
+        like.device.clone(),
+        Shape::new([len.max(1)]),
+        DType::U32,
+    )
+}
+
+/// The launch shape for `blocks` cubes of [`BLOCK`] units (the count may round up: kernels
+/// stop the cubes past `blocks`).
+pub(crate) fn block_dims<R: CubeRuntime>(
+    client: &ComputeClient<R>,
+    blocks: usize,
+) -> (CubeCount, CubeDim) {
+    let dim = CubeDim::new_1d(BLOCK as u32);
+    (
+        calculate_cube_count_elemwise(client, blocks.max(1) * BLOCK, dim),
+        dim,
+    )
+}
+
+/// One cube per block of `values[..len]`: the block's exclusive scan into `out`, its total into
+/// `block_sums[block]`.
+#[cube(launch)]
+fn block_scan_kernel(
+    values: &Tensor<u32>,
+    out: &mut Tensor<u32>,
+    block_sums: &mut Tensor<u32>,
+    len: u32,
+) {
+    let block = CUBE_POS;
+    if block >= block_sums.shape(0) {
+        terminate!();
+    }
+    let u = UNIT_POS as usize;
+    let i = block * BLOCK + u;
+    let mut v = 0u32.runtime();
+    if i < len as usize {
+        v = values[i];
+    }
+    let mut shared = SharedMemory::<u32>::new(BLOCK);
+    shared[u] = v;
+    sync_cube();
+    // Hillis-Steele: after the step with `offset`, `shared[u]` sums the `2 offset` entries
+    // ending at `u`.
+    let mut offset = 1usize.runtime();
+    while offset < BLOCK {
+        let mut add = 0u32.runtime();
+        if u >= offset {
+            add = shared[u - offset];
+        }
+        sync_cube();
+        shared[u] += add;
+        sync_cube();
+        offset *= 2;
+    }
+    if i < len as usize {
+        out[i] = shared[u] - v;
+    }
+    if u == BLOCK - 1 {
+        block_sums[block] = shared[u];
+    }
+}
+
+/// Adds each block's offset to its entries of `out[..len]`.
+#[cube(launch)]
+fn add_block_offsets_kernel(out: &mut Tensor<u32>, block_offsets: &Tensor<u32>, len: u32) {
+    let i = ABSOLUTE_POS;
+    if i >= len as usize {
+        terminate!();
+    }
+    out[i] += block_offsets[i / BLOCK];
+}
+
+/// Writes the exclusive prefix sum of `values[..len]` into `out[..len]`; returns a one-entry
+/// tensor holding the total. Sums wrap at `2^32`.
+fn scan_into<R: CubeRuntime>(
+    values: &CubeTensor<R>,
+    out: &CubeTensor<R>,
+    len: usize,
+) -> CubeTensor<R> {
+    let client = &values.client;
+    let blocks = len.div_ceil(BLOCK).max(1);
+    let sums = u32_tensor(values, blocks);
+    let (count, dim) = block_dims(client, blocks);
+    block_scan_kernel::launch::<R>(
+        client,
+        count,
+        dim,
+        values.clone().into_tensor_arg(),
+        out.clone().into_tensor_arg(),
+        sums.clone().into_tensor_arg(),
+        len as u32,
+    );
+    if blocks == 1 {
+        return sums;
+    }
+    let block_offsets = u32_tensor(values, blocks);
+    let total = scan_into(&sums, &block_offsets, blocks);
+    let (count, dim) = block_dims(client, blocks);
+    add_block_offsets_kernel::launch::<R>(
+        client,
+        count,
+        dim,
+        out.clone().into_tensor_arg(),
+        block_offsets.into_tensor_arg(),
+        len as u32,
+    );
+    total
+}
+
+/// The exclusive prefix sum of the `u32` entries `values[..len]`: `(sums [len], total [1])`.
+pub(crate) fn exclusive_sum<R: CubeRuntime>(
+    values: &CubeTensor<R>,
+    len: usize,
+) -> (CubeTensor<R>, CubeTensor<R>) {
+    let out = u32_tensor(values, len);
+    let total = scan_into(values, &out, len);
+    (out, total)
+}
+
+/// The digit of `key` in the pass at `shift`.
+#[cube]
+fn digit_of(key: u32, shift: u32) -> u32 {
+    (key >> shift) & (DIGITS as u32 - 1)
+}
+
+/// One cube per block of 256 keys: how many of its keys have each digit, digit-major
+/// (`counts[digit * blocks + block]`), so that the exclusive scan of `counts` is every
+/// (digit, block)'s first output slot.
+#[cube(launch)]
+fn digit_counts_kernel(keys: &Tensor<u32>, counts: &mut Tensor<u32>, len: u32, shift: u32) {
+    let blocks = counts.shape(0) / DIGITS;
+    let block = CUBE_POS;
+    if block >= blocks {
+        terminate!();
+    }
+    let u = UNIT_POS as usize;
+    let i = block * BLOCK + u;
+    // Entries past the end get a digit no count looks for.
+    let mut digit = (DIGITS as u32).runtime();
+    if i < len as usize {
+        digit = digit_of(keys[i], shift);
+    }
+    let mut shared = SharedMemory::<u32>::new(BLOCK);
+    shared[u] = digit;
+    sync_cube();
+    if u < DIGITS {
+        let mut count = 0u32.runtime();
+        for j in 0..BLOCK {
+            if shared[j] == u as u32 {
+                count += 1;
+            }
+        }
+        counts[u * blocks + block] = count;
+    }
+}
+
+/// One cube per block of 256 entries: each entry goes to its (digit, block) slot from the
+/// scanned counts plus the number of entries with its digit before it in the block, which
+/// keeps equal digits in their input order (a stable pass).
+#[cube(launch)]
+fn scatter_kernel(
+    keys_in: &Tensor<u32>,
+    values_in: &Tensor<u32>,
+    keys_out: &mut Tensor<u32>,
+    values_out: &mut Tensor<u32>,
+    slots: &Tensor<u32>,
+    len: u32,
+    shift: u32,
+) {
+    let blocks = slots.shape(0) / DIGITS;
+    let block = CUBE_POS;
+    if block >= blocks {
+        terminate!();
+    }
+    let u = UNIT_POS as usize;
+    let i = block * BLOCK + u;
+    let valid = i < len as usize;
+    let mut key = 0u32.runtime();
+    let mut value = 0u32.runtime();
+    let mut digit = (DIGITS as u32).runtime();
+    if valid {
+        key = keys_in[i];
+        value = values_in[i];
+        digit = digit_of(key, shift);
+    }
+    let mut shared = SharedMemory::<u32>::new(BLOCK);
+    shared[u] = digit;
+    sync_cube();
+    if valid {
+        let mut rank = 0u32.runtime();
+        for j in 0..u {
+            if shared[j] == digit {
+                rank += 1;
+            }
+        }
+        let dst = (slots[digit as usize * blocks + block] + rank) as usize;
+        keys_out[dst] = key;
+        values_out[dst] = value;
+    }
+}
+
+/// Sorts the pairs `(keys[i], values[i])`, `i < len`, by the low `bits` bits of the keys
+/// (higher bits must be zero), stably; returns the sorted `(keys, values)` (new tensors, or the
+/// inputs when no pass is needed).
+pub(crate) fn sort_pairs<R: CubeRuntime>(
+    keys: CubeTensor<R>,
+    values: CubeTensor<R>,
+    len: usize,
+    bits: u32,
+) -> (CubeTensor<R>, CubeTensor<R>) {
+    let passes = bits.div_ceil(DIGIT_BITS);
+    if len <= 1 || passes == 0 {
+        return (keys, values);
+    }
+    let client = keys.client.clone();
+    let blocks = len.div_ceil(BLOCK);
+    let (count, dim) = block_dims(&client, blocks);
+    let counts = u32_tensor(&keys, DIGITS * blocks);
+    let (mut keys, mut values) = (keys, values);
+    let mut keys_next = u32_tensor(&keys, len);
+    let mut values_next = u32_tensor(&keys, len);
+    for pass in 0..passes {
+        let shift = pass * DIGIT_BITS;
+        digit_counts_kernel::launch::<R>(
+            &client,
+            count.clone(),
+            dim,
+            keys.clone().into_tensor_arg(),
+            counts.clone().into_tensor_arg(),
+            len as u32,
+            shift,
+        );
+        let (slots, _) = exclusive_sum(&counts, DIGITS * blocks);
+        scatter_kernel::launch::<R>(
+            &client,
+            count.clone(),
+            dim,
+            keys.clone().into_tensor_arg(),
+            values.clone().into_tensor_arg(),
+            keys_next.clone().into_tensor_arg(),
+            values_next.clone().into_tensor_arg(),
+            slots.into_tensor_arg(),
+            len as u32,
+            shift,
+        );
+        core::mem::swap(&mut keys, &mut keys_next);
+        core::mem::swap(&mut values, &mut values_next);
+    }
+    (keys, values)
+}
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use burn::backend::wgpu::{CubeBackend, WgpuDevice, WgpuRuntime};
+    use burn::tensor::{DType, Int, Tensor, TensorData};
+    use burn_cubecl::tensor::CubeTensor;
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+
+    use super::{exclusive_sum, sort_pairs};
+
+    type R = WgpuRuntime;
+    type B = CubeBackend<R, f32, i32, u32>;
+
+    fn upload(values: &[u32]) -> CubeTensor<R> {
+        let data = TensorData::new(values.to_vec(), [values.len()]);
+        Tensor::<B, 1, Int>::from_data(data, (&WgpuDevice::default(), DType::U32)).into_primitive()
+    }
+
+    fn download(t: CubeTensor<R>, len: usize) -> Vec<u32> {
+        let data = burn_cubecl::ops::into_data_sync::<R>(t);
+        data.as_slice::<u32>().expect("u32 data")[..len].to_vec()
+    }
+
+    fn rng() -> StdRng {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(7);
+        println!("seed {seed}");
+        StdRng::seed_from_u64(seed)
+    }
+
+    #[test]
+    fn exclusive_sum_matches_the_host_over_three_levels() {
+        let mut rng = rng();
+        // 256^2 < len: the block sums are scanned recursively twice.
+        for len in [1, 255, 256, 257, 70_001] {
+            let values: Vec<u32> = (0..len).map(|_| rng.random_range(0..1000u32)).collect();
+            let (sums, total) = exclusive_sum(&upload(&values), len);
+            let mut want = Vec::with_capacity(len);
+            let mut acc = 0u32;
+            for v in &values {
+                want.push(acc);
+                acc += v;
+            }
+            assert_eq!(download(sums, len), want, "len {len}");
+            assert_eq!(download(total, 1), vec![acc], "total, len {len}");
+        }
+    }
+
+    #[test]
+    fn sort_pairs_is_a_stable_sort_on_the_low_bits() {
+        let mut rng = rng();
+        for (len, bits) in [(1000, 32), (5000, 11), (300, 4), (70_000, 7)] {
+            let mask = if bits == 32 {
+                u32::MAX
+            } else {
+                (1u32 << bits) - 1
+            };
+            let keys: Vec<u32> = (0..len).map(|_| rng.random::<u32>() & mask).collect();
+            let values: Vec<u32> = (0..len as u32).collect();
+            let (k, v) = sort_pairs(upload(&keys), upload(&values), len, bits);
+            let mut want: Vec<(u32, u32)> = keys.iter().copied().zip(values).collect();
+            // `sort_by_key` is stable: equal keys keep their index order.
+            want.sort_by_key(|p| p.0);
+            let got: Vec<(u32, u32)> = download(k, len).into_iter().zip(download(v, len)).collect();
+            assert_eq!(got, want, "len {len}, bits {bits}");
+        }
+    }
+}
