@@ -1,37 +1,48 @@
-//! One source, two builds: the CPU kernels' hot loops compiled for the portable x86-64 baseline
-//! (SSE2, 4 f32 lanes) and for AVX2+FMA (8 lanes, fused multiply-add), chosen at run time.
+//! One source, three builds: the CPU kernels' hot loops compiled for the portable x86-64
+//! baseline (SSE2, 4 f32 lanes), for AVX2+FMA (8 lanes) and for AVX-512 (16 lanes, 32
+//! registers), chosen at run time.
 //!
-//! The loops are written over fixed-size blocks so that LLVM vectorises them; enabling AVX2
-//! for the same source doubles the vector width without any intrinsics.
+//! The loops are written over fixed-size blocks so that LLVM vectorises them; enabling wider
+//! instruction sets for the same source widens the vectors without any intrinsics.
 
-/// `variants!(name, body, (args) -> ret)` defines `name::<T, DIAG>()`, which returns the AVX2+FMA
-/// build of the `#[inline(always)]` function `body` when the CPU supports it, else the portable
-/// build. Calling the returned pointer is `unsafe` only because one of the builds carries a
-/// `target_feature`; the selection makes it sound.
+/// `variants!(name, body, (args) -> ret)` defines `name::<T>()`, which returns the widest build
+/// of the `#[inline(always)]` function `body::<T>` the CPU supports; `variants!(name<DIAG>, ..)`
+/// does the same for `body::<T, DIAG>` (a `const DIAG: bool` parameter). Calling the returned
+/// pointer is `unsafe` only because the wide builds carry a `target_feature`; the selection
+/// makes it sound.
 macro_rules! variants {
+    ($name:ident<DIAG>, $body:ident, ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)?) => {
+        $crate::simd::variants!(
+            @build $name, $body, [T: Real, const DIAG: bool], [T, DIAG], ($($arg: $ty),*) $(-> $ret)?
+        );
+    };
     ($name:ident, $body:ident, ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)?) => {
-        fn $name<T: Real, const DIAG: bool>() -> unsafe fn($($ty),*) $(-> $ret)? {
-            fn portable<T: Real, const DIAG: bool>($($arg: $ty),*) $(-> $ret)? {
-                $body::<T, DIAG>($($arg),*)
+        $crate::simd::variants!(@build $name, $body, [T: Real], [T], ($($arg: $ty),*) $(-> $ret)?);
+    };
+    (@build $name:ident, $body:ident, [$($gen:tt)*], [$($par:tt)*],
+        ($($arg:ident : $ty:ty),*) $(-> $ret:ty)?) => {
+        fn $name<$($gen)*>() -> unsafe fn($($ty),*) $(-> $ret)? {
+            fn portable<$($gen)*>($($arg: $ty),*) $(-> $ret)? {
+                $body::<$($par)*>($($arg),*)
             }
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-                unsafe fn avx512<T: Real, const DIAG: bool>($($arg: $ty),*) $(-> $ret)? {
-                    $body::<T, DIAG>($($arg),*)
+                unsafe fn avx512<$($gen)*>($($arg: $ty),*) $(-> $ret)? {
+                    $body::<$($par)*>($($arg),*)
                 }
                 #[target_feature(enable = "avx2,fma")]
-                unsafe fn avx2<T: Real, const DIAG: bool>($($arg: $ty),*) $(-> $ret)? {
-                    $body::<T, DIAG>($($arg),*)
+                unsafe fn avx2<$($gen)*>($($arg: $ty),*) $(-> $ret)? {
+                    $body::<$($par)*>($($arg),*)
                 }
                 if std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl") {
-                    return avx512::<T, DIAG>;
+                    return avx512::<$($par)*>;
                 }
                 if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-                    return avx2::<T, DIAG>;
+                    return avx2::<$($par)*>;
                 }
             }
-            portable::<T, DIAG>
+            portable::<$($par)*>
         }
     };
 }

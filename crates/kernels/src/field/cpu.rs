@@ -320,7 +320,7 @@ fn point_row_exact_body<T: Real, const DIAG: bool>(
 }
 
 simd::variants!(
-    point_row_exact,
+    point_row_exact<DIAG>,
     point_row_exact_body,
     (g: &Gaussians<T>, x: [T; 3], lanes: &mut [[T; LANES]], row: &mut [T])
 );
@@ -892,7 +892,7 @@ fn sweep_all_points_body<T: Real, const DIAG: bool>(
 }
 
 simd::variants!(
-    sweep_all_points,
+    sweep_all_points<DIAG>,
     sweep_all_points_body,
     (g: &Gaussians<T>, i: usize, pts: &PointColumns<'_, T>, k2: T, dx: &mut [T]) -> (WhitenedSums<T>, Vec<T>)
 );

@@ -13,6 +13,7 @@ use rayon::prelude::*;
 use super::RasterError;
 use crate::project::cpu::TILE_SIZE;
 use crate::real::Real;
+use crate::simd;
 
 /// Below this alpha a Gaussian is skipped at a pixel.
 const MIN_ALPHA: f64 = 1.0 / 255.0;
@@ -329,63 +330,260 @@ fn validate<T>(a: &RasterArrays<'_, T>, bins: &Bins) -> Result<usize, RasterErro
     Ok(n)
 }
 
-/// One Gaussian as seen by one pixel.
-struct Hit<T> {
-    /// `centre - xy`.
-    dx: T,
-    dy: T,
-    /// `exp(-sigma)`.
-    vis: T,
-    /// The (clamped) alpha.
-    alpha: T,
-    /// Whether the `0.999` clamp is active.
-    clamped: bool,
+/// One Gaussian as the compositing reads it, in one record (a tile's list visits Gaussians in
+/// depth order, scattered in memory: one cache line each instead of one per array).
+///
+/// `reach` bounds `sigma` beyond which its alpha is certainly below `1/255`
+/// (`ln(255 opacity)`, as `alpha <= opacity exp(-sigma)`, plus a margin far above rounding);
+/// `ex`, `ey` are the half-extents in pixels of the ellipse `sigma <= reach` (its axis-aligned
+/// bounding box, widened by a margin). Pixels outside are skipped before any arithmetic; no
+/// decision changes, since every pixel outside has `alpha < 1/255`.
+#[derive(Clone, Copy, Debug)]
+struct Footprint<T> {
+    x: T,
+    y: T,
+    a: T,
+    b: T,
+    c: T,
+    opacity: T,
+    reach: T,
+    color: [T; 3],
+    depth: T,
+    /// Infinite when the conic is not positive definite (no bound), negative when nothing can
+    /// be drawn.
+    ex: f32,
+    ey: f32,
 }
 
-/// For each Gaussian, a bound on `sigma` beyond which its alpha is certainly below `1/255`:
-/// `ln(255 opacity)` (as `alpha <= opacity exp(-sigma)`) plus a margin far above rounding, so
-/// that [`hit`] skips most pairs before the exponential without changing any decision.
-fn sigma_reach<T: Real>(opacity: &[T]) -> Vec<T> {
-    const MARGIN: f64 = 1e-3;
-    opacity
-        .iter()
-        .map(|o| T::from_f64((o.to_f64() / MIN_ALPHA).ln() + MARGIN))
+impl<T: Real> Footprint<T> {
+    fn new(a: &RasterArrays<'_, T>, g: usize) -> Self {
+        const MARGIN: f64 = 1e-3;
+        let bound = (a.opacity[g].to_f64() / MIN_ALPHA).ln() + MARGIN;
+        let [ca, cb, cc] = [0, 1, 2].map(|k| a.conic[3 * g + k].to_f64());
+        let det = ca * cc - cb * cb;
+        // `0.5 d^T A d <= r` spans `sqrt(2 r (A^-1)_xx)` along x; the relative and absolute
+        // margins cover the rounding of `sigma` in `T` and of the extent in `f32`.
+        let extent = |diag: f64| {
+            if bound < 0.0 {
+                -1.0
+            } else if ca > 0.0 && det > 0.0 {
+                ((2.0 * bound * diag / det).sqrt() * (1.0 + 1e-4) + 1e-2) as f32
+            } else {
+                f32::INFINITY
+            }
+        };
+        Footprint {
+            x: a.xy[2 * g],
+            y: a.xy[2 * g + 1],
+            a: a.conic[3 * g],
+            b: a.conic[3 * g + 1],
+            c: a.conic[3 * g + 2],
+            opacity: a.opacity[g],
+            reach: T::from_f64(bound),
+            color: [a.color[3 * g], a.color[3 * g + 1], a.color[3 * g + 2]],
+            depth: a.depth[g],
+            ex: extent(cc),
+            ey: extent(ca),
+        }
+    }
+
+    /// Every Gaussian's footprint, in index order.
+    fn all(a: &RasterArrays<'_, T>) -> Vec<Self> {
+        (0..a.opacity.len())
+            .into_par_iter()
+            .map(|g| Footprint::new(a, g))
+            .collect()
+    }
+}
+
+/// The pixel indices `lo..hi` (clipped to `first..end`) whose centres `p + 0.5` lie within
+/// `extent` of `centre`; empty when none do.
+fn span(centre: f64, extent: f64, first: usize, end: usize) -> (usize, usize) {
+    // `max`/`min` drop NaN, leaving the whole range to the per-lane test, which skips NaN.
+    let lo = (centre - extent - 0.5).ceil().max(first as f64);
+    let hi = (centre + extent - 0.5).floor().min(end as f64 - 1.0);
+    if hi < lo {
+        (first, first)
+    } else {
+        // Both are integers in `[first, end - 1]`.
+        (lo as usize, hi as usize + 1)
+    }
+}
+
+/// Pixels per row segment: one tile row, one vector of lanes.
+const ROW: usize = TILE_SIZE as usize;
+
+/// One entry of a tile's list, gathered into a contiguous buffer per tile (the rows walk the
+/// list many times).
+#[derive(Clone, Copy)]
+struct TileEntry<T> {
+    splat: Footprint<T>,
+    /// Pixel rows `rows.0..rows.1` of the image and lanes `lanes.0..lanes.1` of the tile's rows
+    /// its bounding box meets.
+    rows: (u32, u32),
+    lanes: (u32, u32),
+}
+
+/// Tile `t`'s list as [`TileEntry`]s.
+fn gather_tile<T: Real>(
+    footprints: &[Footprint<T>],
+    list: &[u32],
+    (x0, x1, y0, y1): (usize, usize, usize, usize),
+) -> Vec<TileEntry<T>> {
+    list.iter()
+        .map(|&g| {
+            let splat = footprints[g as usize];
+            let (r0, r1) = span(splat.y.to_f64(), f64::from(splat.ey), y0, y1);
+            let (c0, c1) = span(splat.x.to_f64(), f64::from(splat.ex), x0, x1);
+            // Pixel indices are below 2^32 (image sides are `u32`).
+            TileEntry {
+                splat,
+                rows: (r0 as u32, r1 as u32),
+                lanes: ((c0 - x0) as u32, (c1 - x0) as u32),
+            }
+        })
         .collect()
 }
 
-/// Gaussian `g` at the pixel centre `(cx, cy)`; `None` when the pair is skipped (`sigma < 0`,
-/// `alpha < 1/255`, or NaN). `reach` is [`sigma_reach`] of the opacities.
-#[inline(always)]
-fn hit<T: Real>(a: &RasterArrays<'_, T>, reach: &[T], g: usize, cx: T, cy: T) -> Option<Hit<T>> {
-    let dx = cx - a.xy[2 * g];
-    let dy = cy - a.xy[2 * g + 1];
-    let [ca, cb, cc] = [a.conic[3 * g], a.conic[3 * g + 1], a.conic[3 * g + 2]];
-    let sigma = T::from_f64(0.5) * (ca * dx * dx + cc * dy * dy) + cb * dx * dy;
-    if !(sigma >= T::ZERO) || sigma > reach[g] {
-        return None;
+/// A [`TileEntry`] on the pixel row centred at `cy`: what every lane shares.
+#[derive(Clone, Copy)]
+struct RowSplat<T> {
+    x: T,
+    /// `cy - y`.
+    dy: T,
+    a: T,
+    b: T,
+    c: T,
+    opacity: T,
+    reach: T,
+    color: [T; 3],
+    depth: T,
+}
+
+impl<T: Real> RowSplat<T> {
+    #[inline(always)]
+    fn new(e: &TileEntry<T>, cy: T) -> Self {
+        let f = &e.splat;
+        RowSplat {
+            x: f.x,
+            dy: cy - f.y,
+            a: f.a,
+            b: f.b,
+            c: f.c,
+            opacity: f.opacity,
+            reach: f.reach,
+            color: f.color,
+            depth: f.depth,
+        }
     }
+}
+
+/// One lane's view of a [`RowSplat`]: the offset, `exp(-sigma)`, the clamped alpha, whether the
+/// clamp is active, and whether the pair is drawn at all (`sigma >= 0`, within reach,
+/// `alpha >= 1/255`; false for NaN).
+#[inline(always)]
+fn lane_hit<T: Real>(s: &RowSplat<T>, cx: T) -> (T, T, T, bool, bool) {
+    let dx = cx - s.x;
+    let sigma = T::from_f64(0.5) * (s.a * dx * dx + s.c * s.dy * s.dy) + s.b * dx * s.dy;
     let vis = (-sigma).exp();
-    let raw = a.opacity[g] * vis;
+    let raw = s.opacity * vis;
     let max_alpha = T::from_f64(MAX_ALPHA);
     let clamped = raw > max_alpha;
     let alpha = if clamped { max_alpha } else { raw };
-    if !(alpha >= T::from_f64(MIN_ALPHA)) {
-        return None;
-    }
-    Some(Hit {
-        dx,
-        dy,
-        vis,
-        alpha,
-        clamped,
-    })
+    let drawn = sigma >= T::ZERO && sigma <= s.reach && alpha >= T::from_f64(MIN_ALPHA);
+    (dx, vis, alpha, clamped, drawn)
 }
 
-/// The centre of pixel `(px, py)`.
+/// The centres of the lanes of a row starting at column `x0`.
 #[inline(always)]
-fn centre<T: Real>(px: usize, py: usize) -> (T, T) {
-    (T::from_f64(px as f64 + 0.5), T::from_f64(py as f64 + 0.5))
+fn lane_centres<T: Real>(x0: usize) -> [T; ROW] {
+    core::array::from_fn(|l| T::from_f64((x0 + l) as f64 + 0.5))
 }
+
+/// One pixel row's forward state, lane per pixel.
+struct RowForward<T> {
+    t: [T; ROW],
+    rgb: [[T; ROW]; 3],
+    depth: [T; ROW],
+    last: [u32; ROW],
+    live: [bool; ROW],
+}
+
+/// Composites `list` front to back over the pixel row `py`, columns `x0..x1` (at most
+/// [`ROW`]), appending the pixels to `out`. The row is walked Gaussian by Gaussian, each one
+/// evaluated on all lanes at once (branch-free, so that it vectorises) and only when its
+/// bounding box meets the row; the walk ends when every pixel has stopped. Each pixel sees the
+/// Gaussians in list order with the per-pixel arithmetic, so results do not depend on the
+/// vector width.
+#[inline(always)]
+fn forward_row_body<T: Real>(
+    list: &[TileEntry<T>],
+    py: usize,
+    x0: usize,
+    x1: usize,
+    out: &mut Vec<Pixel<T>>,
+) {
+    let min_t = T::from_f64(MIN_TRANSMITTANCE);
+    let width = x1 - x0;
+    let cx = lane_centres::<T>(x0);
+    let cy = T::from_f64(py as f64 + 0.5);
+    let row = py as u32;
+    // A tile list is at most `N <= u32::MAX` long.
+    let mut s = RowForward {
+        t: [T::ONE; ROW],
+        rgb: [[T::ZERO; ROW]; 3],
+        depth: [T::ZERO; ROW],
+        last: [list.len() as u32; ROW],
+        live: core::array::from_fn(|l| l < width),
+    };
+    let mut running = width;
+    for (j, e) in list.iter().enumerate() {
+        if row < e.rows.0 || row >= e.rows.1 {
+            continue;
+        }
+        let (lo, hi) = e.lanes;
+        let sp = RowSplat::new(e, cy);
+        let mut stopped = 0;
+        for l in 0..ROW {
+            let (_, _, alpha, _, drawn) = lane_hit(&sp, cx[l]);
+            let ok = drawn && s.live[l] && (l as u32).wrapping_sub(lo) < hi - lo;
+            let next = s.t[l] * (T::ONE - alpha);
+            let stop = ok && next <= min_t;
+            let draw = ok && !stop;
+            let w = T::select(draw, alpha * s.t[l]);
+            for (acc, c) in s.rgb.iter_mut().zip(sp.color) {
+                acc[l] += w * c;
+            }
+            s.depth[l] += w * sp.depth;
+            s.t[l] = if draw { next } else { s.t[l] };
+            s.last[l] = if stop { j as u32 } else { s.last[l] };
+            s.live[l] = s.live[l] && !stop;
+            stopped += usize::from(stop);
+        }
+        running -= stopped;
+        if running == 0 {
+            break;
+        }
+    }
+    out.extend((0..width).map(|l| Pixel {
+        rgb: [s.rgb[0][l], s.rgb[1][l], s.rgb[2][l]],
+        depth: s.depth[l],
+        transmittance: s.t[l],
+        last: s.last[l],
+    }));
+}
+
+simd::variants!(
+    forward_row,
+    forward_row_body,
+    (
+        list: &[TileEntry<T>],
+        py: usize,
+        x0: usize,
+        x1: usize,
+        out: &mut Vec<Pixel<T>>,
+    )
+);
 
 /// One pixel's forward result.
 #[derive(Clone, Copy)]
@@ -396,45 +594,6 @@ struct Pixel<T> {
     last: u32,
 }
 
-/// Composites one pixel over `list`, front to back.
-fn render_pixel<T: Real>(
-    a: &RasterArrays<'_, T>,
-    reach: &[T],
-    list: &[u32],
-    cx: T,
-    cy: T,
-) -> Pixel<T> {
-    let min_t = T::from_f64(MIN_TRANSMITTANCE);
-    let mut t = T::ONE;
-    let mut rgb = [T::ZERO; 3];
-    let mut depth = T::ZERO;
-    let mut last = list.len();
-    for (j, &g) in list.iter().enumerate() {
-        let g = g as usize;
-        let Some(h) = hit(a, reach, g, cx, cy) else {
-            continue;
-        };
-        let next = t * (T::ONE - h.alpha);
-        if next <= min_t {
-            last = j;
-            break;
-        }
-        let w = h.alpha * t;
-        for (c, out) in rgb.iter_mut().enumerate() {
-            *out += w * a.color[3 * g + c];
-        }
-        depth += w * a.depth[g];
-        t = next;
-    }
-    Pixel {
-        rgb,
-        depth,
-        transmittance: t,
-        // A tile list is at most `N <= u32::MAX` long.
-        last: last as u32,
-    }
-}
-
 /// Forward: the images of the splats over `background` (RGB).
 pub fn forward<T: Real>(
     a: &RasterArrays<'_, T>,
@@ -442,18 +601,17 @@ pub fn forward<T: Real>(
     background: [T; 3],
 ) -> Result<RasterOutputs<T>, RasterError> {
     validate(a, bins)?;
-    let reach = sigma_reach(a.opacity);
+    let footprints = Footprint::all(a);
+    let row_fn = forward_row::<T>();
     let tiles: Vec<Vec<Pixel<T>>> = (0..bins.tile_count())
         .into_par_iter()
         .map(|t| {
-            let list = bins.tile(t);
             let (x0, x1, y0, y1) = bins.tile_pixels(t);
+            let list = gather_tile(&footprints, bins.tile(t), (x0, x1, y0, y1));
             let mut pixels = Vec::with_capacity((x1 - x0) * (y1 - y0));
             for py in y0..y1 {
-                for px in x0..x1 {
-                    let (cx, cy) = centre(px, py);
-                    pixels.push(render_pixel(a, &reach, list, cx, cy));
-                }
+                // SAFETY: `simd::variants!` returns a build only on CPUs with its features.
+                unsafe { row_fn(&list, py, x0, x1, &mut pixels) };
             }
             pixels
         })
@@ -499,67 +657,128 @@ struct Partial<T> {
     xy_abs: T,
 }
 
-/// The loss gradient at one pixel and the state its forward ended in.
-struct PixelGrad<T> {
-    cx: T,
-    cy: T,
-    rgb: [T; 3],
-    alpha: T,
-    depth: T,
-    transmittance: T,
-    last: usize,
+/// One pixel row's backward state, lane per pixel: the loss gradient, the transmittance in
+/// front of the current Gaussian, everything behind it as its alpha sees it (times
+/// `1 - alpha`: the colour and depth drawn behind, the background, the coverage through
+/// `T_final`), and how far the forward went.
+struct RowBackward<T> {
+    v_rgb: [[T; ROW]; 3],
+    v_depth: [T; ROW],
+    t: [T; ROW],
+    behind: [T; ROW],
+    last: [u32; ROW],
 }
 
-/// Replays one pixel back to front, adding its gradients into `partial` (indexed like `list`).
-fn backward_pixel<T: Real>(
-    a: &RasterArrays<'_, T>,
-    reach: &[T],
-    list: &[u32],
-    background: &[T; 3],
-    p: &PixelGrad<T>,
+/// Per-lane gradient sums of one Gaussian on one row, before the lanes are added up.
+struct LaneGrads<T> {
+    xy: [[T; ROW]; 2],
+    conic: [[T; ROW]; 3],
+    color: [[T; ROW]; 3],
+    opacity: [T; ROW],
+    depth: [T; ROW],
+    xy_abs: [T; ROW],
+}
+
+/// Replays the pixel row `py` (its tile's lanes start at column `x0`) back to front over `list`, adding each
+/// entry's gradients into `partial` (indexed like `list`). Lanes are evaluated branch-free and
+/// summed in a fixed pairwise order, so results are deterministic.
+#[inline(always)]
+fn backward_row_body<T: Real>(
+    list: &[TileEntry<T>],
+    py: usize,
+    x0: usize,
+    s: &mut RowBackward<T>,
     partial: &mut [Partial<T>],
 ) {
     let half = T::from_f64(0.5);
-    let v = p.rgb;
-    let t_final = p.transmittance;
-    // Everything behind the current Gaussian, as seen by its alpha (times `1 - alpha`): the
-    // colour and depth drawn behind it, the background, and the coverage through `T_final`.
-    let mut behind =
-        t_final * (background[0] * v[0] + background[1] * v[1] + background[2] * v[2] - p.alpha);
-    let mut t = t_final;
-    for j in (0..p.last.min(list.len())).rev() {
-        let g = list[j] as usize;
-        let Some(h) = hit(a, reach, g, p.cx, p.cy) else {
+    let cx = lane_centres::<T>(x0);
+    let cy = T::from_f64(py as f64 + 0.5);
+    let row = py as u32;
+    let longest = s.last.iter().copied().max().unwrap_or(0) as usize;
+    for j in (0..longest.min(list.len())).rev() {
+        let e = &list[j];
+        if row < e.rows.0 || row >= e.rows.1 {
             continue;
+        }
+        let (lo, hi) = e.lanes;
+        let sp = RowSplat::new(e, cy);
+        let mut d = LaneGrads {
+            xy: [[T::ZERO; ROW]; 2],
+            conic: [[T::ZERO; ROW]; 3],
+            color: [[T::ZERO; ROW]; 3],
+            opacity: [T::ZERO; ROW],
+            depth: [T::ZERO; ROW],
+            xy_abs: [T::ZERO; ROW],
         };
-        let one_minus = T::ONE - h.alpha;
-        t = t / one_minus;
-        let w = h.alpha * t;
-        let color = [a.color[3 * g], a.color[3 * g + 1], a.color[3 * g + 2]];
-        let own = color[0] * v[0] + color[1] * v[1] + color[2] * v[2] + a.depth[g] * p.depth;
-        let v_alpha = t * own - behind / one_minus;
-        behind += w * own;
+        for l in 0..ROW {
+            let (dx, vis, alpha, clamped, drawn) = lane_hit(&sp, cx[l]);
+            let ok = drawn && (j as u32) < s.last[l] && (l as u32).wrapping_sub(lo) < hi - lo;
+            let one_minus = T::ONE - alpha;
+            let t = s.t[l] / one_minus;
+            let w = T::select(ok, alpha * t);
+            let own = sp.color[0] * s.v_rgb[0][l]
+                + sp.color[1] * s.v_rgb[1][l]
+                + sp.color[2] * s.v_rgb[2][l]
+                + sp.depth * s.v_depth[l];
+            let v_alpha = T::select(ok, t * own - s.behind[l] / one_minus);
+            s.behind[l] += w * own;
+            s.t[l] = if ok { t } else { s.t[l] };
+            for c in 0..3 {
+                d.color[c][l] = w * s.v_rgb[c][l];
+            }
+            d.depth[l] = w * s.v_depth[l];
+            // Where the 0.999 clamp is active, alpha does not depend on opacity or position.
+            let free = T::select(!clamped, T::ONE);
+            d.opacity[l] = free * vis * v_alpha;
+            let v_sigma = -(free * v_alpha) * alpha;
+            d.conic[0][l] = half * v_sigma * dx * dx;
+            d.conic[1][l] = v_sigma * dx * sp.dy;
+            d.conic[2][l] = half * v_sigma * sp.dy * sp.dy;
+            // d sigma / d xy = -(a dx + b dy, b dx + c dy).
+            let gx = -v_sigma * (sp.a * dx + sp.b * sp.dy);
+            let gy = -v_sigma * (sp.b * dx + sp.c * sp.dy);
+            d.xy[0][l] = gx;
+            d.xy[1][l] = gy;
+            d.xy_abs[l] = (gx * gx + gy * gy).sqrt();
+        }
         let e = &mut partial[j];
-        for (ec, vc) in e.color.iter_mut().zip(v) {
-            *ec += w * vc;
+        for k in 0..2 {
+            e.xy[k] += lane_sum(&d.xy[k]);
         }
-        e.depth += w * p.depth;
-        if h.clamped {
-            continue;
+        for k in 0..3 {
+            e.conic[k] += lane_sum(&d.conic[k]);
+            e.color[k] += lane_sum(&d.color[k]);
         }
-        e.opacity += h.vis * v_alpha;
-        let v_sigma = -v_alpha * h.alpha;
-        let (dx, dy) = (h.dx, h.dy);
-        e.conic[0] += half * v_sigma * dx * dx;
-        e.conic[1] += v_sigma * dx * dy;
-        e.conic[2] += half * v_sigma * dy * dy;
-        // d sigma / d xy = -(a dx + b dy, b dx + c dy).
-        let gx = -v_sigma * (a.conic[3 * g] * dx + a.conic[3 * g + 1] * dy);
-        let gy = -v_sigma * (a.conic[3 * g + 1] * dx + a.conic[3 * g + 2] * dy);
-        e.xy[0] += gx;
-        e.xy[1] += gy;
-        e.xy_abs += (gx * gx + gy * gy).sqrt();
+        e.opacity += lane_sum(&d.opacity);
+        e.depth += lane_sum(&d.depth);
+        e.xy_abs += lane_sum(&d.xy_abs);
     }
+}
+
+simd::variants!(
+    backward_row,
+    backward_row_body,
+    (
+        list: &[TileEntry<T>],
+        py: usize,
+        x0: usize,
+        s: &mut RowBackward<T>,
+        partial: &mut [Partial<T>],
+    )
+);
+
+/// Sum of the lanes in a fixed (pairwise) order.
+#[inline(always)]
+fn lane_sum<T: Real>(l: &[T; ROW]) -> T {
+    let mut half = *l;
+    let mut width = ROW / 2;
+    while width > 0 {
+        for j in 0..width {
+            half[j] += half[j + width];
+        }
+        width /= 2;
+    }
+    half[0]
 }
 
 /// Backward: the gradient of `sum(image * grad)` over the three images with respect to the
@@ -572,7 +791,8 @@ pub fn backward<T: Real>(
     grads: &RasterOutputGrads<'_, T>,
 ) -> Result<RasterGrads<T>, RasterError> {
     let n = validate(a, bins)?;
-    let reach = sigma_reach(a.opacity);
+    let footprints = Footprint::all(a);
+    let row_fn = backward_row::<T>();
     let count = bins.pixels();
     let lengths = [
         ("grad rgb", grads.rgb.len(), 3, "[H, W, 3]"),
@@ -599,21 +819,30 @@ pub fn backward<T: Real>(
                 return partial;
             }
             let (x0, x1, y0, y1) = bins.tile_pixels(t);
+            let entries = gather_tile(&footprints, list, (x0, x1, y0, y1));
             for py in y0..y1 {
-                for px in x0..x1 {
+                let mut row = RowBackward {
+                    v_rgb: [[T::ZERO; ROW]; 3],
+                    v_depth: [T::ZERO; ROW],
+                    t: [T::ONE; ROW],
+                    behind: [T::ZERO; ROW],
+                    last: [0; ROW],
+                };
+                for (l, px) in (x0..x1).enumerate() {
                     let i = py * width + px;
-                    let (cx, cy) = centre(px, py);
-                    let pixel = PixelGrad {
-                        cx,
-                        cy,
-                        rgb: [grads.rgb[3 * i], grads.rgb[3 * i + 1], grads.rgb[3 * i + 2]],
-                        alpha: grads.alpha[i],
-                        depth: grads.depth[i],
-                        transmittance: replay.transmittance[i],
-                        last: replay.last[i] as usize,
-                    };
-                    backward_pixel(a, &reach, list, &background, &pixel, &mut partial);
+                    let v = [grads.rgb[3 * i], grads.rgb[3 * i + 1], grads.rgb[3 * i + 2]];
+                    let t_final = replay.transmittance[i];
+                    let bg = background[0] * v[0] + background[1] * v[1] + background[2] * v[2];
+                    for (c, vc) in v.iter().enumerate() {
+                        row.v_rgb[c][l] = *vc;
+                    }
+                    row.v_depth[l] = grads.depth[i];
+                    row.t[l] = t_final;
+                    row.behind[l] = t_final * (bg - grads.alpha[i]);
+                    row.last[l] = replay.last[i];
                 }
+                // SAFETY: `simd::variants!` returns a build only on CPUs with its features.
+                unsafe { row_fn(&entries, py, x0, &mut row, &mut partial) };
             }
             partial
         })
