@@ -10,14 +10,26 @@
 //! - `forward_backward`: that, then raster backward (a fixed random `v_rgb`) and projection
 //!   backward.
 //!
-//! At the end it prints a markdown table of criterion's medians. Without the data file it prints
+//! Then the same scene through the public op, `ember::field::render` (projection, binning and
+//! compositing as Burn ops; forward+backward under `Autodiff` with a loss `sum(v_rgb rgb)` and
+//! the gradients of every parameter), on ndarray and, when compiled in, on cuda
+//! (`--features cuda`) and wgpu (`--features wgpu` with `EMBER_BENCH_WGPU=1`: on a machine
+//! without a GPU wgpu runs on lavapipe, whose timings mean nothing). Each GPU iteration ends
+//! with `Backend::sync`.
+//!
+//! At the end it prints markdown tables of criterion's medians. Without the data file it prints
 //! `skipped: <path> not found` and exits 0.
 
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
 use criterion::{Criterion, SamplingMode};
+use ember::field::{GaussianField, RenderOptions, render};
+use ember::kernels::SplatBackend;
 use ember::kernels::project::cpu::{self as project, ProjectArrays, ProjectOutputGrads};
 use ember::kernels::project::{CameraParams, ProjectOptions};
 use ember::kernels::raster::cpu::{self as raster, RasterArrays, RasterOutputGrads};
@@ -304,6 +316,98 @@ struct Case {
     group: String,
 }
 
+/// The scene as a field on `B` (SH degree 0).
+fn field<B: Backend>(s: &Scene, device: &B::Device) -> GaussianField<B> {
+    let n = s.len();
+    let t = |v: &[f32], shape: Vec<usize>| TensorData::new(v.to_vec(), shape);
+    match GaussianField::from_tensors(
+        Tensor::from_data(t(&s.means, vec![n, 3]), device),
+        Tensor::from_data(t(&s.quats, vec![n, 4]), device),
+        Tensor::from_data(t(&s.log_scales, vec![n, 3]), device),
+        Tensor::from_data(t(&s.opacity_logits, vec![n]), device),
+        Tensor::from_data(t(&s.sh, vec![n, 1, 3]), device),
+        Tensor::from_data(t(&[], vec![n, 0, 3]), device),
+        None,
+    ) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("raster bench: the scene is not a valid field: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+/// `render` forward, then forward+backward, of every case on backend `B`.
+fn bench_render<B: SplatBackend>(
+    c: &mut Criterion,
+    backend: &str,
+    device: &B::Device,
+    scene: &Scene,
+    cases: &[Case],
+) {
+    let options = RenderOptions {
+        project: OPTIONS,
+        background: BACKGROUND,
+    };
+    let plain = field::<B>(scene, device);
+    let tracked = field::<Autodiff<B>>(scene, device);
+    let mut rng = StdRng::seed_from_u64(SEED ^ 2);
+    for case in cases {
+        let cam = &case.cam;
+        let (h, w) = (cam.height as usize, cam.width as usize);
+        let v: Vec<f32> = (0..3 * h * w).map(|_| rng.random::<f32>() - 0.5).collect();
+        let v = Tensor::<Autodiff<B>, 3>::from_data(TensorData::new(v, [h, w, 3]), device);
+        let forward = || match render(&plain, cam, &options) {
+            Ok(out) => {
+                black_box(out.rgb);
+                B::sync(device).is_ok()
+            }
+            Err(_) => false,
+        };
+        let forward_backward = || match render(&tracked, cam, &options) {
+            Ok(out) => {
+                let grads = (out.rgb * v.clone()).sum().backward();
+                black_box(tracked.means.grad(&grads));
+                B::sync(device).is_ok()
+            }
+            Err(_) => false,
+        };
+        if !(forward() && forward_backward()) {
+            eprintln!("render_{backend}_{}: render failed", case.group);
+            std::process::exit(1);
+        }
+        let mut group = c.benchmark_group(format!("render_{backend}_{}", case.group));
+        group.sampling_mode(SamplingMode::Flat);
+        group.bench_function("forward", |b| b.iter(|| black_box(forward())));
+        group.bench_function("forward_backward", |b| {
+            b.iter(|| black_box(forward_backward()))
+        });
+        group.finish();
+    }
+}
+
+/// The markdown table of one set of groups (`prefix` + each case's group name).
+fn print_table(title: &str, prefix: &str, cases: &[Case]) {
+    println!("\n{title}\n");
+    println!("| camera | resolution | forward (ms) | forward+backward (ms) | FPS (forward) |");
+    println!("|---|---|---|---|---|");
+    let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |ms| format!("{ms:.2}"));
+    for case in cases {
+        let group = format!("{prefix}{}", case.group);
+        let fwd = median_ms(&group, "forward");
+        let both = median_ms(&group, "forward_backward");
+        println!(
+            "| {} | {}x{} | {} | {} | {} |",
+            case.camera,
+            case.cam.width,
+            case.cam.height,
+            show(fwd),
+            show(both),
+            fwd.map_or_else(|| "n/a".to_string(), |ms| format!("{:.1}", 1000.0 / ms)),
+        );
+    }
+}
+
 fn main() {
     let path = data_file();
     if !path.is_file() {
@@ -378,22 +482,45 @@ fn main() {
         });
         group.finish();
     }
+    #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
+    let mut backends = vec!["ndarray"];
+    bench_render::<burn::backend::NdArray<f32>>(
+        &mut c,
+        "ndarray",
+        &Default::default(),
+        &scene,
+        &cases,
+    );
+    #[cfg(feature = "cuda")]
+    {
+        bench_render::<burn::backend::Cuda<f32, i32>>(
+            &mut c,
+            "cuda",
+            &Default::default(),
+            &scene,
+            &cases,
+        );
+        backends.push("cuda");
+    }
+    #[cfg(feature = "wgpu")]
+    if std::env::var_os("EMBER_BENCH_WGPU").is_some() {
+        bench_render::<burn::backend::Wgpu<f32, i32, u32>>(
+            &mut c,
+            "wgpu",
+            &Default::default(),
+            &scene,
+            &cases,
+        );
+        backends.push("wgpu");
+    }
     c.final_summary();
 
-    println!("\n| camera | resolution | forward (ms) | forward+backward (ms) | FPS (forward) |");
-    println!("|---|---|---|---|---|");
-    let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |ms| format!("{ms:.2}"));
-    for case in &cases {
-        let fwd = median_ms(&case.group, "forward");
-        let both = median_ms(&case.group, "forward_backward");
-        println!(
-            "| {} | {}x{} | {} | {} | {} |",
-            case.camera,
-            case.cam.width,
-            case.cam.height,
-            show(fwd),
-            show(both),
-            fwd.map_or_else(|| "n/a".to_string(), |ms| format!("{:.1}", 1000.0 / ms)),
+    print_table("CPU kernels (`raster::cpu`, host arrays)", "", &cases);
+    for backend in backends {
+        print_table(
+            &format!("`render` on {backend}"),
+            &format!("render_{backend}_"),
+            &cases,
         );
     }
 }
