@@ -135,6 +135,13 @@ pub fn decode_rgb(bytes: &[u8], path: &Path, background: [f32; 3]) -> Result<Rgb
         path: path.to_path_buf(),
         source,
     };
+    if bytes.starts_with(&[0xFF, 0xD8])
+        && let Err(problem) = check_jpeg_complete(bytes)
+    {
+        return Err(image_error(image::ImageError::Decoding(
+            image::error::DecodingError::new(image::ImageFormat::Jpeg.into(), problem),
+        )));
+    }
     // `ImageReader` applies the default decoding limits (512 MiB), so a corrupt header that
     // announces a gigantic image is an error rather than an allocation failure.
     let decoded = ImageReader::new(Cursor::new(bytes))
@@ -161,6 +168,77 @@ pub fn decode_rgb(bytes: &[u8], path: &Path, background: [f32; 3]) -> Result<Rgb
         });
     // The buffer has exactly w * h * 3 bytes, so this cannot fail.
     Ok(RgbImage::from_raw(w, h, out).expect("buffer sized for the image"))
+}
+
+/// Walks a JPEG's marker segments to its end-of-image marker.
+///
+/// The JPEG decoder fills whatever a truncated file lacks with grey and reports success, so a
+/// file cut short (a partial copy, an interrupted download) would silently train on grey
+/// blocks. A complete file has an EOI marker after its last scan; entropy-coded data cannot
+/// contain one (a data byte `0xFF` is always followed by `0x00` or a restart marker).
+fn check_jpeg_complete(bytes: &[u8]) -> std::result::Result<(), String> {
+    let mut i = 2;
+    loop {
+        // Markers may be preceded by any number of 0xFF fill bytes.
+        while i < bytes.len() && bytes[i] == 0xFF && bytes.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        if i + 1 >= bytes.len() {
+            return Err(format!(
+                "truncated JPEG: file ends at byte {} without an end-of-image marker",
+                bytes.len()
+            ));
+        }
+        if bytes[i] != 0xFF {
+            return Err(format!("corrupt JPEG: expected a marker at byte {i}"));
+        }
+        let marker = bytes[i + 1];
+        i += 2;
+        match marker {
+            0xD9 => return Ok(()),
+            // Standalone markers without a length.
+            0x01 | 0xD0..=0xD7 => continue,
+            _ => {}
+        }
+        let Some(length) = bytes
+            .get(i..i + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize)
+        else {
+            return Err(format!(
+                "truncated JPEG: file ends in the segment at byte {}",
+                i - 2
+            ));
+        };
+        if length < 2 {
+            return Err(format!("corrupt JPEG: segment length {length} at byte {i}"));
+        }
+        i += length;
+        if i > bytes.len() {
+            return Err(format!(
+                "truncated JPEG: a segment runs past the end of the file ({} bytes)",
+                bytes.len()
+            ));
+        }
+        if marker == 0xDA {
+            // Entropy-coded data up to the next marker that is not a stuffed byte or a restart.
+            loop {
+                match bytes.get(i..i + 2) {
+                    None => {
+                        return Err(format!(
+                            "truncated JPEG: file ends inside scan data at byte {}",
+                            bytes.len()
+                        ));
+                    }
+                    Some([0xFF, next])
+                        if *next != 0x00 && !(0xD0..=0xD7).contains(next) && *next != 0xFF =>
+                    {
+                        break;
+                    }
+                    _ => i += 1,
+                }
+            }
+        }
+    }
 }
 
 /// Remaps an image taken by a distorted camera to the pinhole camera with the same intrinsics
@@ -307,5 +385,26 @@ mod tests {
             assert!(decode_rgb(&bytes[..len], Path::new("t.png"), [1.0; 3]).is_err());
         }
         assert!(decode_rgb(b"not an image", Path::new("t.png"), [1.0; 3]).is_err());
+    }
+
+    #[test]
+    fn truncated_jpeg_is_an_error() {
+        let rgb = RgbImage::from_fn(64, 48, |x, y| image::Rgb([(x * 4) as u8, (y * 5) as u8, 7]));
+        let mut jpeg = Vec::new();
+        rgb.write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
+            .unwrap();
+        let full = decode_rgb(&jpeg, Path::new("t.jpg"), [1.0; 3]).unwrap();
+        assert_eq!(full.dimensions(), (64, 48));
+        for len in (2..jpeg.len()).step_by(7) {
+            let error = decode_rgb(&jpeg[..len], Path::new("t.jpg"), [1.0; 3]).unwrap_err();
+            assert!(
+                error.to_string().starts_with("t.jpg: cannot decode image"),
+                "{error}"
+            );
+        }
+        // Bytes after the end-of-image marker (some cameras append data) are fine.
+        let mut trailer = jpeg.clone();
+        trailer.extend_from_slice(b"trailing maker notes");
+        assert!(decode_rgb(&trailer, Path::new("t.jpg"), [1.0; 3]).is_ok());
     }
 }

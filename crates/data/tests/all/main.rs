@@ -1,4 +1,8 @@
 //! `ember-data`'s integration tests: one binary, one module per area.
 
+mod colmap_roundtrip;
 mod common;
+mod corruption;
+mod figurine;
+mod lego;
 mod smoke;
