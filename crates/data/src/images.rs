@@ -46,10 +46,7 @@ impl DecodedImage {
 
     /// The image as `f32` values in `[0, 1]`, row-major `[height, width, 3]`.
     pub fn to_f32(&self) -> Vec<f32> {
-        self.data
-            .iter()
-            .map(|&v| v as f32 * (1.0 / 255.0))
-            .collect()
+        self.data.iter().map(|&v| v as f32 / 255.0).collect()
     }
 
     /// The image on `device` as a `[height, width, 3]` float tensor with values in `[0, 1]`.

@@ -3,6 +3,8 @@
 mod colmap_roundtrip;
 mod common;
 mod corruption;
+mod errors;
 mod figurine;
 mod lego;
+mod loader;
 mod smoke;
