@@ -7,4 +7,5 @@ mod errors;
 mod figurine;
 mod lego;
 mod loader;
+mod nerfstudio;
 mod smoke;
