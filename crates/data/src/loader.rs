@@ -443,13 +443,11 @@ impl Iterator for Prefetcher {
 impl Drop for Prefetcher {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        // Unblock a worker waiting on a full queue, then wait for it.
-        while self.receiver.try_recv().is_ok() {}
         if let Some(worker) = self.worker.take() {
-            // Keep draining: the worker may be mid-batch with more to send.
+            // Keep draining so a worker blocked on the full queue (or finishing a batch) can see
+            // the stop flag; it checks it between batches.
             while !worker.is_finished() {
-                while self.receiver.try_recv().is_ok() {}
-                std::thread::yield_now();
+                let _ = self.receiver.recv_timeout(Duration::from_millis(1));
             }
             let _ = worker.join();
         }

@@ -79,7 +79,9 @@ fn figurine_points_project_onto_their_observations() {
     }
     assert!(observations > 1443 * 2, "{observations}");
     let mean = total_error / observations as f64;
-    assert!(mean < 1.5, "mean reprojection error {mean} px");
+    println!("figurine: {observations} observations, mean reprojection error {mean:.3} px");
+    // Measured: 0.296 px over 5931 observations.
+    assert!(mean < 0.5, "mean reprojection error {mean} px");
 }
 
 #[test]
