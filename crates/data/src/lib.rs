@@ -40,7 +40,10 @@
 //! # Errors
 //! Everything that reads a file returns [`DataError`], which names the file and the problem;
 //! nothing panics on user data. The binary readers check record counts against the file size
-//! before allocating.
+//! before allocating. `crates/data/fuzz` holds cargo-fuzz targets for the COLMAP, JSON and PLY
+//! readers (`cargo +nightly fuzz run colmap_binary`, outside the workspace); the test suite's
+//! `corruption` module runs every reader, image decoders included, on deterministic truncations
+//! and byte flips.
 
 #![warn(missing_docs)]
 
