@@ -4,6 +4,9 @@
 //! [`GaussianField`](field::GaussianField) queried by fused kernels with hand-written backward
 //! passes, on CUDA, wgpu and the CPU (ndarray) from one kernel source.
 //!
+//! Scenes on disk (COLMAP, transforms.json, point clouds) and the image pipeline are in
+//! [`data`].
+//!
 //! This facade re-exports the workspace crates and names the backends selected by cargo
 //! features:
 //!
@@ -16,6 +19,7 @@
 //! Each has an `Autodiff` twin (`CpuAutodiff`, `WgpuAutodiff`, `CudaAutodiff`) for training.
 //! [`backend::Default`] is the fastest compiled one (cuda, then wgpu, then ndarray).
 
+pub use ember_data as data;
 pub use ember_field as field;
 pub use ember_kernels as kernels;
 

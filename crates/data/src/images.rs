@@ -1,0 +1,407 @@
+//! Decoding one image file into what training consumes: 8-bit RGB at the view's resolution.
+//!
+//! The steps, in this order: decode (PNG or JPEG, any bit depth, format sniffed from the bytes),
+//! composite RGBA over the background colour (before anything resamples, so a resize never mixes
+//! straight-alpha colours), undistort (remap to the pinhole camera, when the view asks for it),
+//! resize to the view's size (triangle filter, which averages over the footprint when shrinking).
+//! The result stays `u8` (a quarter of the memory of `f32`) until [`DecodedImage::to_tensor`].
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+use image::imageops::FilterType;
+use image::{ImageReader, RgbImage};
+use rayon::prelude::*;
+
+use crate::camera::{Distortion, Intrinsics};
+use crate::error::{DataError, Result};
+
+/// An 8-bit RGB image, row-major `[height, width, 3]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodedImage {
+    /// Width, pixels.
+    pub width: u32,
+    /// Height, pixels.
+    pub height: u32,
+    /// `height * width * 3` bytes, RGB interleaved, top row first.
+    pub data: Vec<u8>,
+}
+
+impl DecodedImage {
+    /// Bytes of pixel data held.
+    pub fn byte_len(&self) -> usize {
+        self.data.len()
+    }
+
+    /// The RGB value of pixel `(x, y)`; `None` outside the image.
+    pub fn pixel(&self, x: u32, y: u32) -> Option<[u8; 3]> {
+        if x >= self.width || y >= self.height {
+            return None;
+        }
+        let i = 3 * (y as usize * self.width as usize + x as usize);
+        Some([self.data[i], self.data[i + 1], self.data[i + 2]])
+    }
+
+    /// The image as `f32` values in `[0, 1]`, row-major `[height, width, 3]`.
+    pub fn to_f32(&self) -> Vec<f32> {
+        self.data.iter().map(|&v| v as f32 / 255.0).collect()
+    }
+
+    /// The image on `device` as a `[height, width, 3]` float tensor with values in `[0, 1]`.
+    pub fn to_tensor<B: Backend>(&self, device: &B::Device) -> Tensor<B, 3> {
+        let shape = [self.height as usize, self.width as usize, 3];
+        Tensor::from_data(TensorData::new(self.to_f32(), shape), device)
+    }
+}
+
+/// Where a view's image comes from and how to turn the file into the view's pixels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImageSource {
+    /// The image file.
+    pub path: PathBuf,
+    /// The size the file must have, pixels (checked when decoding).
+    pub file_size: (u32, u32),
+    /// The size delivered, pixels (the file is resized when it differs).
+    pub size: (u32, u32),
+    /// Colour that transparent pixels are composited over, RGB in `[0, 1]`.
+    pub background: [f32; 3],
+    /// Remap the file from this distorted camera (intrinsics at the file's resolution) to the
+    /// pinhole camera with the same intrinsics before resizing; `None` leaves it as it is.
+    pub undistort: Option<(Intrinsics, Distortion)>,
+}
+
+impl ImageSource {
+    /// Reads and decodes the file.
+    pub fn decode(&self) -> Result<DecodedImage> {
+        let bytes = std::fs::read(&self.path).map_err(|e| DataError::io(&self.path, e))?;
+        self.decode_bytes(&bytes)
+    }
+
+    /// Decodes the file's bytes (already read); errors name [`ImageSource::path`].
+    pub fn decode_bytes(&self, bytes: &[u8]) -> Result<DecodedImage> {
+        let rgb = decode_rgb(bytes, &self.path, self.background)?;
+        let (fw, fh) = self.file_size;
+        if rgb.dimensions() != (fw, fh) {
+            return Err(DataError::ImageSizeMismatch {
+                path: self.path.clone(),
+                expected_width: fw,
+                expected_height: fh,
+                found_width: rgb.width(),
+                found_height: rgb.height(),
+            });
+        }
+        let rgb = match &self.undistort {
+            Some((intrinsics, distortion)) if !distortion.is_none() => {
+                undistort(&rgb, intrinsics, distortion)
+            }
+            _ => rgb,
+        };
+        let (w, h) = self.size;
+        let rgb = if (w, h) == (fw, fh) {
+            rgb
+        } else {
+            image::imageops::resize(&rgb, w, h, FilterType::Triangle)
+        };
+        Ok(DecodedImage {
+            width: w,
+            height: h,
+            data: rgb.into_raw(),
+        })
+    }
+}
+
+/// Reads only the header of an image file: its `(width, height)`.
+pub fn image_dimensions(path: &Path) -> Result<(u32, u32)> {
+    let image_error = |source| DataError::Image {
+        path: path.to_path_buf(),
+        source,
+    };
+    ImageReader::open(path)
+        .map_err(|e| DataError::io(path, e))?
+        .with_guessed_format()
+        .map_err(|e| DataError::io(path, e))?
+        .into_dimensions()
+        .map_err(image_error)
+}
+
+/// Decodes PNG or JPEG bytes to RGB, compositing any alpha over `background`.
+pub fn decode_rgb(bytes: &[u8], path: &Path, background: [f32; 3]) -> Result<RgbImage> {
+    let image_error = |source| DataError::Image {
+        path: path.to_path_buf(),
+        source,
+    };
+    if bytes.starts_with(&[0xFF, 0xD8])
+        && let Err(problem) = check_jpeg_complete(bytes)
+    {
+        return Err(image_error(image::ImageError::Decoding(
+            image::error::DecodingError::new(image::ImageFormat::Jpeg.into(), problem),
+        )));
+    }
+    // `ImageReader` applies the default decoding limits (512 MiB), so a corrupt header that
+    // announces a gigantic image is an error rather than an allocation failure.
+    let decoded = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| DataError::io(path, e))?
+        .decode()
+        .map_err(image_error)?;
+    if !decoded.color().has_alpha() {
+        return Ok(decoded.into_rgb8());
+    }
+    let rgba = decoded.into_rgba8();
+    let (w, h) = rgba.dimensions();
+    let bg = background.map(|c| c.clamp(0.0, 1.0) * 255.0);
+    let mut out = vec![0u8; w as usize * h as usize * 3];
+    out.par_chunks_mut(3 * w as usize)
+        .zip(rgba.as_raw().par_chunks(4 * w as usize))
+        .for_each(|(dst, src)| {
+            for (d, s) in dst.chunks_exact_mut(3).zip(src.chunks_exact(4)) {
+                let a = s[3] as f32 * (1.0 / 255.0);
+                for c in 0..3 {
+                    d[c] = (s[c] as f32 * a + bg[c] * (1.0 - a)).round() as u8;
+                }
+            }
+        });
+    // The buffer has exactly w * h * 3 bytes, so this cannot fail.
+    Ok(RgbImage::from_raw(w, h, out).expect("buffer sized for the image"))
+}
+
+/// Walks a JPEG's marker segments to its end-of-image marker.
+///
+/// The JPEG decoder fills whatever a truncated file lacks with grey and reports success, so a
+/// file cut short (a partial copy, an interrupted download) would silently train on grey
+/// blocks. A complete file has an EOI marker after its last scan; entropy-coded data cannot
+/// contain one (a data byte `0xFF` is always followed by `0x00` or a restart marker).
+fn check_jpeg_complete(bytes: &[u8]) -> std::result::Result<(), String> {
+    let mut i = 2;
+    loop {
+        // Markers may be preceded by any number of 0xFF fill bytes.
+        while i < bytes.len() && bytes[i] == 0xFF && bytes.get(i + 1) == Some(&0xFF) {
+            i += 1;
+        }
+        if i + 1 >= bytes.len() {
+            return Err(format!(
+                "truncated JPEG: file ends at byte {} without an end-of-image marker",
+                bytes.len()
+            ));
+        }
+        if bytes[i] != 0xFF {
+            return Err(format!("corrupt JPEG: expected a marker at byte {i}"));
+        }
+        let marker = bytes[i + 1];
+        i += 2;
+        match marker {
+            0xD9 => return Ok(()),
+            // Standalone markers without a length.
+            0x01 | 0xD0..=0xD7 => continue,
+            _ => {}
+        }
+        let Some(length) = bytes
+            .get(i..i + 2)
+            .map(|b| u16::from_be_bytes([b[0], b[1]]) as usize)
+        else {
+            return Err(format!(
+                "truncated JPEG: file ends in the segment at byte {}",
+                i - 2
+            ));
+        };
+        if length < 2 {
+            return Err(format!("corrupt JPEG: segment length {length} at byte {i}"));
+        }
+        i += length;
+        if i > bytes.len() {
+            return Err(format!(
+                "truncated JPEG: a segment runs past the end of the file ({} bytes)",
+                bytes.len()
+            ));
+        }
+        if marker == 0xDA {
+            // Entropy-coded data up to the next marker that is not a stuffed byte or a restart.
+            loop {
+                match bytes.get(i..i + 2) {
+                    None => {
+                        return Err(format!(
+                            "truncated JPEG: file ends inside scan data at byte {}",
+                            bytes.len()
+                        ));
+                    }
+                    Some([0xFF, next])
+                        if *next != 0x00 && !(0xD0..=0xD7).contains(next) && *next != 0xFF =>
+                    {
+                        break;
+                    }
+                    _ => i += 1,
+                }
+            }
+        }
+    }
+}
+
+/// Remaps an image taken by a distorted camera to the pinhole camera with the same intrinsics
+/// and size: each output pixel centre is distorted into the source and sampled bilinearly.
+/// Samples that fall outside the source repeat its edge (as COLMAP's undistorter would crop
+/// instead; keeping the size keeps the intrinsics unchanged).
+pub fn undistort(source: &RgbImage, k: &Intrinsics, distortion: &Distortion) -> RgbImage {
+    let (w, h) = source.dimensions();
+    let src = source.as_raw();
+    let row_bytes = 3 * w as usize;
+    let mut out = vec![0u8; row_bytes * h as usize];
+    out.par_chunks_mut(row_bytes)
+        .enumerate()
+        .for_each(|(v, row)| {
+            let y = (v as f64 + 0.5 - k.cy) / k.fy;
+            for u in 0..w as usize {
+                let x = (u as f64 + 0.5 - k.cx) / k.fx;
+                let (xd, yd) = distortion.distort(x, y);
+                // Back to continuous pixel-index coordinates (pixel centres at integers).
+                let sx = (k.fx * xd + k.cx - 0.5).clamp(0.0, (w - 1) as f64);
+                let sy = (k.fy * yd + k.cy - 0.5).clamp(0.0, (h - 1) as f64);
+                let (x0, y0) = (sx.floor() as usize, sy.floor() as usize);
+                let (x1, y1) = ((x0 + 1).min(w as usize - 1), (y0 + 1).min(h as usize - 1));
+                let (ax, ay) = (sx - x0 as f64, sy - y0 as f64);
+                for c in 0..3 {
+                    let at = |xx: usize, yy: usize| src[yy * row_bytes + 3 * xx + c] as f64;
+                    let top = at(x0, y0) * (1.0 - ax) + at(x1, y0) * ax;
+                    let bottom = at(x0, y1) * (1.0 - ax) + at(x1, y1) * ax;
+                    row[3 * u + c] = (top * (1.0 - ay) + bottom * ay).round() as u8;
+                }
+            }
+        });
+    RgbImage::from_raw(w, h, out).expect("buffer sized for the image")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use image::{ImageFormat, Rgba, RgbaImage};
+
+    fn png_bytes(image: &RgbaImage) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        image
+            .write_to(&mut Cursor::new(&mut bytes), ImageFormat::Png)
+            .unwrap();
+        bytes
+    }
+
+    #[test]
+    fn rgba_is_composited_over_the_background() {
+        let mut rgba = RgbaImage::new(2, 1);
+        rgba.put_pixel(0, 0, Rgba([255, 0, 0, 0]));
+        rgba.put_pixel(1, 0, Rgba([255, 0, 0, 128]));
+        let bytes = png_bytes(&rgba);
+        let white = decode_rgb(&bytes, Path::new("x.png"), [1.0; 3]).unwrap();
+        assert_eq!(white.get_pixel(0, 0).0, [255, 255, 255]);
+        assert_eq!(white.get_pixel(1, 0).0, [255, 127, 127]);
+        let black = decode_rgb(&bytes, Path::new("x.png"), [0.0; 3]).unwrap();
+        assert_eq!(black.get_pixel(0, 0).0, [0, 0, 0]);
+        assert_eq!(black.get_pixel(1, 0).0, [128, 0, 0]);
+    }
+
+    #[test]
+    fn source_checks_size_and_resizes() {
+        let rgba = RgbaImage::from_pixel(8, 4, Rgba([10, 20, 30, 255]));
+        let bytes = png_bytes(&rgba);
+        let source = ImageSource {
+            path: PathBuf::from("x.png"),
+            file_size: (8, 4),
+            size: (4, 2),
+            background: [1.0; 3],
+            undistort: None,
+        };
+        let image = source.decode_bytes(&bytes).unwrap();
+        assert_eq!((image.width, image.height), (4, 2));
+        assert_eq!(image.pixel(3, 1), Some([10, 20, 30]));
+        assert_eq!(image.pixel(4, 1), None);
+        let wrong = ImageSource {
+            file_size: (8, 5),
+            ..source
+        };
+        let error = wrong.decode_bytes(&bytes).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("image is 8x4 but its camera says 8x5"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn undistort_moves_a_dot_to_its_pinhole_position() {
+        // A white dot on black at a distorted position; after undistortion it must sit where the
+        // pinhole camera projects the same ray.
+        let k = Intrinsics {
+            fx: 100.0,
+            fy: 100.0,
+            cx: 64.0,
+            cy: 64.0,
+            width: 128,
+            height: 128,
+        };
+        let d = Distortion {
+            k1: -0.2,
+            ..Distortion::default()
+        };
+        let (x, y) = (0.4, -0.3);
+        let (xd, yd) = d.distort(x, y);
+        let (du, dv) = (k.fx * xd + k.cx, k.fy * yd + k.cy);
+        let mut img = RgbImage::new(128, 128);
+        for j in 0..128u32 {
+            for i in 0..128u32 {
+                let r2 = (i as f64 + 0.5 - du).powi(2) + (j as f64 + 0.5 - dv).powi(2);
+                if r2 < 4.0 {
+                    img.put_pixel(i, j, image::Rgb([255, 255, 255]));
+                }
+            }
+        }
+        let out = undistort(&img, &k, &d);
+        // Brightness-weighted centroid of the output, in continuous pixel coordinates.
+        let (mut sx, mut sy, mut s) = (0.0, 0.0, 0.0);
+        for (i, j, p) in out.enumerate_pixels() {
+            let v = p.0[0] as f64;
+            sx += v * (i as f64 + 0.5);
+            sy += v * (j as f64 + 0.5);
+            s += v;
+        }
+        let (pu, pv) = (k.fx * x + k.cx, k.fy * y + k.cy);
+        assert!(s > 0.0);
+        assert!(
+            (sx / s - pu).abs() < 0.5 && (sy / s - pv).abs() < 0.5,
+            "centroid ({}, {}) vs pinhole ({pu}, {pv})",
+            sx / s,
+            sy / s
+        );
+        // No distortion: the identity.
+        assert_eq!(undistort(&img, &k, &Distortion::default()), img);
+    }
+
+    #[test]
+    fn garbage_and_truncated_bytes_are_errors() {
+        let bytes = png_bytes(&RgbaImage::from_pixel(16, 16, Rgba([1, 2, 3, 4])));
+        for len in [0, 8, 20, 40, bytes.len() / 2] {
+            assert!(decode_rgb(&bytes[..len], Path::new("t.png"), [1.0; 3]).is_err());
+        }
+        assert!(decode_rgb(b"not an image", Path::new("t.png"), [1.0; 3]).is_err());
+    }
+
+    #[test]
+    fn truncated_jpeg_is_an_error() {
+        let rgb = RgbImage::from_fn(64, 48, |x, y| image::Rgb([(x * 4) as u8, (y * 5) as u8, 7]));
+        let mut jpeg = Vec::new();
+        rgb.write_to(&mut Cursor::new(&mut jpeg), ImageFormat::Jpeg)
+            .unwrap();
+        let full = decode_rgb(&jpeg, Path::new("t.jpg"), [1.0; 3]).unwrap();
+        assert_eq!(full.dimensions(), (64, 48));
+        for len in (2..jpeg.len()).step_by(7) {
+            let error = decode_rgb(&jpeg[..len], Path::new("t.jpg"), [1.0; 3]).unwrap_err();
+            assert!(
+                error.to_string().starts_with("t.jpg: cannot decode image"),
+                "{error}"
+            );
+        }
+        // Bytes after the end-of-image marker (some cameras append data) are fine.
+        let mut trailer = jpeg.clone();
+        trailer.extend_from_slice(b"trailing maker notes");
+        assert!(decode_rgb(&trailer, Path::new("t.jpg"), [1.0; 3]).is_ok());
+    }
+}

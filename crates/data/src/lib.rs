@@ -1,0 +1,76 @@
+//! Ember's datasets: the scenes a user brings, read from disk, and the image pipeline that feeds
+//! training.
+//!
+//! # Formats
+//! | source | files | notes |
+//! |---|---|---|
+//! | COLMAP | `sparse/0/{cameras,images,points3D}.{bin,txt}` + `images/` | binary and text, read and written ([`colmap`]); `sparse/0`, else the largest model in `sparse/`; `images_N/` for pre-downscaled sets |
+//! | NeRF-Synthetic | `transforms_{train,val,test}.json` | `camera_angle_x`; RGBA PNGs composited over [`DatasetOptions::background`] |
+//! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2`, global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path` |
+//! | point clouds | COLMAP `points3D`, PLY | [`PointCloud`]: ASCII and binary PLY, `x y z` + optional `red green blue` |
+//!
+//! Camera models: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV (COLMAP), and
+//! nerfstudio's OPENCV/PINHOLE. Distorted images are **undistorted when decoded** (remapped to
+//! the pinhole camera with the same intrinsics and size, see [`images::undistort`]), so every
+//! [`View`] is a pinhole camera; with [`DatasetOptions::undistort`] off the images are left as
+//! they are and the coefficients are carried in [`View::distortion`], which Ember's projection
+//! does not apply yet.
+//!
+//! # Conventions
+//! - Poses are world-to-camera in OpenCV axes (x right, y down, z forward), `p_cam = R p + t`,
+//!   as in `ember-kernels`' [`CameraParams`](ember_kernels::CameraParams) ([`View::camera`]).
+//!   The OpenGL/Blender camera-to-world of `transforms.json` is converted in one place,
+//!   [`opengl_c2w_to_opencv_w2c`].
+//! - Pixel `(0, 0)` covers `[0, 1) x [0, 1)`; its centre is `(0.5, 0.5)`.
+//! - Images are `[H, W, 3]` RGB, `u8` in memory, `f32` in `[0, 1]` on a device.
+//! - Split: explicit split files when present (per-split JSONs, nerfstudio filename lists), else
+//!   every 8th view in name order is held out for testing (the 3DGS convention,
+//!   [`DatasetOptions::test_every`]).
+//! - [`Dataset::extent`] is the 3DGS "cameras extent": 1.1 times the largest distance of a
+//!   training camera centre from their mean.
+//!
+//! # Not supported
+//! Fisheye and other COLMAP camera models (OPENCV_FISHEYE, FULL_OPENCV, FOV, the *_FISHEYE
+//! models: they load as records but are refused as cameras, by name); COLMAP split lists (COLMAP
+//! scenes use [`DatasetOptions::test_every`]); masks, depth maps and per-image exposure;
+//! 3DGS-layout PLY attributes beyond position and colour (that is a splat file, not a point cloud).
+//! Undistortion keeps the image size and repeats edge pixels where the distorted image has no
+//! data (COLMAP's undistorter crops instead).
+//!
+//! # Errors
+//! Everything that reads a file returns [`DataError`], which names the file and the problem;
+//! nothing panics on user data. The binary readers check record counts against the file size
+//! before allocating. `crates/data/fuzz` holds cargo-fuzz targets for the COLMAP, JSON and PLY
+//! readers (`cargo +nightly fuzz run colmap_binary`, outside the workspace); the test suite's
+//! `corruption` module runs every reader, image decoders included, on deterministic truncations
+//! and byte flips.
+
+#![warn(missing_docs)]
+
+pub mod camera;
+pub mod colmap;
+mod dataset;
+mod error;
+pub mod images;
+mod loader;
+pub mod points;
+pub mod transforms_json;
+
+use std::path::Path;
+
+pub use camera::{Distortion, Intrinsics, Pose, opengl_c2w_to_opencv_w2c};
+pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View};
+pub use error::{DataError, Result};
+pub use images::{DecodedImage, ImageSource};
+pub use loader::{DevicePrefetcher, ImageLoader, IoStats, LoaderOptions, Prefetcher, Sample};
+pub use points::PointCloud;
+
+/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so an
+/// interrupted write never leaves a truncated file behind.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(|e| DataError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| DataError::io(path, e))
+}

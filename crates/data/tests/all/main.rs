@@ -1,0 +1,11 @@
+//! `ember-data`'s integration tests: one binary, one module per area.
+
+mod colmap_roundtrip;
+mod common;
+mod corruption;
+mod errors;
+mod figurine;
+mod lego;
+mod loader;
+mod nerfstudio;
+mod smoke;
