@@ -557,6 +557,12 @@ fn render_edge_cases_wgpu() {
     edge_cases::<WgpuFused>("render edge cases (wgpu)", &Default::default());
 }
 
+#[cfg(feature = "cuda")]
+#[test]
+fn render_edge_cases_cuda() {
+    edge_cases::<CudaFused>("render edge cases (cuda)", &Default::default());
+}
+
 #[test]
 fn cpu_renders_are_bit_identical() {
     let mut rng = fresh_rng("cpu_renders_are_bit_identical");
@@ -576,16 +582,28 @@ fn cpu_renders_are_bit_identical() {
     }
 }
 
-#[cfg(feature = "wgpu")]
-#[test]
-fn gpu_forward_is_deterministic() {
-    let mut rng = fresh_rng("gpu_forward_is_deterministic");
+/// Two forwards of the same scene give the same image: the binning sorts are stable and the
+/// forward has no atomics (only the backward's sums may differ in the last bits).
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+fn forward_is_deterministic<B: SplatBackend>(label: &str, device: &B::Device) {
+    let mut rng = fresh_rng(label);
     let camera = test_camera(&mut rng, 64, 40);
     let scene = random_scene(&mut rng, 700);
-    let device = Default::default();
-    let field = field_of::<WgpuFused>(&scene, &device);
+    let field = field_of::<B>(&scene, device);
     let options = RenderOptions::default();
     let a = host(render(&field, &camera, &options).expect("render").rgb);
     let b = host(render(&field, &camera, &options).expect("render").rgb);
-    assert_eq!(a, b, "two GPU forwards differ");
+    assert_eq!(a, b, "{label}: two GPU forwards differ");
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn wgpu_forward_is_deterministic() {
+    forward_is_deterministic::<WgpuFused>("wgpu forward determinism", &Default::default());
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn cuda_forward_is_deterministic() {
+    forward_is_deterministic::<CudaFused>("cuda forward determinism", &Default::default());
 }
