@@ -1,11 +1,7 @@
-//! `cargo bench --bench raster`: the CPU tile rasterizer on the real Mip-NeRF 360 *garden* scene
-//! (`garden_points/test_garden.npz` under `EMBER_DATA_DIR`, default `../shared/data`).
-//!
-//! Scene: the SfM points inside `[-2, 2]^3`, their colours as the SH DC term (degree 0), random
-//! scales uniform in `[1e-4, 0.02]` (stored as logs), random unit quaternions, opacities uniform
-//! in `(0, 1)` (stored as logits), fixed seed. For each of the file's 3 cameras, at its own
-//! 648x420 intrinsics and at 800x800 (same pose, `fx = fy` giving the same horizontal FOV, the
-//! principal point at the centre):
+//! `cargo bench --bench raster`: the tile rasterizer on the real Mip-NeRF 360 *garden* scene
+//! (`garden_points/test_garden.npz` under `EMBER_DATA_DIR`, default `../shared/data`; the scene
+//! is gsplat's test setup, see `examples/common/garden.rs`). For each of the file's 3 cameras, at
+//! its own 648x420 intrinsics and at 800x800, first the CPU kernels on host arrays:
 //! - `forward`: projection forward, binning, raster forward (f32);
 //! - `forward_backward`: that, then raster backward (a fixed random `v_rgb`) and projection
 //!   backward.
@@ -20,8 +16,13 @@
 //! At the end it prints markdown tables of criterion's medians. Without the data file it prints
 //! `skipped: <path> not found` and exits 0.
 
+#[path = "../examples/common/garden.rs"]
+mod garden;
+
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
+
+use garden::Scene;
 use std::time::Duration;
 
 use burn::backend::Autodiff;
@@ -36,191 +37,9 @@ use ember::kernels::raster::cpu::{self as raster, RasterArrays, RasterOutputGrad
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-/// `Y_0^0`, the SH DC basis value.
-const SH_C0: f32 = 0.282_094_8;
-const SEED: u64 = 0x6a7d_e11a;
+use garden::SEED;
+
 const BACKGROUND: [f32; 3] = [0.0; 3];
-
-/// The file's contents, row-major.
-struct Garden {
-    means: Vec<f32>,
-    colors: Vec<u8>,
-    viewmats: Vec<f32>,
-    ks: Vec<f32>,
-    width: u32,
-    height: u32,
-}
-
-/// The Gaussians the bench draws, in the layouts [`ProjectArrays`] takes.
-struct Scene {
-    means: Vec<f32>,
-    quats: Vec<f32>,
-    log_scales: Vec<f32>,
-    opacity_logits: Vec<f32>,
-    sh: Vec<f32>,
-}
-
-impl Scene {
-    fn arrays(&self) -> ProjectArrays<'_, f32> {
-        ProjectArrays {
-            means: &self.means,
-            quats: &self.quats,
-            log_scales: &self.log_scales,
-            opacity_logits: &self.opacity_logits,
-            sh: &self.sh,
-            sh_coeffs: 1,
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.opacity_logits.len()
-    }
-}
-
-fn data_file() -> PathBuf {
-    let dir = std::env::var_os("EMBER_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data")));
-    dir.join("garden_points/test_garden.npz")
-}
-
-fn read_array<T: npyz::Deserialize>(
-    npz: &mut npyz::npz::NpzArchive<std::io::BufReader<std::fs::File>>,
-    name: &str,
-    expected: &[u64],
-) -> Result<Vec<T>, String> {
-    let file = npz
-        .by_name(name)
-        .map_err(|e| format!("{name}: {e}"))?
-        .ok_or_else(|| format!("no array `{name}`"))?;
-    if file.shape() != expected {
-        return Err(format!(
-            "`{name}` has shape {:?}, expected {expected:?}",
-            file.shape()
-        ));
-    }
-    file.into_vec().map_err(|e| format!("{name}: {e}"))
-}
-
-fn load(path: &Path) -> Result<Garden, String> {
-    let mut npz = npyz::npz::NpzArchive::open(path).map_err(|e| e.to_string())?;
-    let n = npz
-        .by_name("means3d")
-        .map_err(|e| e.to_string())?
-        .ok_or("no array `means3d`")?
-        .shape()
-        .first()
-        .copied()
-        .ok_or("`means3d` is a scalar")?;
-    let means = read_array::<f32>(&mut npz, "means3d", &[n, 3])?;
-    let colors = read_array::<u8>(&mut npz, "colors", &[n, 3])?;
-    let viewmats = read_array::<f32>(&mut npz, "viewmats", &[3, 4, 4])?;
-    let ks = read_array::<f32>(&mut npz, "Ks", &[3, 3, 3])?;
-    let side = |name: &str, npz: &mut _| -> Result<u32, String> {
-        let v = read_array::<i64>(npz, name, &[])?;
-        v.first()
-            .and_then(|s| u32::try_from(*s).ok())
-            .ok_or_else(|| format!("bad `{name}`"))
-    };
-    let width = side("width", &mut npz)?;
-    let height = side("height", &mut npz)?;
-    Ok(Garden {
-        means,
-        colors,
-        viewmats,
-        ks,
-        width,
-        height,
-    })
-}
-
-fn scene(garden: &Garden) -> Scene {
-    let mut rng = StdRng::seed_from_u64(SEED);
-    let mut s = Scene {
-        means: Vec::new(),
-        quats: Vec::new(),
-        log_scales: Vec::new(),
-        opacity_logits: Vec::new(),
-        sh: Vec::new(),
-    };
-    let kept = garden
-        .means
-        .chunks_exact(3)
-        .zip(garden.colors.chunks_exact(3))
-        .filter(|(p, _)| p.iter().all(|v| (-2.0..=2.0).contains(v)));
-    for (p, rgb) in kept {
-        s.means.extend_from_slice(p);
-        s.sh.extend(rgb.iter().map(|c| (f32::from(*c) / 255.0 - 0.5) / SH_C0));
-        for _ in 0..3 {
-            let scale = 1e-4 + (0.02 - 1e-4) * rng.random::<f32>();
-            s.log_scales.push(scale.ln());
-        }
-        // Shoemake's uniform random rotation.
-        let (u1, u2, u3) = (
-            rng.random::<f32>(),
-            rng.random::<f32>(),
-            rng.random::<f32>(),
-        );
-        let tau = std::f32::consts::TAU;
-        let (a, b) = ((1.0 - u1).sqrt(), u1.sqrt());
-        s.quats.extend_from_slice(&[
-            b * (tau * u3).cos(),
-            a * (tau * u2).sin(),
-            a * (tau * u2).cos(),
-            b * (tau * u3).sin(),
-        ]);
-        let o = rng.random::<f32>().clamp(1e-6, 1.0 - 1e-6);
-        s.opacity_logits.push((o / (1.0 - o)).ln());
-    }
-    s
-}
-
-/// Camera `i` of the file, at its own intrinsics or at `square x square` with the same
-/// horizontal FOV.
-fn camera(garden: &Garden, i: usize, square: Option<u32>) -> CameraParams {
-    let v = &garden.viewmats[16 * i..16 * i + 16];
-    let k = &garden.ks[9 * i..9 * i + 9];
-    let f = |x: f32| f64::from(x);
-    let rotation = [
-        f(v[0]),
-        f(v[1]),
-        f(v[2]),
-        f(v[4]),
-        f(v[5]),
-        f(v[6]),
-        f(v[8]),
-        f(v[9]),
-        f(v[10]),
-    ];
-    let translation = [f(v[3]), f(v[7]), f(v[11])];
-    let (fx, fy, cx, cy) = (f(k[0]), f(k[4]), f(k[2]), f(k[5]));
-    match square {
-        None => CameraParams {
-            rotation,
-            translation,
-            fx,
-            fy,
-            cx,
-            cy,
-            width: garden.width,
-            height: garden.height,
-        },
-        Some(side) => {
-            let focal = fx * f64::from(side) / f64::from(garden.width);
-            let centre = f64::from(side) / 2.0;
-            CameraParams {
-                rotation,
-                translation,
-                fx: focal,
-                fy: focal,
-                cx: centre,
-                cy: centre,
-                width: side,
-                height: side,
-            }
-        }
-    }
-}
 
 const OPTIONS: ProjectOptions = ProjectOptions {
     near: 0.01,
@@ -316,27 +135,6 @@ struct Case {
     group: String,
 }
 
-/// The scene as a field on `B` (SH degree 0).
-fn field<B: Backend>(s: &Scene, device: &B::Device) -> GaussianField<B> {
-    let n = s.len();
-    let t = |v: &[f32], shape: Vec<usize>| TensorData::new(v.to_vec(), shape);
-    match GaussianField::from_tensors(
-        Tensor::from_data(t(&s.means, vec![n, 3]), device),
-        Tensor::from_data(t(&s.quats, vec![n, 4]), device),
-        Tensor::from_data(t(&s.log_scales, vec![n, 3]), device),
-        Tensor::from_data(t(&s.opacity_logits, vec![n]), device),
-        Tensor::from_data(t(&s.sh, vec![n, 1, 3]), device),
-        Tensor::from_data(t(&[], vec![n, 0, 3]), device),
-        None,
-    ) {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("raster bench: the scene is not a valid field: {e}");
-            std::process::exit(1);
-        }
-    }
-}
-
 /// `render` forward, then forward+backward, of every case on backend `B`.
 fn bench_render<B: SplatBackend>(
     c: &mut Criterion,
@@ -349,8 +147,8 @@ fn bench_render<B: SplatBackend>(
         project: OPTIONS,
         background: BACKGROUND,
     };
-    let plain = field::<B>(scene, device);
-    let tracked = field::<Autodiff<B>>(scene, device);
+    let plain = garden::field::<B>(scene, device);
+    let tracked = garden::field::<Autodiff<B>>(scene, device);
     let mut rng = StdRng::seed_from_u64(SEED ^ 2);
     for case in cases {
         let cam = &case.cam;
@@ -409,19 +207,19 @@ fn print_table(title: &str, prefix: &str, cases: &[Case]) {
 }
 
 fn main() {
-    let path = data_file();
+    let path = garden::data_file();
     if !path.is_file() {
         println!("skipped: {} not found", path.display());
         return;
     }
-    let garden = match load(&path) {
+    let garden = match garden::load(&path) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("raster bench: cannot read {}: {e}", path.display());
             std::process::exit(1);
         }
     };
-    let scene = scene(&garden);
+    let scene = garden::scene(&garden);
     println!(
         "garden: {} points, {} inside [-2, 2]^3",
         garden.means.len() / 3,
@@ -432,7 +230,7 @@ fn main() {
     let mut cases = Vec::new();
     for i in 0..cameras {
         for square in [None, Some(800)] {
-            let cam = camera(&garden, i, square);
+            let cam = garden::camera(&garden, i, square);
             let group = format!("raster_cam{i}_{}x{}", cam.width, cam.height);
             cases.push(Case {
                 camera: i,
