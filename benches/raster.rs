@@ -26,12 +26,11 @@ use garden::Scene;
 use std::time::Duration;
 
 use burn::backend::Autodiff;
-use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{Criterion, SamplingMode};
-use ember::field::{GaussianField, RenderOptions, render};
+use ember::field::{RenderOptions, render};
 use ember::kernels::SplatBackend;
-use ember::kernels::project::cpu::{self as project, ProjectArrays, ProjectOutputGrads};
+use ember::kernels::project::cpu::{self as project, ProjectOutputGrads};
 use ember::kernels::project::{CameraParams, ProjectOptions};
 use ember::kernels::raster::cpu::{self as raster, RasterArrays, RasterOutputGrads};
 use rand::rngs::StdRng;

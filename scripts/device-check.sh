@@ -45,7 +45,8 @@ run)
   gunzip -f .device/*.gz
   export EMBER_DATA_DIR="$PWD/.device/data" EMBER_REQUIRE_DATA=1
   # The GPU tests compare cuda against the CPU on random inputs and against the gsplat oracle.
-  .device/all gpu cuda --test-threads=1 2>&1 | tee "$out/test-cuda.log"
+  # (A failing test is reported in the log; the benches still run.)
+  .device/all gpu cuda --test-threads=1 2>&1 | tee "$out/test-cuda.log" || true
   # criterion writes under target/. Peak device memory: the largest `used_memory` nvidia-smi
   # reports for the bench process, sampled every 100 ms.
   mkdir -p target/tmp

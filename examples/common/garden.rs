@@ -210,7 +210,7 @@ pub fn camera(garden: &Garden, i: usize, square: Option<u32>) -> CameraParams {
     }
 }
 
-/// The scene as a field on `B` (SH degree 0).
+/// The scene as a field on `B` (colour in the SH DC term, band 1 zero).
 ///
 /// # Panics
 /// Never for a scene made by [`scene`] (its shapes are consistent).
@@ -223,11 +223,12 @@ pub fn field<B: Backend>(s: &Scene, device: &B::Device) -> GaussianField<B> {
         Tensor::from_data(t(&s.log_scales, vec![n, 3]), device),
         Tensor::from_data(t(&s.opacity_logits, vec![n]), device),
         Tensor::from_data(t(&s.sh, vec![n, 1, 3]), device),
-        Tensor::from_data(t(&[], vec![n, 0, 3]), device),
+        // Band 1 stored as zeros rather than an empty `[N, 0, 3]`: the CUDA backend of Burn 0.21
+        // cannot create zero-size tensors. Renders use `sh_degree: Some(0)`.
+        Tensor::from_data(t(&vec![0.0; 9 * n], vec![n, 3, 3]), device),
         None,
     ) {
         Ok(f) => f,
         Err(e) => panic!("the garden scene is not a valid field: {e}"),
     }
 }
-

@@ -2,7 +2,7 @@
 //! rasterization, differentiable end to end under `Autodiff`.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Int, Tensor};
+use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 use crate::GaussianField;
 use ember_kernels::{
@@ -134,14 +134,16 @@ fn empty_render<B: Backend>(
     let rgb = Tensor::<B, 1>::from_floats(setup.background, device)
         .reshape([1, 1, 3])
         .repeat(&[h, w, 1]);
+    // The empty per-Gaussian tensors are uploaded, not filled: a fill kernel over zero
+    // elements is an invalid launch on CUDA.
     Ok(RenderOutput {
         rgb,
         alpha: Tensor::zeros([h, w], device),
         depth: Tensor::zeros([h, w], device),
         aux: RenderAux {
-            radius: Tensor::zeros([0, 2], device),
-            visible: Tensor::<B, 1, Int>::zeros([0], device).greater_elem(0),
-            screen_grads: Tensor::zeros([0, 3], device),
+            radius: Tensor::from_data(TensorData::new(Vec::<i32>::new(), [0, 2]), device),
+            visible: Tensor::from_data(TensorData::new(Vec::<bool>::new(), [0]), device),
+            screen_grads: Tensor::from_data(TensorData::new(Vec::<f32>::new(), [0, 3]), device),
         },
     })
 }

@@ -223,8 +223,16 @@ pub fn project_gaussians<B: SplatBackend>(
     let device = means.device();
     if n == 0 {
         return Ok(Projected::from_primitives(
-            Tensor::zeros([0, PACKED_WIDTH], &device),
-            Tensor::zeros([0, 3], &device),
+            // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on
+            // CUDA.
+            Tensor::from_data(
+                burn::tensor::TensorData::new(Vec::<f32>::new(), [0, PACKED_WIDTH]),
+                &device,
+            ),
+            Tensor::from_data(
+                burn::tensor::TensorData::new(Vec::<i32>::new(), [0, 3]),
+                &device,
+            ),
         ));
     }
     let out = B::project_forward(

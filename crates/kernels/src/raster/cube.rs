@@ -21,9 +21,10 @@
 //! # Backward
 //! Same layout, back to front: each unit replays its pixel from its `last` entry with the
 //! transmittance recovered by division, and adds its contributions to the per-Gaussian
-//! gradient rows with atomic float additions (a compare-and-swap loop on the `f32` bits, which
-//! every runtime supports). The sums are therefore not bit-reproducible run to run on the GPU
-//! (the CPU's are). The batches start at the largest `last` of the tile's pixels.
+//! gradient rows with atomic float additions: native where the runtime has them (CUDA), else
+//! a compare-and-swap loop on the `f32` bits (WGSL). The sums are therefore not
+//! bit-reproducible run to run on the GPU (the CPU's are). The batches start at the largest
+//! `last` of the tile's pixels.
 
 use burn::tensor::{DType, Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
@@ -318,18 +319,48 @@ fn rasterize_kernel<F: Float>(
     }
 }
 
-/// Adds `value` to the `f32` stored as bits at `buf[i]`, atomically (compare-and-swap loop).
+/// How the backward adds an `f32` into a gradient buffer atomically: natively where the
+/// runtime has float atomic addition (CUDA), else as a compare-and-swap loop on the bits
+/// (WGSL has no float atomics).
 #[cube]
-fn atomic_add_f32(buf: &mut Tensor<Atomic<u32>>, i: usize, value: f32) {
-    if value != 0.0 {
-        let mut old = buf[i].load();
-        let mut pending = true;
-        while pending {
-            let new = u32::reinterpret(f32::reinterpret(old) + value);
-            let seen = buf[i].compare_exchange_weak(old, new);
-            pending = seen != old;
-            old = seen;
+trait AtomicAccumulator: Numeric {
+    /// `buf[i] += value`, atomically.
+    fn accumulate(buf: &mut Tensor<Atomic<Self>>, i: usize, value: f32);
+
+    /// The accumulated value of `buf[i]` after the kernel (read as plain memory).
+    fn read(buf: &Tensor<Self>, i: usize) -> f32;
+}
+
+#[cube]
+impl AtomicAccumulator for f32 {
+    fn accumulate(buf: &mut Tensor<Atomic<f32>>, i: usize, value: f32) {
+        if value != 0.0 {
+            buf[i].fetch_add(value);
         }
+    }
+
+    fn read(buf: &Tensor<f32>, i: usize) -> f32 {
+        buf[i]
+    }
+}
+
+#[cube]
+impl AtomicAccumulator for u32 {
+    fn accumulate(buf: &mut Tensor<Atomic<u32>>, i: usize, value: f32) {
+        if value != 0.0 {
+            let mut old = buf[i].load();
+            let mut pending = true;
+            while pending {
+                let new = u32::reinterpret(f32::reinterpret(old) + value);
+                let seen = buf[i].compare_exchange_weak(old, new);
+                pending = seen != old;
+                old = seen;
+            }
+        }
+    }
+
+    fn read(buf: &Tensor<u32>, i: usize) -> f32 {
+        f32::reinterpret(buf[i])
     }
 }
 
@@ -337,14 +368,14 @@ fn atomic_add_f32(buf: &mut Tensor<Atomic<u32>>, i: usize, value: f32) {
 /// into `grads` `[N, GRAD_WIDTH]` (`f32` bits, zero-initialised).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn rasterize_backward_kernel<F: Float>(
+fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
     packed: &Tensor<F>,
     offsets: &Tensor<u32>,
     ids: &Tensor<u32>,
     last: &Tensor<u32>,
     transmittance: &Tensor<F>,
     grad_image: &Tensor<F>,
-    grads: &mut Tensor<Atomic<u32>>,
+    grads: &mut Tensor<Atomic<A>>,
     background: Sequence<f32>,
     width: u32,
     height: u32,
@@ -423,10 +454,10 @@ fn rasterize_backward_kernel<F: Float>(
                     let v_alpha = t * own - behind / one_minus;
                     behind += w * own;
                     let base = batch_ids[k] as usize * GRAD_WIDTH;
-                    atomic_add_f32(grads, base + PACKED_COLOR, f32::cast_from(w * v_r));
-                    atomic_add_f32(grads, base + PACKED_COLOR + 1, f32::cast_from(w * v_g));
-                    atomic_add_f32(grads, base + PACKED_COLOR + 2, f32::cast_from(w * v_b));
-                    atomic_add_f32(grads, base + PACKED_DEPTH, f32::cast_from(w * v_depth));
+                    A::accumulate(grads, base + PACKED_COLOR, f32::cast_from(w * v_r));
+                    A::accumulate(grads, base + PACKED_COLOR + 1, f32::cast_from(w * v_g));
+                    A::accumulate(grads, base + PACKED_COLOR + 2, f32::cast_from(w * v_b));
+                    A::accumulate(grads, base + PACKED_DEPTH, f32::cast_from(w * v_depth));
                     if !clamped {
                         let a = rows[row + PACKED_CONIC];
                         let b = rows[row + PACKED_CONIC + 1];
@@ -434,25 +465,25 @@ fn rasterize_backward_kernel<F: Float>(
                         let v_sigma = -v_alpha * alpha;
                         let gx = -v_sigma * (a * dx + b * dy);
                         let gy = -v_sigma * (b * dx + c * dy);
-                        atomic_add_f32(grads, base + PACKED_OPACITY, f32::cast_from(vis * v_alpha));
-                        atomic_add_f32(
+                        A::accumulate(grads, base + PACKED_OPACITY, f32::cast_from(vis * v_alpha));
+                        A::accumulate(
                             grads,
                             base + PACKED_CONIC,
                             f32::cast_from(half * v_sigma * dx * dx),
                         );
-                        atomic_add_f32(
+                        A::accumulate(
                             grads,
                             base + PACKED_CONIC + 1,
                             f32::cast_from(v_sigma * dx * dy),
                         );
-                        atomic_add_f32(
+                        A::accumulate(
                             grads,
                             base + PACKED_CONIC + 2,
                             f32::cast_from(half * v_sigma * dy * dy),
                         );
-                        atomic_add_f32(grads, base, f32::cast_from(gx));
-                        atomic_add_f32(grads, base + 1, f32::cast_from(gy));
-                        atomic_add_f32(
+                        A::accumulate(grads, base, f32::cast_from(gx));
+                        A::accumulate(grads, base + 1, f32::cast_from(gy));
+                        A::accumulate(
                             grads,
                             base + PACKED_WIDTH,
                             f32::cast_from(F::sqrt(gx * gx + gy * gy)),
@@ -468,18 +499,18 @@ fn rasterize_backward_kernel<F: Float>(
 
 /// Zeroes `buf[..len]`.
 #[cube(launch)]
-fn zero_kernel(buf: &mut Tensor<u32>, len: u32) {
+fn zero_kernel<A: AtomicAccumulator>(buf: &mut Tensor<A>, len: u32) {
     let i = ABSOLUTE_POS;
     if i < len as usize {
-        buf[i] = 0;
+        buf[i] = A::from_int(0);
     }
 }
 
 /// Splits the accumulated `f32` bits `[N, GRAD_WIDTH]` into `grad_packed [N, PACKED_WIDTH]`
 /// and `screen [N, 3]` (`dL/dxy`, `xy_abs`) in the float type `F`.
 #[cube(launch)]
-fn unpack_grads_kernel<F: Float>(
-    acc: &Tensor<u32>,
+fn unpack_grads_kernel<F: Float, A: AtomicAccumulator>(
+    acc: &Tensor<A>,
     grad_packed: &mut Tensor<F>,
     screen: &mut Tensor<F>,
     n: u32,
@@ -491,11 +522,11 @@ fn unpack_grads_kernel<F: Float>(
     }
     #[unroll]
     for c in 0..PACKED_WIDTH {
-        grad_packed[i * PACKED_WIDTH + c] = F::cast_from(f32::reinterpret(acc[i * GRAD_WIDTH + c]));
+        grad_packed[i * PACKED_WIDTH + c] = F::cast_from(A::read(acc, i * GRAD_WIDTH + c));
     }
     screen[3 * i] = grad_packed[i * PACKED_WIDTH];
     screen[3 * i + 1] = grad_packed[i * PACKED_WIDTH + 1];
-    screen[3 * i + 2] = F::cast_from(f32::reinterpret(acc[i * GRAD_WIDTH + PACKED_WIDTH]));
+    screen[3 * i + 2] = F::cast_from(A::read(acc, i * GRAD_WIDTH + PACKED_WIDTH));
 }
 
 /// The background as launch scalars.
@@ -664,6 +695,17 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEl
     }
 }
 
+/// Whether the runtime adds `f32` atomically in hardware.
+fn native_float_atomics<R: CubeRuntime>(client: &ComputeClient<R>) -> bool {
+    use cubecl::features::AtomicUsage;
+    use cubecl::ir::{ElemType, FloatKind, StorageType, Type};
+    let f32_atomic = Type::new(StorageType::Atomic(ElemType::Float(FloatKind::F32)));
+    client
+        .properties()
+        .atomic_type_usage(f32_atomic)
+        .contains(AtomicUsage::Add)
+}
+
 /// [`crate::SplatBackend::rasterize_backward`] on a CubeCL backend.
 pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
     packed: CubeTensor<R>,
@@ -671,14 +713,37 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolE
     grad_image: CubeTensor<R>,
     setup: RasterSetup,
 ) -> RasterGradPrimitives<CubeBackend<R, F, I, BT>> {
+    if native_float_atomics(&packed.client) {
+        backward_with::<R, F, I, BT, f32>(packed, state, grad_image, setup, DType::F32)
+    } else {
+        backward_with::<R, F, I, BT, u32>(packed, state, grad_image, setup, DType::U32)
+    }
+}
+
+/// The backward with gradient sums accumulated as `A` (see [`AtomicAccumulator`]), a buffer
+/// of `acc_dtype`.
+fn backward_with<R, F, I, BT, A>(
+    packed: CubeTensor<R>,
+    state: RasterState<CubeBackend<R, F, I, BT>>,
+    grad_image: CubeTensor<R>,
+    setup: RasterSetup,
+    acc_dtype: DType,
+) -> RasterGradPrimitives<CubeBackend<R, F, I, BT>>
+where
+    R: CubeRuntime,
+    F: FloatElement,
+    I: IntElement,
+    BT: BoolElement,
+    A: AtomicAccumulator,
+{
     let packed = into_contiguous(packed);
     let grad_image = into_contiguous(grad_image);
     let client = packed.client.clone();
     let n = packed.shape()[0];
     let dtype = packed.dtype;
-    let acc = u32_tensor(&packed, n * GRAD_WIDTH);
+    let acc = float_output(&packed, [n * GRAD_WIDTH], acc_dtype);
     let (count, dim) = elementwise(&client, n * GRAD_WIDTH);
-    zero_kernel::launch::<R>(
+    zero_kernel::launch::<A, R>(
         &client,
         count,
         dim,
@@ -686,7 +751,7 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolE
         (n * GRAD_WIDTH) as u32,
     );
     let (count, dim) = tile_launch(&setup);
-    rasterize_backward_kernel::launch::<R>(
+    rasterize_backward_kernel::launch::<A, R>(
         &client,
         count,
         dim,
@@ -705,7 +770,7 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolE
     let grad_packed = float_output(&packed, [n, PACKED_WIDTH], dtype);
     let screen = float_output(&packed, [n, 3], dtype);
     let (count, dim) = elementwise(&client, n);
-    unpack_grads_kernel::launch::<R>(
+    unpack_grads_kernel::launch::<A, R>(
         &client,
         count,
         dim,

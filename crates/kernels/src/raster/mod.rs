@@ -237,7 +237,12 @@ pub fn rasterize<B: SplatBackend>(
         let pixel = Tensor::<B, 1>::from_floats([r, g, b, 0.0, 0.0], &device);
         return Ok(Rasterized {
             image: pixel.reshape([1, 1, IMAGE_CHANNELS]).repeat(&[h, w, 1]),
-            screen_grads: Tensor::zeros([0, 3], &device),
+            // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on
+            // CUDA.
+            screen_grads: Tensor::from_data(
+                burn::tensor::TensorData::new(Vec::<f32>::new(), [0, 3]),
+                &device,
+            ),
         });
     }
     let screen_grads = Tensor::<B, 2>::zeros([n, 3], &device).require_grad();
