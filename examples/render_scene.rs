@@ -136,7 +136,7 @@ fn run() -> Result<(), String> {
     // 1. The scene: SfM points to Gaussians.
     let data = garden::load(&path)?;
     let scene = garden::scene(&data);
-    let device = <B as Backend>::Device::default();
+    let device: burn::tensor::Device<B> = Default::default();
     let field: GaussianField<B> = garden::field::<B>(&scene, &device);
     println!(
         "garden: {} SfM points, {} Gaussians inside [-2, 2]^3, rendering on {}",

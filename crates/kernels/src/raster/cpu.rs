@@ -682,6 +682,8 @@ struct LaneGrads<T> {
 /// Replays the pixel row `py` (its tile's lanes start at column `x0`) back to front over `list`, adding each
 /// entry's gradients into `partial` (indexed like `list`). Lanes are evaluated branch-free and
 /// summed in a fixed pairwise order, so results are deterministic.
+// The lane index addresses a dozen per-lane arrays at once.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn backward_row_body<T: Real>(
     list: &[TileEntry<T>],
