@@ -785,3 +785,115 @@ where
         screen_grads: screen,
     }
 }
+
+#[cfg(all(test, feature = "wgpu"))]
+mod tests {
+    use burn::backend::wgpu::{CubeBackend, WgpuDevice, WgpuRuntime};
+    use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
+    use rand::rngs::StdRng;
+    use rand::{RngExt, SeedableRng};
+
+    use super::{backward_with, native_float_atomics};
+    use crate::SplatBackend;
+    use crate::project::{CameraParams, ProjectOptions, project_gaussians};
+    use crate::raster::RasterSetup;
+
+    type B = CubeBackend<WgpuRuntime, f32, i32, u32>;
+
+    /// The backward's two accumulators (native float atomics where the runtime has them, the
+    /// compare-and-swap loop everywhere) give the same gradients.
+    #[test]
+    fn native_and_compare_and_swap_accumulation_agree() {
+        let device = WgpuDevice::default();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(5);
+        println!("seed {seed}");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let n = 300;
+        let mut u = |len: usize, lo: f32, hi: f32| -> Vec<f32> {
+            (0..len)
+                .map(|_| lo + (hi - lo) * rng.random::<f32>())
+                .collect()
+        };
+        let z = u(n, 2.0, 5.0);
+        let xy = u(2 * n, -0.5, 0.5);
+        let means: Vec<f32> = (0..n)
+            .flat_map(|i| [xy[2 * i] * z[i], xy[2 * i + 1] * z[i], z[i]])
+            .collect();
+        let t = |v: Vec<f32>| {
+            Tensor::<B, 1>::from_data(TensorData::new(v.clone(), [v.len()]), (&device, DType::F32))
+        };
+        let camera = CameraParams {
+            rotation: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+            translation: [0.0; 3],
+            fx: 60.0,
+            fy: 60.0,
+            cx: 30.0,
+            cy: 22.0,
+            width: 61,
+            height: 45,
+        };
+        let projected = project_gaussians::<B>(
+            t(means).reshape([n, 3]),
+            t(u(4 * n, -1.0, 1.0)).reshape([n, 4]),
+            t(u(3 * n, -3.5, -1.5)).reshape([n, 3]),
+            t(u(n, -1.0, 3.0)).reshape([n]),
+            t(u(3 * n, -1.0, 1.0)).reshape([n, 1, 3]),
+            &camera,
+            &ProjectOptions::default(),
+        )
+        .expect("a valid scene");
+        let setup = RasterSetup::new(camera.width, camera.height).with_background([0.3; 3]);
+        let packed = projected.packed.into_primitive().tensor();
+        let out = B::rasterize_forward(
+            packed.clone(),
+            projected.extents.into_primitive(),
+            Tensor::<B, 2>::zeros([n, 3], &device)
+                .into_primitive()
+                .tensor(),
+            setup,
+        );
+        let grad_image = t(u(61 * 45 * 5, -1.0, 1.0))
+            .reshape([45, 61, 5])
+            .into_primitive()
+            .tensor();
+        let host = |p| {
+            Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(p))
+                .into_data()
+                .to_vec::<f32>()
+                .expect("f32")
+        };
+        let swap = backward_with::<_, f32, i32, u32, u32>(
+            packed.clone(),
+            out.state.clone(),
+            grad_image.clone(),
+            setup,
+            DType::U32,
+        );
+        let swap = host(swap.packed);
+        assert!(swap.iter().any(|g| *g != 0.0), "the scene draws nothing");
+        if !native_float_atomics(&packed.client) {
+            println!("this runtime has no native f32 atomics: only the compare-and-swap path ran");
+            return;
+        }
+        let native = backward_with::<_, f32, i32, u32, f32>(
+            packed,
+            out.state,
+            grad_image,
+            setup,
+            DType::F32,
+        );
+        let native = host(native.packed);
+        let scale = swap.iter().fold(0.0f32, |m, g| m.max(g.abs()));
+        let worst = swap
+            .iter()
+            .zip(&native)
+            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            worst <= 1e-5 * scale,
+            "native vs compare-and-swap: {worst} (scale {scale})"
+        );
+    }
+}
