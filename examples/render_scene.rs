@@ -54,7 +54,11 @@ fn parse_args() -> Result<Args, String> {
                 args.side = Some(side);
             }
             "--out" => args.out = PathBuf::from(value()?),
-            other => return Err(format!("unknown argument {other} (try --side N, --out DIR)")),
+            other => {
+                return Err(format!(
+                    "unknown argument {other} (try --side N, --out DIR)"
+                ));
+            }
         }
     }
     Ok(args)

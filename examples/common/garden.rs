@@ -230,4 +230,3 @@ pub fn field<B: Backend>(s: &Scene, device: &B::Device) -> GaussianField<B> {
         Err(e) => panic!("the garden scene is not a valid field: {e}"),
     }
 }
-

@@ -54,6 +54,7 @@ mod error;
 pub mod images;
 mod loader;
 pub mod points;
+pub mod splats;
 pub mod transforms_json;
 
 use std::path::Path;
@@ -64,6 +65,9 @@ pub use error::{DataError, Result};
 pub use images::{DecodedImage, ImageSource};
 pub use loader::{DevicePrefetcher, ImageLoader, IoStats, LoaderOptions, Prefetcher, Sample};
 pub use points::PointCloud;
+pub use splats::{
+    SplatFormat, SplatInfo, Splats, convert, info, read_splats, transform, write_splats,
+};
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so an
 /// interrupted write never leaves a truncated file behind.

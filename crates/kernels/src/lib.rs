@@ -22,9 +22,10 @@ mod ndarray_host;
 pub mod project;
 mod quat;
 pub mod raster;
-mod real;
+pub mod real;
 mod simd;
 pub mod sort;
+pub mod transform;
 
 pub use field::{Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query};
 pub use project::{
@@ -34,6 +35,10 @@ pub use project::{
 pub use raster::{
     IMAGE_CHANNELS, RasterError, RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState,
     Rasterized, rasterize,
+};
+pub use transform::{
+    Similarity, TransformError, TransformInputs, TransformPrimitives, TransformedGaussians,
+    transform_gaussians,
 };
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -102,6 +107,14 @@ pub trait SplatBackend: Backend {
         grad_image: FloatTensor<Self>,
         setup: RasterSetup,
     ) -> RasterGradPrimitives<Self>;
+
+    /// The similarity transform of a Gaussian set (see [`transform`] for the contract): one
+    /// transformed copy per entry of `similarities` (non-empty, each valid), frame-major
+    /// outputs `[F, N, ...]`. Not differentiable: on `Autodiff` the outputs are untracked.
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self>;
 }
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and
