@@ -20,6 +20,14 @@
 //! | rotations | 3 (v2), 4 (v3+) | v2: `(x, y, z) = r / 127.5 - 1`, `w = sqrt(1 - x^2 - y^2 - z^2)`; v3+: "smallest three": the top 2 bits of a `u32` index the largest of `(x, y, z, w)`, the other three follow as 10 bits each (sign bit + 9-bit magnitude of `|q_i| / sqrt(1/2)`), the last component in the lowest bits |
 //! | SH | `3 K` | `(b - 128) / 128`, coefficient-major, channel fastest (as `Splats::sh_rest`) |
 //!
+//! # Frame
+//! Versions 3 and 4, as the current tools write them, store positions in a right-up-back frame
+//! (y and z opposite to the 3DGS PLY): they are read into the PLY frame by a half turn about x
+//! (`y, z -> -y, -z`, with the quaternions and SH bands rotated to match) and written back the
+//! same way. Version-2 files are read as stored. This is what the data says: the `minimal-v2`
+//! and `minimal-v3` fixtures encode the same grid with opposite `z`, and `biker.spz` (v4)
+//! matches `biker.compressed.ply` only after the turn.
+//!
 //! Quaternions come out normalised (SPZ stores unit quaternions). The flags (anti-aliasing)
 //! are not used. The writer writes version 3, gzip-compressed, with 8 bits for every SH
 //! coefficient and the largest fractional-bit count (at most 12) that fits the positions.
@@ -27,6 +35,7 @@
 use std::io::Read;
 use std::path::Path;
 
+use ember_kernels::Similarity;
 use flate2::Compression;
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
@@ -40,6 +49,9 @@ pub const MAGIC: u32 = 0x5053_474e;
 pub const COLOR_SCALE: f32 = 0.15;
 /// Largest fractional-bit count the writer uses (SPZ's default).
 const MAX_FRACTIONAL_BITS: u32 = 12;
+/// Decompressed bytes after the attributes that are read (to reach the gzip trailer) and
+/// ignored.
+const MAX_TRAILING: u64 = 1 << 20;
 /// Deflate expands data at most about 1032:1; a count claiming more is a corrupt header.
 const MAX_EXPANSION: u64 = 1100;
 
@@ -162,10 +174,15 @@ fn parse_gzip(bytes: &[u8], path: &Path) -> Result<Splats> {
         ));
     }
     let mut body = Vec::with_capacity(size as usize);
-    decoder
-        .take(size)
-        .read_to_end(&mut body)
-        .map_err(gzip_error)?;
+    let mut limited = decoder.take(size);
+    limited.read_to_end(&mut body).map_err(gzip_error)?;
+    // Read on to the end of the stream (any trailing data is ignored, up to a bound) so that
+    // gzip checks its CRC and length trailer: a file cut inside the trailer is truncated.
+    std::io::copy(
+        &mut limited.into_inner().take(MAX_TRAILING),
+        &mut std::io::sink(),
+    )
+    .map_err(gzip_error)?;
     if (body.len() as u64) < size {
         return Err(DataError::Truncated {
             path: path.to_path_buf(),
@@ -323,7 +340,23 @@ fn decode(header: Header, streams: &[&[u8]], path: &Path) -> Result<Splats> {
     };
     debug_assert_eq!(splats.len(), n);
     splats.check(path)?;
+    if header.version >= 3 {
+        return flip_frame(&splats);
+    }
     Ok(splats)
+}
+
+/// The change of frame between SPZ v3+ (right, up, back) and the 3DGS PLY (right, down,
+/// forward): negate y and z. It is a half turn about x and its own inverse: positions and SH
+/// bands go through the transform kernel with that rotation `F`, and each Gaussian's rotation
+/// becomes `F R F` (quaternion `(w, x, -y, -z)`), which keeps its local axes (as the other
+/// tools convert it; `F R` would describe the same ellipsoid with two axes reversed).
+fn flip_frame(splats: &Splats) -> Result<Splats> {
+    let mut out = splats.transformed(&Similarity::rotation([0.0, 1.0, 0.0, 0.0]))?;
+    for (flipped, q) in out.quats.iter_mut().zip(&splats.quats) {
+        *flipped = [q[0], q[1], -q[2], -q[3]];
+    }
+    Ok(out)
 }
 
 /// v2: `(x, y, z)` in bytes, `w >= 0` implied. Returns `(w, x, y, z)`.
@@ -387,6 +420,7 @@ fn pack_smallest_three(q: [f32; 4]) -> u32 {
 /// The version-3, gzip-compressed SPZ bytes of `splats` (checked by the caller); `path` names
 /// the destination in errors (positions too large for 24-bit fixed point).
 pub fn encode(splats: &Splats, path: &Path) -> Result<Vec<u8>> {
+    let splats = &flip_frame(splats)?;
     let n = splats.len();
     let max_abs = splats.means.iter().flatten().fold(0.0f32, |m, v| {
         if v.is_finite() {
