@@ -35,7 +35,7 @@ fn run<B: SplatBackend>(n: usize, k: usize) -> [Vec<f32>; 4] {
     let device: B::Device = Default::default();
     // Explicit dtype: the default float dtype is a per-device setting other tests change.
     let on = (&device, <B::FloatElem as burn::tensor::Element>::dtype());
-    let t = |len: usize, lo: f64, hi: f64| uniform(&mut rng, len, lo, hi);
+    let mut t = |len: usize, lo: f64, hi: f64| uniform(&mut rng, len, lo, hi);
     let (m, q, l, sh) = (
         t(3 * n, -5.0, 5.0),
         t(4 * n, -1.0, 1.0),

@@ -12,6 +12,9 @@
 //! | `CubeBackend<R, ..>` (wgpu, cuda)    | CubeCL kernels (`field/cube.rs`)     |
 //! | `Fusion<B>` (burn's `Wgpu`, `Cuda`)  | a custom fusion op running `B`'s     |
 //! | `Autodiff<B>`                        | hand-written `Backward` calling `B`  |
+//!
+//! The [`transform`] op (similarity transforms of Gaussian sets, SH bands rotated) has the same
+//! layout without a backward: it edits a scene and its outputs are untracked under `Autodiff`.
 
 #![warn(missing_docs)]
 

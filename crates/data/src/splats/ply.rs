@@ -111,13 +111,28 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
         })?;
     let k = sh_rest_coefficients(sh_degree);
     let n = vertex.count;
-    // Every vertex record is at least one byte (binary) or two (ASCII): a count beyond that
-    // is a corrupt header, refused before allocating for it.
-    if n > bytes.len() {
-        return Err(ply_error(format!(
-            "the header announces {n} vertices but the file has {} bytes",
-            bytes.len()
-        )));
+    // Refuse a count the body cannot hold before allocating for it: a binary record is at
+    // least its scalars' size, an ASCII one at least two characters per value.
+    let min_record: usize = match encoding {
+        Encoding::Ascii => 2 * vertex.properties.len(),
+        _ => vertex
+            .properties
+            .iter()
+            .map(|p| match p {
+                Property::Scalar { ty, .. } => ty.size(),
+                Property::List { count, .. } => count.size(),
+            })
+            .sum(),
+    };
+    let body_len = bytes.len() - body_start;
+    if n.saturating_mul(min_record) > body_len {
+        return Err(DataError::Truncated {
+            path: path.to_path_buf(),
+            offset: bytes.len() as u64,
+            what: format!(
+                "{n} vertex records of at least {min_record} bytes ({body_len} bytes of body)"
+            ),
+        });
     }
     let mut splats = Splats {
         means: vec![[0.0; 3]; n],
