@@ -414,7 +414,7 @@ fn rasterize_backward_kernel<F: Float>(
                 let alpha = F::min(F::new(MAX_ALPHA), raw);
                 if sigma >= zero && alpha >= F::new(MIN_ALPHA) {
                     let one_minus = one - alpha;
-                    t = t / one_minus;
+                    t /= one_minus;
                     let w = alpha * t;
                     let cr = rows[row + PACKED_COLOR];
                     let cg = rows[row + PACKED_COLOR + 1];
