@@ -8,6 +8,9 @@
 //! | SPZ ([`spz`]) | v2, v3 (gzip or raw), v4 (`NGSP` + zstd streams) | v3 (gzip) | quantised, see the module |
 //! | PlayCanvas compressed PLY ([`compressed_ply`]) | yes, without SH bands | no | chunked min/max quantisation |
 //!
+//! Not supported: `.ksplat` (GaussianSplats3D), writing SPZ v4 or compressed PLY, and the SH
+//! bands of a compressed PLY (such a file is refused by name).
+//!
 //! [`read_splats`] and [`write_splats`] pick the format from the extension (a `.ply` is read as
 //! a compressed PLY when its header says so). [`convert`], [`transform`] and [`info`] are the
 //! file-level operations a command line calls.
