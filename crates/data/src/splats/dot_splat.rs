@@ -7,8 +7,8 @@
 //! | 24-27 | colour | `u8` RGBA: `round(255 (0.282095 dc + 0.5))`, alpha `round(255 sigmoid(logit))` |
 //! | 28-31 | rotation | `u8` x 4, `(w, x, y, z)` of the normalised quaternion, `round(128 q + 128)` |
 //!
-//! Reading inverts this (an alpha of 0 or 255 gives a finite logit, see
-//! [`logit_of_byte`](super::logit_of_byte)); a zero or negative scale is an error.
+//! Reading inverts this (an alpha of 0 or 255 gives a finite logit, about -6.2 or 6.2: the
+//! opacity is clamped half a step inside `(0, 1)`); a zero or negative scale is an error.
 
 use std::path::Path;
 
