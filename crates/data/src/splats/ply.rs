@@ -205,9 +205,7 @@ fn read_binary(
             })
             .sum();
         if e != vertex_index {
-            if e > vertex_index {
-                break;
-            }
+            // Elements before the vertex are skipped; the loop returns at the vertex.
             match fixed {
                 Some(size) => {
                     let len = element.count.saturating_mul(size);
