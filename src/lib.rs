@@ -4,8 +4,9 @@
 //! [`GaussianField`](field::GaussianField) queried by fused kernels with hand-written backward
 //! passes, on CUDA, wgpu and the CPU (ndarray) from one kernel source.
 //!
-//! Scenes on disk (COLMAP, transforms.json, point clouds) and the image pipeline are in
-//! [`data`].
+//! Scenes on disk (COLMAP, transforms.json, point clouds), splat files (3DGS PLY, `.splat`,
+//! SPZ, compressed PLY) and the image pipeline are in [`data`]; [`splats`] turns a splat file
+//! into a field and back.
 //!
 //! This facade re-exports the workspace crates and names the backends selected by cargo
 //! features:
@@ -22,6 +23,8 @@
 pub use ember_data as data;
 pub use ember_field as field;
 pub use ember_kernels as kernels;
+
+pub mod splats;
 
 /// Backend type aliases for the compiled cargo features.
 pub mod backend {
@@ -64,8 +67,8 @@ pub mod backend {
 pub mod prelude {
     pub use ember_field::{
         Camera, Covariance, FieldError, FieldOptions, GaussianField, GaussianFieldConfig,
-        ModelError, RenderError, RenderOptions, RenderOutput, SplatAutodiffBackend, SplatBackend,
-        render,
+        ModelError, RenderError, RenderOptions, RenderOutput, Similarity, SplatAutodiffBackend,
+        SplatBackend, render, transform_camera,
     };
     pub use ember_kernels::{ProjectOptions, field_query};
 }

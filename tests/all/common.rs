@@ -197,3 +197,22 @@ pub fn oracle_err(got: &[f64], want: &[f64], width: usize, kept: &[bool]) -> (f6
     }
     worst
 }
+
+/// `relative` under `EMBER_DATA_DIR` (default `<workspace>/../shared/data`), or `None` after
+/// saying it was skipped; with `EMBER_REQUIRE_DATA=1` a missing file fails instead.
+pub fn data_path(relative: &str) -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("EMBER_DATA_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
+        });
+    let path = dir.join(relative);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("EMBER_REQUIRE_DATA").as_deref() == Ok("1") {
+        panic!("EMBER_REQUIRE_DATA=1 but {} does not exist", path.display());
+    }
+    eprintln!("skipped: test data {} not found", path.display());
+    None
+}

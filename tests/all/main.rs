@@ -10,3 +10,6 @@ mod project_cpu;
 mod project_gpu;
 mod raster_cpu;
 mod render;
+mod transform_cpu;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod transform_gpu;

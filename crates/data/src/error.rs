@@ -156,6 +156,18 @@ pub enum DataError {
         /// What is wrong.
         problem: String,
     },
+    /// A splat file that is not what its format says (bad magic, inconsistent sizes, a value
+    /// out of range, an unsupported variant).
+    #[error("{path}: {problem}")]
+    Splat {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A transform that cannot be applied (non-positive scale, NaN, buffer sizes).
+    #[error("cannot transform the splats: {0}")]
+    Transform(#[from] ember_kernels::TransformError),
     /// Options that cannot be honoured (for example `downsample = 0`).
     #[error("invalid option: {0}")]
     InvalidOption(String),

@@ -8,6 +8,7 @@
 //! | NeRF-Synthetic | `transforms_{train,val,test}.json` | `camera_angle_x`; RGBA PNGs composited over [`DatasetOptions::background`] |
 //! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2`, global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path` |
 //! | point clouds | COLMAP `points3D`, PLY | [`PointCloud`]: ASCII and binary PLY, `x y z` + optional `red green blue` |
+//! | trained splats | 3DGS PLY, `.splat`, SPZ, PlayCanvas compressed PLY | [`Splats`], see [`splats`]: read and write by extension, [`convert`], [`transform`], [`info`] |
 //!
 //! Camera models: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV (COLMAP), and
 //! nerfstudio's OPENCV/PINHOLE. Distorted images are **undistorted when decoded** (remapped to
@@ -33,7 +34,8 @@
 //! Fisheye and other COLMAP camera models (OPENCV_FISHEYE, FULL_OPENCV, FOV, the *_FISHEYE
 //! models: they load as records but are refused as cameras, by name); COLMAP split lists (COLMAP
 //! scenes use [`DatasetOptions::test_every`]); masks, depth maps and per-image exposure;
-//! 3DGS-layout PLY attributes beyond position and colour (that is a splat file, not a point cloud).
+//! 3DGS-layout PLY attributes beyond position and colour in [`PointCloud`] (a splat file is
+//! read by [`read_splats`]).
 //! Undistortion keeps the image size and repeats edge pixels where the distorted image has no
 //! data (COLMAP's undistorter crops instead).
 //!
@@ -41,7 +43,8 @@
 //! Everything that reads a file returns [`DataError`], which names the file and the problem;
 //! nothing panics on user data. The binary readers check record counts against the file size
 //! before allocating. `crates/data/fuzz` holds cargo-fuzz targets for the COLMAP, JSON and PLY
-//! readers (`cargo +nightly fuzz run colmap_binary`, outside the workspace); the test suite's
+//! readers and the splat readers (`splat_ply`, `spz`; `cargo +nightly fuzz run colmap_binary`,
+//! outside the workspace); the test suite's
 //! `corruption` module runs every reader, image decoders included, on deterministic truncations
 //! and byte flips.
 
@@ -54,6 +57,7 @@ mod error;
 pub mod images;
 mod loader;
 pub mod points;
+pub mod splats;
 pub mod transforms_json;
 
 use std::path::Path;
@@ -64,6 +68,9 @@ pub use error::{DataError, Result};
 pub use images::{DecodedImage, ImageSource};
 pub use loader::{DevicePrefetcher, ImageLoader, IoStats, LoaderOptions, Prefetcher, Sample};
 pub use points::PointCloud;
+pub use splats::{
+    SplatFormat, SplatInfo, Splats, convert, info, read_splats, transform, write_splats,
+};
 
 /// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so an
 /// interrupted write never leaves a truncated file behind.

@@ -47,14 +47,14 @@ impl PointCloud {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Encoding {
+pub(crate) enum Encoding {
     Ascii,
     LittleEndian,
     BigEndian,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Scalar {
+pub(crate) enum Scalar {
     I8,
     U8,
     I16,
@@ -80,7 +80,7 @@ impl Scalar {
         })
     }
 
-    fn size(self) -> usize {
+    pub(crate) fn size(self) -> usize {
         match self {
             Scalar::I8 | Scalar::U8 => 1,
             Scalar::I16 | Scalar::U16 => 2,
@@ -98,7 +98,7 @@ impl Scalar {
         }
     }
 
-    fn decode(self, b: &[u8], encoding: Encoding) -> f64 {
+    pub(crate) fn decode(self, b: &[u8], encoding: Encoding) -> f64 {
         macro_rules! num {
             ($t:ty) => {{
                 let mut a = [0u8; std::mem::size_of::<$t>()];
@@ -124,16 +124,16 @@ impl Scalar {
 }
 
 #[derive(Debug, Clone)]
-enum Property {
+pub(crate) enum Property {
     Scalar { name: String, ty: Scalar },
     List { count: Scalar, item: Scalar },
 }
 
 #[derive(Debug, Clone)]
-struct Element {
-    name: String,
-    count: usize,
-    properties: Vec<Property>,
+pub(crate) struct Element {
+    pub(crate) name: String,
+    pub(crate) count: usize,
+    pub(crate) properties: Vec<Property>,
 }
 
 /// Where in a vertex record the wanted values are: property index for x, y, z, r, g, b.
@@ -182,7 +182,8 @@ pub fn parse_ply(bytes: &[u8], path: &Path) -> Result<PointCloud> {
     }
 }
 
-fn parse_header(bytes: &[u8], path: &Path) -> Result<(Encoding, Vec<Element>, usize)> {
+/// The encoding, the elements and the offset of the body of a PLY file.
+pub(crate) fn parse_header(bytes: &[u8], path: &Path) -> Result<(Encoding, Vec<Element>, usize)> {
     let parse_error = |line: usize, problem: String| DataError::Parse {
         path: path.to_path_buf(),
         line,

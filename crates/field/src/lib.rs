@@ -1,5 +1,6 @@
-//! Ember's model layer: the learnable [`GaussianField`], its differentiable queries and
-//! [`render`].
+//! Ember's model layer: the learnable [`GaussianField`], its differentiable queries,
+//! [`render`], and [`Similarity`] transforms of a whole field
+//! ([`GaussianField::transformed`], [`transform_camera`]).
 //!
 //! `ember-field` knows nothing about files; the custom ops it calls live in `ember-kernels`.
 
@@ -9,11 +10,14 @@ mod gaussian_field;
 mod init;
 mod render;
 pub mod sh;
+mod transform;
 
+pub use ember_kernels::transform::{Similarity, TransformError};
 pub use ember_kernels::{Covariance, FieldError, FieldOptions, SplatAutodiffBackend, SplatBackend};
 pub use gaussian_field::{GaussianField, GaussianFieldConfig, ModelError};
 pub use init::knn_mean_distance;
 pub use render::{RenderAux, RenderError, RenderOptions, RenderOutput, render};
+pub use transform::transform_camera;
 
 /// A pinhole camera, world to camera, OpenCV axes (the kernels' [`ember_kernels::CameraParams`]).
 pub type Camera = ember_kernels::CameraParams;

@@ -12,6 +12,9 @@
 //! | `CubeBackend<R, ..>` (wgpu, cuda)    | CubeCL kernels (`field/cube.rs`)     |
 //! | `Fusion<B>` (burn's `Wgpu`, `Cuda`)  | a custom fusion op running `B`'s     |
 //! | `Autodiff<B>`                        | hand-written `Backward` calling `B`  |
+//!
+//! The [`transform`] op (similarity transforms of Gaussian sets, SH bands rotated) has the same
+//! layout without a backward: it edits a scene and its outputs are untracked under `Autodiff`.
 
 #![warn(missing_docs)]
 
@@ -22,9 +25,10 @@ mod ndarray_host;
 pub mod project;
 mod quat;
 pub mod raster;
-mod real;
+pub mod real;
 mod simd;
 pub mod sort;
+pub mod transform;
 
 pub use field::{Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query};
 pub use project::{
@@ -34,6 +38,10 @@ pub use project::{
 pub use raster::{
     IMAGE_CHANNELS, RasterError, RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState,
     Rasterized, rasterize,
+};
+pub use transform::{
+    Similarity, TransformError, TransformInputs, TransformPrimitives, TransformedGaussians,
+    transform_gaussians,
 };
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
@@ -102,6 +110,14 @@ pub trait SplatBackend: Backend {
         grad_image: FloatTensor<Self>,
         setup: RasterSetup,
     ) -> RasterGradPrimitives<Self>;
+
+    /// The similarity transform of a Gaussian set (see [`transform`] for the contract): one
+    /// transformed copy per entry of `similarities` (non-empty, each valid), frame-major
+    /// outputs `[F, N, ...]`. Not differentiable: on `Autodiff` the outputs are untracked.
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self>;
 }
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and

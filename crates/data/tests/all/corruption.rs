@@ -11,6 +11,7 @@ use ember_data::colmap::{
 };
 use ember_data::images::decode_rgb;
 use ember_data::points::parse_ply;
+use ember_data::splats::{compressed_ply, dot_splat, ply, spz};
 use ember_data::transforms_json::parse_transforms;
 
 use crate::common::data_path;
@@ -167,6 +168,60 @@ fn json_and_ply_readers_survive_damage() {
         1000,
         500,
     );
+}
+
+#[test]
+fn splat_readers_survive_damage() {
+    let (Some(tile), Some(fixtures), Some(biker)) = (
+        data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply"),
+        data_path("splats/splat-transform-fixtures"),
+        data_path("splats/playcanvas-engine/biker.compressed.ply"),
+    ) else {
+        return;
+    };
+    let bytes = std::fs::read(tile).unwrap();
+    let outcome = damage(
+        "lod5_tile_0.ply",
+        &bytes,
+        |b| ply::parse(b, Path::new("t.ply")).is_ok(),
+        1000,
+        500,
+    );
+    assert_eq!(outcome.truncated_errors, outcome.truncated_total);
+    let bytes = std::fs::read(fixtures.join("minimal.splat")).unwrap();
+    damage(
+        "minimal.splat",
+        &bytes,
+        |b| dot_splat::parse(b, Path::new("t.splat")).is_ok(),
+        128,
+        300,
+    );
+    for name in [
+        "minimal-v2.spz",
+        "minimal-v3.spz",
+        "minimal-v4.spz",
+        "minimal-raw.spz",
+    ] {
+        let bytes = std::fs::read(fixtures.join(name)).unwrap();
+        let outcome = damage(
+            name,
+            &bytes,
+            |b| spz::parse(b, Path::new("t.spz")).is_ok(),
+            bytes.len(),
+            500,
+        );
+        assert_eq!(outcome.truncated_errors, outcome.truncated_total, "{name}");
+    }
+    // The header and the first chunks are enough to exercise the compressed reader.
+    let bytes = std::fs::read(biker).unwrap();
+    let outcome = damage(
+        "biker.compressed.ply",
+        &bytes[..bytes.len().min(8192)],
+        |b| compressed_ply::parse(b, Path::new("t.ply")).is_ok(),
+        300,
+        300,
+    );
+    assert_eq!(outcome.truncated_errors, outcome.truncated_total);
 }
 
 #[test]

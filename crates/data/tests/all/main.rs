@@ -9,3 +9,4 @@ mod lego;
 mod loader;
 mod nerfstudio;
 mod smoke;
+mod splats;

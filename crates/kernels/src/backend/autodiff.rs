@@ -5,7 +5,8 @@ use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
-use crate::{SplatBackend, field, project, raster};
+use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
+use crate::{SplatBackend, field, project, raster, transform};
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::tensor::ops::{FloatTensor, IntTensor};
@@ -57,5 +58,12 @@ impl<B: SplatBackend, C: CheckpointStrategy> SplatBackend for Autodiff<B, C> {
         setup: RasterSetup,
     ) -> RasterGradPrimitives<Self> {
         raster::autodiff::backward(packed, state, grad_image, setup)
+    }
+
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self> {
+        transform::autodiff::forward(inputs, similarities)
     }
 }

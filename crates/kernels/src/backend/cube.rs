@@ -5,7 +5,8 @@ use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
-use crate::{SplatBackend, field, project, raster};
+use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
+use crate::{SplatBackend, field, project, raster, transform};
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
@@ -58,5 +59,12 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SplatBacke
         setup: RasterSetup,
     ) -> RasterGradPrimitives<Self> {
         raster::cube::backward(packed, state, grad_image, setup)
+    }
+
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self> {
+        transform::cube::forward(inputs, similarities)
     }
 }

@@ -6,7 +6,8 @@ use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
-use crate::{SplatBackend, field, project, raster};
+use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
+use crate::{SplatBackend, field, project, raster, transform};
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn_fusion::{Fusion, FusionBackend};
 
@@ -57,5 +58,12 @@ impl<B: FusionBackend + SplatBackend> SplatBackend for Fusion<B> {
         setup: RasterSetup,
     ) -> RasterGradPrimitives<Self> {
         raster::fusion::backward(packed, state, grad_image, setup)
+    }
+
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self> {
+        transform::fusion::forward(inputs, similarities)
     }
 }

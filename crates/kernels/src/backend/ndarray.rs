@@ -11,7 +11,8 @@ use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
-use crate::{SplatBackend, field, project, raster};
+use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
+use crate::{SplatBackend, field, project, raster, transform};
 
 impl<E, I, Q> SplatBackend for NdArray<E, I, Q>
 where
@@ -66,5 +67,12 @@ where
         setup: RasterSetup,
     ) -> RasterGradPrimitives<Self> {
         raster::ndarray::backward(packed, state, grad_image, setup)
+    }
+
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self> {
+        transform::ndarray::forward(inputs, similarities)
     }
 }

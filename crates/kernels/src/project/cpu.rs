@@ -538,7 +538,7 @@ const SH_C3: [f64; 7] = [
 ];
 
 /// The SH basis at the unit direction `d`, bands `0..=degree` (the rest zero).
-fn sh_basis<T: Real>(degree: usize, [x, y, z]: [T; 3]) -> [T; 16] {
+pub fn sh_basis<T: Real>(degree: usize, [x, y, z]: [T; 3]) -> [T; 16] {
     let c = T::from_f64;
     let mut b = [T::ZERO; 16];
     b[0] = c(SH_C0);

@@ -1,0 +1,482 @@
+//! The 3DGS PLY layout: one `vertex` element with
+//! `x y z [nx ny nz] f_dc_0..2 f_rest_0..(3K-1) opacity scale_0..2 rot_0..3`.
+//!
+//! Read: ASCII, binary little- and big-endian, any scalar type (stored as `f32`), properties in
+//! any order; extra properties (normals, anything else) and other elements are skipped. The
+//! `f_rest_*` count must be `3 K` for an SH degree 0-3 (`K = 0, 3, 8, 15`); they are
+//! channel-major (all red coefficients, then green, then blue). A missing required property is
+//! named in the error.
+//!
+//! Write: binary little-endian `float` in the order above, with zero normals (the layout the
+//! 3DGS reference code and most viewers expect). Reading what was written gives identical
+//! floats.
+
+use std::path::Path;
+
+use super::{Splats, sh_rest_coefficients};
+use crate::error::{DataError, Result};
+use crate::points::{Encoding, Property, Scalar, parse_header};
+
+/// Where a vertex property goes.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Mean(usize),
+    Dc(usize),
+    /// Index in the PLY's channel-major `f_rest_*` order.
+    Rest(usize),
+    Opacity,
+    Scale(usize),
+    Rot(usize),
+    Skip,
+}
+
+/// Parses the bytes of a 3DGS PLY; `path` names the file in errors.
+pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
+    let ply_error = |problem: String| DataError::Ply {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let (encoding, elements, body_start) = parse_header(bytes, path)?;
+    let vertex_index = elements
+        .iter()
+        .position(|e| e.name == "vertex")
+        .ok_or_else(|| ply_error("no `vertex` element".to_string()))?;
+    let vertex = &elements[vertex_index];
+    let mut rest_count = 0usize;
+    let mut slots = Vec::with_capacity(vertex.properties.len());
+    for property in &vertex.properties {
+        let slot = match property {
+            Property::List { .. } => Slot::Skip,
+            Property::Scalar { name, .. } => match name.as_str() {
+                "x" => Slot::Mean(0),
+                "y" => Slot::Mean(1),
+                "z" => Slot::Mean(2),
+                "opacity" => Slot::Opacity,
+                other => {
+                    let indexed = |prefix: &str| other.strip_prefix(prefix)?.parse::<usize>().ok();
+                    if let Some(c) = indexed("f_dc_").filter(|&c| c < 3) {
+                        Slot::Dc(c)
+                    } else if let Some(j) = indexed("f_rest_") {
+                        rest_count = rest_count.max(j + 1);
+                        Slot::Rest(j)
+                    } else if let Some(c) = indexed("scale_").filter(|&c| c < 3) {
+                        Slot::Scale(c)
+                    } else if let Some(c) = indexed("rot_").filter(|&c| c < 4) {
+                        Slot::Rot(c)
+                    } else {
+                        Slot::Skip
+                    }
+                }
+            },
+        };
+        slots.push(slot);
+    }
+    // Every required property, once.
+    let has = |name: &str| {
+        vertex
+            .properties
+            .iter()
+            .any(|p| matches!(p, Property::Scalar { name: n, .. } if n == name))
+    };
+    let mut required: Vec<String> = ["x", "y", "z", "opacity"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    required.extend((0..3).map(|c| format!("f_dc_{c}")));
+    required.extend((0..3).map(|c| format!("scale_{c}")));
+    required.extend((0..4).map(|c| format!("rot_{c}")));
+    required.extend((0..rest_count).map(|j| format!("f_rest_{j}")));
+    let missing: Vec<&str> = required
+        .iter()
+        .filter(|name| !has(name))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(ply_error(format!(
+            "the vertex element lacks the 3DGS propert{} {}",
+            if missing.len() == 1 { "y" } else { "ies" },
+            missing
+                .iter()
+                .map(|m| format!("`{m}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let sh_degree = (0..=3)
+        .find(|&d| 3 * sh_rest_coefficients(d) == rest_count)
+        .ok_or_else(|| {
+            ply_error(format!(
+                "{rest_count} `f_rest_*` properties: not 3 ((d + 1)^2 - 1) for an SH degree d of 0 to 3"
+            ))
+        })?;
+    let k = sh_rest_coefficients(sh_degree);
+    let n = vertex.count;
+    // Refuse a count the body cannot hold before allocating for it: a binary record is at
+    // least its scalars' size, an ASCII one at least two characters per value.
+    let min_record: usize = match encoding {
+        Encoding::Ascii => 2 * vertex.properties.len(),
+        _ => vertex
+            .properties
+            .iter()
+            .map(|p| match p {
+                Property::Scalar { ty, .. } => ty.size(),
+                Property::List { count, .. } => count.size(),
+            })
+            .sum(),
+    };
+    let body_len = bytes.len() - body_start;
+    if n.saturating_mul(min_record) > body_len {
+        return Err(DataError::Truncated {
+            path: path.to_path_buf(),
+            offset: bytes.len() as u64,
+            what: format!(
+                "{n} vertex records of at least {min_record} bytes ({body_len} bytes of body)"
+            ),
+        });
+    }
+    let mut splats = Splats {
+        means: vec![[0.0; 3]; n],
+        quats: vec![[0.0; 4]; n],
+        log_scales: vec![[0.0; 3]; n],
+        opacity_logits: vec![0.0; n],
+        sh_dc: vec![[0.0; 3]; n],
+        sh_rest: vec![0.0; n * k * 3],
+        sh_degree,
+    };
+    let mut store = |i: usize, slot: Slot, v: f64| {
+        let v = v as f32;
+        match slot {
+            Slot::Mean(c) => splats.means[i][c] = v,
+            Slot::Dc(c) => splats.sh_dc[i][c] = v,
+            // f_rest_j is channel j / K, coefficient j % K; stored coefficient-major.
+            Slot::Rest(j) => splats.sh_rest[(i * k + j % k) * 3 + j / k] = v,
+            Slot::Opacity => splats.opacity_logits[i] = v,
+            Slot::Scale(c) => splats.log_scales[i][c] = v,
+            Slot::Rot(c) => splats.quats[i][c] = v,
+            Slot::Skip => {}
+        }
+    };
+    let body = &bytes[body_start..];
+    match encoding {
+        Encoding::Ascii => read_ascii(
+            body,
+            path,
+            &elements,
+            vertex_index,
+            &slots,
+            &mut store,
+            bytes,
+        )?,
+        _ => read_binary(
+            body,
+            path,
+            encoding,
+            &elements,
+            vertex_index,
+            &slots,
+            &mut store,
+        )?,
+    }
+    Ok(splats)
+}
+
+fn read_binary(
+    body: &[u8],
+    path: &Path,
+    encoding: Encoding,
+    elements: &[crate::points::Element],
+    vertex_index: usize,
+    slots: &[Slot],
+    store: &mut impl FnMut(usize, Slot, f64),
+) -> Result<()> {
+    let truncated = |offset: usize, what: String| DataError::Truncated {
+        path: path.to_path_buf(),
+        offset: offset as u64,
+        what,
+    };
+    let mut offset = 0usize;
+    for (e, element) in elements.iter().enumerate() {
+        let fixed: Option<usize> = element
+            .properties
+            .iter()
+            .map(|p| match p {
+                Property::Scalar { ty, .. } => Some(ty.size()),
+                Property::List { .. } => None,
+            })
+            .sum();
+        if e != vertex_index {
+            // Elements before the vertex are skipped; the loop returns at the vertex.
+            match fixed {
+                Some(size) => {
+                    let len = element.count.saturating_mul(size);
+                    if len > body.len() - offset {
+                        return Err(truncated(offset, format!("`{}` records", element.name)));
+                    }
+                    offset += len;
+                }
+                None => {
+                    for record in 0..element.count {
+                        for property in &element.properties {
+                            let what = || format!("`{}` record {record}", element.name);
+                            let size = match property {
+                                Property::Scalar { ty, .. } => ty.size(),
+                                Property::List { count, item } => {
+                                    let end = offset + count.size();
+                                    if end > body.len() {
+                                        return Err(truncated(offset, what()));
+                                    }
+                                    let len = count.decode(&body[offset..end], encoding);
+                                    offset = end;
+                                    if !(0.0..=1e9).contains(&len) {
+                                        return Err(DataError::InvalidBinary {
+                                            path: path.to_path_buf(),
+                                            offset: offset as u64,
+                                            problem: format!("list length {len} in {}", what()),
+                                        });
+                                    }
+                                    len as usize * item.size()
+                                }
+                            };
+                            if size > body.len() - offset {
+                                return Err(truncated(offset, what()));
+                            }
+                            offset += size;
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        let Some(record_size) = fixed else {
+            return Err(DataError::Ply {
+                path: path.to_path_buf(),
+                problem: "the vertex element has a list property".to_string(),
+            });
+        };
+        let len = element.count.saturating_mul(record_size);
+        if len > body.len() - offset {
+            return Err(truncated(
+                offset,
+                format!(
+                    "{} vertex records of {record_size} bytes ({} bytes left)",
+                    element.count,
+                    body.len() - offset
+                ),
+            ));
+        }
+        let types: Vec<Scalar> = element
+            .properties
+            .iter()
+            .map(|p| match p {
+                Property::Scalar { ty, .. } => *ty,
+                Property::List { count, .. } => *count,
+            })
+            .collect();
+        for (i, record) in body[offset..offset + len]
+            .chunks_exact(record_size.max(1))
+            .enumerate()
+        {
+            let mut at = 0;
+            for (ty, slot) in types.iter().zip(slots) {
+                store(i, *slot, ty.decode(&record[at..], encoding));
+                at += ty.size();
+            }
+        }
+        return Ok(());
+    }
+    Ok(())
+}
+
+fn read_ascii(
+    body: &[u8],
+    path: &Path,
+    elements: &[crate::points::Element],
+    vertex_index: usize,
+    slots: &[Slot],
+    store: &mut impl FnMut(usize, Slot, f64),
+    whole: &[u8],
+) -> Result<()> {
+    let text = std::str::from_utf8(body).map_err(|_| DataError::Ply {
+        path: path.to_path_buf(),
+        problem: "the ASCII body is not text".to_string(),
+    })?;
+    let header_lines = whole[..whole.len() - body.len()]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count();
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty());
+    for (e, element) in elements.iter().enumerate() {
+        for record in 0..element.count {
+            let Some((line_index, line)) = lines.next() else {
+                return Err(DataError::Parse {
+                    path: path.to_path_buf(),
+                    line: header_lines + 1,
+                    problem: format!(
+                        "the file ends at `{}` record {record} of {}",
+                        element.name, element.count
+                    ),
+                });
+            };
+            if e != vertex_index {
+                continue;
+            }
+            let line_no = header_lines + line_index + 1;
+            let mut tokens = line.split_whitespace();
+            for (property, slot) in element.properties.iter().zip(slots) {
+                let token = tokens.next().ok_or_else(|| DataError::Parse {
+                    path: path.to_path_buf(),
+                    line: line_no,
+                    problem: "too few values for the vertex properties".to_string(),
+                })?;
+                let value: f64 = token.parse().map_err(|_| DataError::Parse {
+                    path: path.to_path_buf(),
+                    line: line_no,
+                    problem: format!("`{token}` is not a number"),
+                })?;
+                if let Property::List { .. } = property {
+                    // A list in a vertex: skip its items.
+                    for _ in 0..(value.max(0.0) as usize) {
+                        tokens.next();
+                    }
+                    continue;
+                }
+                store(record, *slot, value);
+            }
+        }
+        if e == vertex_index {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The binary little-endian 3DGS PLY of `splats` (checked by the caller).
+pub fn encode(splats: &Splats) -> Vec<u8> {
+    let n = splats.len();
+    let k = splats.sh_rest_coefficients();
+    let mut header = String::from("ply\nformat binary_little_endian 1.0\n");
+    header.push_str(&format!("element vertex {n}\n"));
+    let mut names: Vec<String> = [
+        "x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    names.extend((0..3 * k).map(|j| format!("f_rest_{j}")));
+    names.push("opacity".to_string());
+    names.extend((0..3).map(|c| format!("scale_{c}")));
+    names.extend((0..4).map(|c| format!("rot_{c}")));
+    for name in &names {
+        header.push_str(&format!("property float {name}\n"));
+    }
+    header.push_str("end_header\n");
+    let mut out = Vec::with_capacity(header.len() + n * names.len() * 4);
+    out.extend_from_slice(header.as_bytes());
+    let mut put = |v: f32| out.extend_from_slice(&v.to_le_bytes());
+    for i in 0..n {
+        splats.means[i].iter().for_each(|&v| put(v));
+        (0..3).for_each(|_| put(0.0));
+        splats.sh_dc[i].iter().for_each(|&v| put(v));
+        for c in 0..3 {
+            for j in 0..k {
+                put(splats.sh_rest[(i * k + j) * 3 + c]);
+            }
+        }
+        put(splats.opacity_logits[i]);
+        splats.log_scales[i].iter().for_each(|&v| put(v));
+        splats.quats[i].iter().for_each(|&v| put(v));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(degree: usize) -> Splats {
+        let n = 3;
+        let k = sh_rest_coefficients(degree);
+        let f = |i: usize| (i as f32 * 0.37).sin() * 3.0;
+        Splats {
+            means: (0..n).map(|i| [f(i), f(i + 10), f(i + 20)]).collect(),
+            quats: (0..n).map(|i| [2.0, f(i), -0.5, f(i + 3)]).collect(),
+            log_scales: (0..n).map(|i| [-23.0 + f(i) * 1e-3, -4.0, f(i)]).collect(),
+            opacity_logits: (0..n).map(f).collect(),
+            sh_dc: (0..n).map(|i| [f(i + 1), f(i + 2), f(i + 5)]).collect(),
+            sh_rest: (0..n * k * 3).map(|j| f(j + 100)).collect(),
+            sh_degree: degree,
+        }
+    }
+
+    #[test]
+    fn binary_round_trip_is_bit_exact_at_every_degree() {
+        for degree in 0..=3 {
+            let splats = sample(degree);
+            let back = parse(&encode(&splats), Path::new("t.ply")).unwrap();
+            assert_eq!(back, splats);
+        }
+    }
+
+    #[test]
+    fn ascii_with_extra_properties_and_channel_major_rest() {
+        let mut text = String::from("ply\nformat ascii 1.0\nelement vertex 1\n");
+        for name in ["rot_0", "rot_1", "rot_2", "rot_3", "x", "y", "z", "extra"] {
+            text.push_str(&format!("property float {name}\n"));
+        }
+        for name in [
+            "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",
+        ] {
+            text.push_str(&format!("property double {name}\n"));
+        }
+        for j in 0..9 {
+            text.push_str(&format!("property float f_rest_{j}\n"));
+        }
+        text.push_str("end_header\n1 0 0 0 1 2 3 99 0.1 0.2 0.3 -1 -2 -3 -4 ");
+        text.push_str("10 11 12 20 21 22 30 31 32\n");
+        let s = parse(text.as_bytes(), Path::new("a.ply")).unwrap();
+        assert_eq!(s.sh_degree, 1);
+        assert_eq!(s.means, vec![[1.0, 2.0, 3.0]]);
+        assert_eq!(s.quats, vec![[1.0, 0.0, 0.0, 0.0]]);
+        assert_eq!(s.log_scales, vec![[-2.0, -3.0, -4.0]]);
+        // Coefficient-major in memory: (k0: r g b), (k1: r g b), ...
+        assert_eq!(
+            s.sh_rest,
+            vec![10.0, 20.0, 30.0, 11.0, 21.0, 31.0, 12.0, 22.0, 32.0]
+        );
+    }
+
+    #[test]
+    fn missing_properties_are_named_and_truncation_is_an_error() {
+        let text = "ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nproperty float y\nend_header\n1 2\n";
+        let message = parse(text.as_bytes(), Path::new("m.ply"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("`z`") && message.contains("`rot_3`"),
+            "{message}"
+        );
+        let bytes = encode(&sample(2));
+        for cut in [bytes.len() - 1, bytes.len() / 2, 40] {
+            assert!(parse(&bytes[..cut], Path::new("t.ply")).is_err());
+        }
+        let mut bad_rest = String::from("ply\nformat ascii 1.0\nelement vertex 0\n");
+        for name in [
+            "x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "f_rest_0", "opacity",
+        ] {
+            bad_rest.push_str(&format!("property float {name}\n"));
+        }
+        for name in [
+            "scale_0", "scale_1", "scale_2", "rot_0", "rot_1", "rot_2", "rot_3",
+        ] {
+            bad_rest.push_str(&format!("property float {name}\n"));
+        }
+        bad_rest.push_str("end_header\n");
+        let message = parse(bad_rest.as_bytes(), Path::new("r.ply"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("1 `f_rest_*`"), "{message}");
+    }
+}
