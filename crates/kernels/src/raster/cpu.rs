@@ -712,8 +712,6 @@ fn backward_row_body<T: Real>(
             depth: [T::ZERO; ROW],
             xy_abs: [T::ZERO; ROW],
         };
-        // The lane index addresses a dozen per-lane arrays at once.
-        #[allow(clippy::needless_range_loop)]
         for l in 0..ROW {
             let (dx, vis, alpha, clamped, drawn) = lane_hit(&sp, cx[l]);
             let ok = drawn && (j as u32) < s.last[l] && (l as u32).wrapping_sub(lo) < hi - lo;
