@@ -5,7 +5,8 @@
 //! passes, on CUDA, wgpu and the CPU (ndarray) from one kernel source.
 //!
 //! Scenes on disk (COLMAP, transforms.json, point clouds) and the image pipeline are in
-//! [`data`].
+//! [`data`]; the training loop (config, loss, per-group Adam, densification, evaluation,
+//! checkpoints) is in [`train`].
 //!
 //! This facade re-exports the workspace crates and names the backends selected by cargo
 //! features:
@@ -22,6 +23,7 @@
 pub use ember_data as data;
 pub use ember_field as field;
 pub use ember_kernels as kernels;
+pub use ember_train as train;
 
 /// Backend type aliases for the compiled cargo features.
 pub mod backend {

@@ -156,17 +156,26 @@ impl Default for InitConfig {
     }
 }
 
-/// `(1 - ssim_lambda) L1 + ssim_lambda (1 - SSIM)` (SSIM: 11x11 Gaussian window, sigma 1.5).
+/// `(1 - ssim_lambda) L1 + ssim_lambda (1 - SSIM)` (SSIM: 11x11 Gaussian window, sigma 1.5),
+/// plus optional regularisers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LossConfig {
     /// Weight of the D-SSIM term.
     pub ssim_lambda: f64,
+    /// Weight of the mean opacity added to the loss (the MCMC paper uses 0.01).
+    pub opacity_reg: f64,
+    /// Weight of the mean scale (world units) added to the loss (the MCMC paper uses 0.01).
+    pub scale_reg: f64,
 }
 
 impl Default for LossConfig {
     fn default() -> Self {
-        LossConfig { ssim_lambda: 0.2 }
+        LossConfig {
+            ssim_lambda: 0.2,
+            opacity_reg: 0.0,
+            scale_reg: 0.0,
+        }
     }
 }
 
@@ -227,6 +236,9 @@ pub enum StrategyKind {
     None,
     /// The 3DGS schedule: clone, split, prune, opacity reset ([`crate::densify::AdaptiveDensity`]).
     Default,
+    /// Relocation of dead Gaussians, growth to a hard cap and noise on the centres
+    /// ([`crate::densify::McmcDensity`]).
+    Mcmc,
 }
 
 /// Adding and removing Gaussians (the 3DGS defaults).
@@ -254,8 +266,11 @@ pub struct DensifyConfig {
     /// After the first opacity reset, prune Gaussians whose screen radius exceeded this many
     /// pixels, or whose largest scale exceeds `0.1 x extent`.
     pub max_screen_size: f64,
-    /// Never grow beyond this many Gaussians (candidates with the largest gradients win).
+    /// Never grow beyond this many Gaussians (3DGS: candidates with the largest gradients win;
+    /// MCMC: the hard cap it grows towards, 5% per refinement).
     pub max_gaussians: usize,
+    /// MCMC: scale of the noise on the centres, times the means' learning rate.
+    pub noise_lr: f64,
 }
 
 impl Default for DensifyConfig {
@@ -271,6 +286,7 @@ impl Default for DensifyConfig {
             opacity_reset_interval: 3000,
             max_screen_size: 20.0,
             max_gaussians: 6_000_000,
+            noise_lr: 5e5,
         }
     }
 }
@@ -422,6 +438,12 @@ impl TrainConfig {
         }
         if !(0.0..=1.0).contains(&self.loss.ssim_lambda) {
             return fail("loss.ssim_lambda", "must be in [0, 1]");
+        }
+        if !(self.loss.opacity_reg >= 0.0 && self.loss.scale_reg >= 0.0) {
+            return fail("loss.opacity_reg / loss.scale_reg", "must be >= 0");
+        }
+        if !(self.densify.noise_lr.is_finite() && self.densify.noise_lr >= 0.0) {
+            return fail("densify.noise_lr", "must be finite and >= 0");
         }
         let o = &self.optim;
         for (name, lr) in [

@@ -34,7 +34,6 @@
 //! # Not implemented yet
 //! - A fused L1 + SSIM kernel in `ember-kernels` (the loss is Burn tensor ops: two depthwise
 //!   convolutions per SSIM; no comparison with a fused kernel has been measured).
-//! - An MCMC-style densification strategy (the [`densify::Strategy`] trait is where it goes).
 //! - Random backgrounds: `ember-data` composites RGBA images over one fixed colour when
 //!   decoding, so training uses a fixed background.
 //! - Training images are decoded up front and fetched from memory each step; there is no

@@ -135,7 +135,8 @@ impl Logs {
                 "kind": "train", "step": r.step, "loss": r.loss, "psnr": r.psnr,
                 "gaussians": r.gaussians, "sh_degree": r.sh_degree, "lr_means": r.lr_means,
                 "seconds": r.seconds, "cloned": r.refine.cloned, "split": r.refine.split,
-                "pruned": r.refine.pruned,
+                "pruned": r.refine.pruned, "relocated": r.refine.relocated,
+                "added": r.refine.added,
             })
             .to_string(),
         );

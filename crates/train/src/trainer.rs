@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor};
 use ember_field::{
@@ -307,11 +308,18 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 source,
             }
         })?;
-        let loss = photometric_loss(
+        let mut loss = photometric_loss(
             out.rgb.clone(),
             target.clone(),
             self.config.loss.ssim_lambda,
         );
+        let (opacity_reg, scale_reg) = (self.config.loss.opacity_reg, self.config.loss.scale_reg);
+        if opacity_reg > 0.0 && !self.splats.is_empty() {
+            loss = loss + sigmoid(field.opacity_logits.val()).mean() * opacity_reg;
+        }
+        if scale_reg > 0.0 && !self.splats.is_empty() {
+            loss = loss + field.log_scales.val().exp().mean() * scale_reg;
+        }
         let loss_value: f32 = loss.clone().into_scalar().elem();
         if !loss_value.is_finite() {
             return Err(TrainError::NonFiniteLoss {
@@ -383,6 +391,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             step: step + 1,
             extent: self.scene.extent,
             seed: derive_seed(self.config.seed, STREAM_DENSIFY, step as u64 + 1),
+            lr_means: self.learning_rate(ParamGroup::Means, step),
         };
         let refine = self
             .strategy

@@ -203,7 +203,7 @@ fn split_children<B: Backend>(
 }
 
 /// Row-major rotation matrix of an unnormalised `(w, x, y, z)` quaternion (identity for zero).
-fn rotation_matrix(q: &[f32]) -> [f32; 9] {
+pub(super) fn rotation_matrix(q: &[f32]) -> [f32; 9] {
     let norm = q.iter().map(|v| v * v).sum::<f32>().sqrt();
     if norm == 0.0 || !norm.is_finite() {
         return [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];

@@ -7,8 +7,10 @@
 //! parameters and moments stay aligned; [`Refinement::apply`] does both.
 
 mod adaptive;
+mod mcmc;
 
 pub use adaptive::AdaptiveDensity;
+pub use mcmc::{McmcDensity, relocation};
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor};
@@ -45,6 +47,10 @@ pub struct RefineReport {
     pub pruned: usize,
     /// Whether opacities were reset.
     pub opacity_reset: bool,
+    /// Dead Gaussians moved onto live ones (MCMC).
+    pub relocated: usize,
+    /// Gaussians added as copies of live ones (MCMC).
+    pub added: usize,
 }
 
 /// Context of a refinement.
@@ -56,6 +62,8 @@ pub struct RefineContext {
     pub extent: f64,
     /// Seed for this refinement's random draws.
     pub seed: u64,
+    /// Learning rate of the means at this step (the MCMC noise scales with it).
+    pub lr_means: f64,
 }
 
 /// A densification strategy (see the module docs).
@@ -122,6 +130,7 @@ pub fn strategy_from_config<B: Backend>(
     match config.strategy {
         StrategyKind::None => Box::new(NoDensification),
         StrategyKind::Default => Box::new(AdaptiveDensity::new(config.clone(), n, device)),
+        StrategyKind::Mcmc => Box::new(McmcDensity::new(config.clone())),
     }
 }
 

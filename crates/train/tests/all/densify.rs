@@ -98,6 +98,7 @@ fn refine_keeps_parameters_and_moments_aligned() {
         step: 1,
         extent: 1.0,
         seed: 9,
+        lr_means: 1e-3,
     };
     let report = strategy.refine(context, &mut splats, &mut adam).unwrap();
     assert_eq!(
@@ -177,4 +178,51 @@ fn training_with_densification_stays_aligned() {
     }
     assert!(changed, "densification ran (started with {start})");
     trainer.field().unwrap().validate().unwrap();
+}
+
+#[test]
+fn mcmc_respects_the_cap_and_keeps_state_aligned() {
+    let config = common::tiny_config()
+        .with_overrides(&[
+            "densify.strategy=mcmc",
+            "densify.start=2",
+            "densify.interval=2",
+            "densify.max_gaussians=230",
+            "loss.opacity_reg=0.01",
+            "loss.scale_reg=0.01",
+        ])
+        .unwrap();
+    let scene = common::scene(&config);
+    let mut trainer =
+        ember_train::Trainer::<common::B>::new(config, scene, &Default::default()).unwrap();
+    assert_eq!(trainer.num_gaussians(), 200);
+    let mut added = 0;
+    for _ in 0..12 {
+        let report = trainer.step().unwrap();
+        added += report.refine.added;
+        let n = trainer.num_gaussians();
+        assert!(n <= 230, "{n} above the cap");
+        assert_eq!(trainer.adam().len(), n);
+        for group in ParamGroup::ALL {
+            assert_eq!(
+                trainer.adam().states[group.index()].exp_avg.dims(),
+                trainer.splats().get(group).dims()
+            );
+        }
+    }
+    assert_eq!(
+        trainer.num_gaussians(),
+        230,
+        "grew to the cap ({added} added)"
+    );
+    trainer.field().unwrap().validate().unwrap();
+}
+
+#[test]
+fn mcmc_relocation_preserves_the_composited_opacity() {
+    for (o, n) in [(0.3f32, 2usize), (0.9, 3), (0.05, 5)] {
+        let (each, _) = ember_train::densify::relocation(o, n, 0.0);
+        let together = 1.0 - (1.0 - each).powi(n as i32);
+        assert!((together - o).abs() < 1e-4, "o {o}, n {n}: {together}");
+    }
 }

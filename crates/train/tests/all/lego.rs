@@ -47,6 +47,6 @@ fn lego_downscaled_learns() {
         after.views.len(),
         trainer.num_gaussians()
     );
-    assert!(before.psnr < 12.0, "untrained {}", before.psnr);
-    assert!(after.psnr > 17.0, "trained {}", after.psnr);
+    assert!(before.psnr < 10.0, "untrained {}", before.psnr);
+    assert!(after.psnr > 14.0, "trained {}", after.psnr);
 }
