@@ -136,7 +136,7 @@ pub struct InitConfig {
     /// Gaussians of a random initialisation.
     pub random_count: usize,
     /// Half the side of the random box, as a fraction of the scene extent (the box is centred on
-    /// the points' centre, or the cameras' centre without points).
+    /// the points' centre, or without points on the point the training cameras look at).
     pub random_box: f64,
     /// Initial opacity, after the sigmoid.
     pub opacity: f64,

@@ -15,8 +15,10 @@
 //! type B = burn::backend::Autodiff<burn::backend::NdArray<f32>>;
 //!
 //! let config = TrainConfig::from_toml_str("steps = 100\n[densify]\nstrategy = \"none\"", "inline")?;
-//! let scene = Arc::new(TrainScene::load(&config.data, config.seed)?); // procedural scene
-//! let mut trainer = Trainer::<B>::new(config, scene, &Default::default())?;
+//! let device = Default::default();
+//! // The procedural scene (no `data.path`), rendered on the training device.
+//! let scene = Arc::new(TrainScene::load::<burn::backend::NdArray<f32>>(&config.data, config.seed, &device)?);
+//! let mut trainer = Trainer::<B>::new(config, scene, &device)?;
 //! for _ in 0..100 {
 //!     let report = trainer.step()?;
 //!     println!("step {} loss {:.4}", report.step, report.loss);

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use ember_data::{Dataset, DatasetOptions, DecodedImage, ImageLoader, LoaderOptions, View};
-use ember_field::{Camera, GaussianField, RenderOptions, render};
+use ember_field::{Camera, GaussianField, RenderOptions, SplatBackend, render};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -83,10 +83,15 @@ impl std::fmt::Debug for TrainScene {
 impl TrainScene {
     /// The scene `config` names: the dataset at `config.path`, else the procedural scene.
     /// Every image is decoded up front (in parallel) so that training never waits on a file.
-    pub fn load(config: &DataConfig, seed: u64) -> Result<TrainScene, TrainError> {
+    /// The procedural scene's images are rendered on backend `B` (use the training device's).
+    pub fn load<B: SplatBackend>(
+        config: &DataConfig,
+        seed: u64,
+        device: &B::Device,
+    ) -> Result<TrainScene, TrainError> {
         match &config.path {
             Some(path) => Self::from_dataset(path, config),
-            None => procedural(&config.procedural, config.background, seed),
+            None => procedural::<B>(&config.procedural, config.background, seed, device),
         }
     }
 
@@ -163,8 +168,10 @@ impl TrainScene {
         self.eval_images.get(index)
     }
 
-    /// The axis-aligned bounds of the initialisation points (else a cube of the extent around
-    /// the cameras' centre), as `(centre, half size)`.
+    /// The axis-aligned bounds of the initialisation points, as `(centre, half size)`; without
+    /// points, a cube of half size `extent` around the point the training cameras look at
+    /// ([`cameras_focus`]; the mean camera centre lies off the object for cameras that surround
+    /// it from one side, e.g. NeRF-Synthetic's upper hemisphere).
     pub fn bounds(&self) -> ([f32; 3], f32) {
         if let Some((xyz, _)) = &self.points {
             let mut lo = [f32::INFINITY; 3];
@@ -179,8 +186,50 @@ impl TrainScene {
             let half = (0..3).map(|a| 0.5 * (hi[a] - lo[a])).fold(0.0f32, f32::max);
             return (centre, half.max(1e-3));
         }
-        (self.center.map(|c| c as f32), self.extent as f32)
+        let cameras: Vec<Camera> = self.train.iter().map(|v| v.camera).collect();
+        let focus = cameras_focus(&cameras).unwrap_or(self.center);
+        (focus.map(|c| c as f32), self.extent as f32)
     }
+}
+
+/// The point closest (least squares) to every camera's optical axis: where a set of cameras
+/// looks. `None` when the axes are (nearly) parallel.
+pub fn cameras_focus(cameras: &[Camera]) -> Option<[f64; 3]> {
+    let mut a = [[0.0f64; 3]; 3];
+    let mut b = [0.0f64; 3];
+    for cam in cameras {
+        let (r, t) = (&cam.rotation, &cam.translation);
+        let centre: [f64; 3] =
+            core::array::from_fn(|k| -(r[k] * t[0] + r[3 + k] * t[1] + r[6 + k] * t[2]));
+        // The optical axis in world coordinates is the third row of R.
+        let d = [r[6], r[7], r[8]];
+        for i in 0..3 {
+            for j in 0..3 {
+                let m = f64::from(u8::from(i == j)) - d[i] * d[j];
+                a[i][j] += m;
+                b[i] += m * centre[j];
+            }
+        }
+    }
+    // Cramer's rule on the 3x3 system a p = b.
+    let det = |m: &[[f64; 3]; 3]| {
+        m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1])
+            - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0])
+            + m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0])
+    };
+    let d = det(&a);
+    let scale = a.iter().flatten().map(|v| v.abs()).fold(0.0, f64::max);
+    if d.is_nan() || d.abs() <= 1e-9 * scale.powi(3) {
+        return None;
+    }
+    let solved: [f64; 3] = core::array::from_fn(|k| {
+        let mut m = a;
+        for row in 0..3 {
+            m[row][k] = b[row];
+        }
+        det(&m) / d
+    });
+    solved.iter().all(|v| v.is_finite()).then_some(solved)
 }
 
 /// The 3DGS cameras extent of a set of cameras: `(centre, 1.1 x largest distance)`.
@@ -318,17 +367,16 @@ pub fn procedural_field<B: Backend>(
     )?)
 }
 
-/// The built-in scene: [`procedural_field`] rendered on the CPU from cameras spread over a
+/// The built-in scene: [`procedural_field`] rendered on backend `B` from cameras spread over a
 /// sphere of radius 2.6 (training views on a Fibonacci spiral over the upper part, held-out
 /// views on a ring between them), with noisy samples of its centres as initialisation points.
-pub fn procedural(
+pub fn procedural<B: SplatBackend>(
     config: &ProceduralConfig,
     background: [f32; 3],
     seed: u64,
+    device: &B::Device,
 ) -> Result<TrainScene, TrainError> {
-    type Cpu = burn::backend::NdArray<f32>;
-    let device = Default::default();
-    let field = procedural_field::<Cpu>(config.gaussians, seed, &device)?;
+    let field = procedural_field::<B>(config.gaussians, seed, device)?;
     let golden = std::f64::consts::PI * (3.0 - 5.0f64.sqrt());
     let radius = 2.6;
     let train_eyes: Vec<[f64; 3]> = (0..config.train_views)
@@ -422,6 +470,25 @@ mod tests {
     }
 
     #[test]
+    fn focus_is_where_cameras_on_one_side_look() {
+        // Cameras on the upper half of a sphere: their mean centre is high above the origin,
+        // the point they look at is the origin.
+        let cams: Vec<Camera> = [
+            [3.0, 0.0, 1.0],
+            [0.0, 3.0, 2.0],
+            [-2.0, -2.0, 2.5],
+            [0.5, 0.2, 3.0],
+        ]
+        .iter()
+        .map(|e| look_at_origin(*e, 32))
+        .collect();
+        let focus = cameras_focus(&cams).unwrap();
+        assert!(focus.iter().all(|v| v.abs() < 1e-9), "{focus:?}");
+        let parallel = vec![look_at_origin([0.0, 0.0, 3.0], 8); 3];
+        assert!(cameras_focus(&parallel).is_none());
+    }
+
+    #[test]
     fn procedural_scene_is_deterministic_and_not_blank() {
         let config = ProceduralConfig {
             resolution: 16,
@@ -430,8 +497,10 @@ mod tests {
             gaussians: 300,
             points: 50,
         };
-        let a = procedural(&config, [1.0; 3], 1).unwrap();
-        let b = procedural(&config, [1.0; 3], 1).unwrap();
+        type Cpu = burn::backend::NdArray<f32>;
+        let device = Default::default();
+        let a = procedural::<Cpu>(&config, [1.0; 3], 1, &device).unwrap();
+        let b = procedural::<Cpu>(&config, [1.0; 3], 1, &device).unwrap();
         assert_eq!(a.train.len(), 3);
         assert_eq!(a.eval.len(), 2);
         let (ia, ib) = (a.train_image(0).unwrap(), b.train_image(0).unwrap());

@@ -176,10 +176,11 @@ fn train<B: ember_train::SplatAutodiffBackend>(
 ) -> Result<()> {
     let started = Instant::now();
     let scene =
-        TrainScene::load(&config.data, config.seed).with_context(|| match &config.data.path {
-            Some(p) => format!("loading the scene {}", p.display()),
-            None => "building the procedural scene".to_string(),
-        })?;
+        TrainScene::load::<ember_train::trainer::Inner<B>>(&config.data, config.seed, device)
+            .with_context(|| match &config.data.path {
+                Some(p) => format!("loading the scene {}", p.display()),
+                None => "building the procedural scene".to_string(),
+            })?;
     println!(
         "scene {}: {} training views, {} held-out views, extent {:.3} ({:.1} s to load)",
         scene.name,

@@ -66,5 +66,12 @@ log_every = 2
 
 /// The scene of a config.
 pub fn scene(config: &TrainConfig) -> Arc<TrainScene> {
-    Arc::new(TrainScene::load(&config.data, config.seed).expect("the scene loads"))
+    Arc::new(
+        TrainScene::load::<burn::backend::NdArray<f32>>(
+            &config.data,
+            config.seed,
+            &Default::default(),
+        )
+        .expect("the scene loads"),
+    )
 }

@@ -28,7 +28,14 @@ fn lego_downscaled_learns() {
         "eval.max_views=40".to_string(),
     ])
     .unwrap();
-    let scene = Arc::new(TrainScene::load(&config.data, config.seed).unwrap());
+    let scene = Arc::new(
+        TrainScene::load::<burn::backend::NdArray<f32>>(
+            &config.data,
+            config.seed,
+            &Default::default(),
+        )
+        .unwrap(),
+    );
     let mut trainer = Trainer::<B>::new(config.clone(), scene, &Default::default()).unwrap();
     let before = trainer.evaluate().unwrap();
     let started = std::time::Instant::now();
@@ -48,5 +55,5 @@ fn lego_downscaled_learns() {
         trainer.num_gaussians()
     );
     assert!(before.psnr < 10.0, "untrained {}", before.psnr);
-    assert!(after.psnr > 14.0, "trained {}", after.psnr);
+    assert!(after.psnr > 18.0, "trained {}", after.psnr);
 }

@@ -20,7 +20,12 @@ fn smoke_dataset_trains() {
             "init.sh_degree=0".to_string(),
         ])
         .unwrap();
-    let scene = TrainScene::load(&config.data, config.seed).unwrap();
+    let scene = TrainScene::load::<burn::backend::NdArray<f32>>(
+        &config.data,
+        config.seed,
+        &Default::default(),
+    )
+    .unwrap();
     assert_eq!(scene.train.len(), 1);
     let points = scene.points.as_ref().expect("init.ply gives points");
     assert_eq!(points.0.len(), 300);
