@@ -6,7 +6,8 @@
 //!
 //! Scenes on disk (COLMAP, transforms.json, point clouds), splat files (3DGS PLY, `.splat`,
 //! SPZ, compressed PLY) and the image pipeline are in [`data`]; [`splats`] turns a splat file
-//! into a field and back.
+//! into a field and back; the training loop (config, loss, per-group Adam, densification,
+//! evaluation, checkpoints) is in [`train`].
 //!
 //! This facade re-exports the workspace crates and names the backends selected by cargo
 //! features:
@@ -23,6 +24,7 @@
 pub use ember_data as data;
 pub use ember_field as field;
 pub use ember_kernels as kernels;
+pub use ember_train as train;
 
 pub mod splats;
 

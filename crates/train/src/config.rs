@@ -1,0 +1,566 @@
+//! [`TrainConfig`]: every setting of a training run, read from TOML with defaults.
+//!
+//! A config file only names what it changes; every other field keeps its default (the 3DGS
+//! values). Unknown keys are errors that name the key, so a typo never silently trains with a
+//! default. `key=value` overrides (the trainer's `--set`) address any field by its dotted path,
+//! e.g. `optim.lr_opacity=0.05` or `densify.strategy="none"`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::TrainError;
+
+/// Every setting of a run. Sections mirror the step's data flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrainConfig {
+    /// Optimisation steps (one training view per step).
+    pub steps: usize,
+    /// The one seed of the run: view order, initialisation, split sampling.
+    pub seed: u64,
+    /// The scene.
+    pub data: DataConfig,
+    /// The initial Gaussians.
+    pub init: InitConfig,
+    /// The photometric loss.
+    pub loss: LossConfig,
+    /// Adam and its learning rates.
+    pub optim: OptimConfig,
+    /// Adding and removing Gaussians.
+    pub densify: DensifyConfig,
+    /// Held-out evaluation.
+    pub eval: EvalConfig,
+    /// What the run writes.
+    pub output: OutputConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            steps: 30_000,
+            seed: 0,
+            data: DataConfig::default(),
+            init: InitConfig::default(),
+            loss: LossConfig::default(),
+            optim: OptimConfig::default(),
+            densify: DensifyConfig::default(),
+            eval: EvalConfig::default(),
+            output: OutputConfig::default(),
+        }
+    }
+}
+
+/// Where the views come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DataConfig {
+    /// A scene folder (COLMAP, NeRF-Synthetic or nerfstudio, see `ember-data`); `None` trains
+    /// on the built-in procedural scene ([`ProceduralConfig`]).
+    pub path: Option<PathBuf>,
+    /// Integer factor the images are shrunk by.
+    pub downsample: u32,
+    /// At most this many views per split (evenly spaced); `None`: all.
+    pub max_images: Option<usize>,
+    /// Without split files, hold out every `test_every`-th view.
+    pub test_every: Option<usize>,
+    /// Background colour, RGB in `[0, 1]`: transparent pixels of RGBA images are composited
+    /// over it, and the renderer draws it behind the splats.
+    pub background: [f32; 3],
+    /// A PLY point cloud for initialisation, relative to the scene folder, replacing the
+    /// scene's own points (e.g. `init.ply` of a NeRF-Synthetic-style folder).
+    pub point_cloud: Option<PathBuf>,
+    /// The built-in scene used when `path` is `None`.
+    pub procedural: ProceduralConfig,
+}
+
+impl Default for DataConfig {
+    fn default() -> Self {
+        DataConfig {
+            path: None,
+            downsample: 1,
+            max_images: None,
+            test_every: Some(8),
+            background: [1.0, 1.0, 1.0],
+            point_cloud: None,
+            procedural: ProceduralConfig::default(),
+        }
+    }
+}
+
+/// The built-in scene: a hidden Gaussian field (coloured shapes) rendered by Ember's own
+/// renderer from cameras on a sphere around it (see [`crate::scene::procedural`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProceduralConfig {
+    /// Image width and height, pixels.
+    pub resolution: u32,
+    /// Training views.
+    pub train_views: usize,
+    /// Held-out views.
+    pub test_views: usize,
+    /// Gaussians of the hidden scene.
+    pub gaussians: usize,
+    /// Sparse points handed to initialisation (noisy samples of the hidden Gaussians' centres).
+    pub points: usize,
+}
+
+impl Default for ProceduralConfig {
+    fn default() -> Self {
+        ProceduralConfig {
+            resolution: 64,
+            train_views: 32,
+            test_views: 8,
+            gaussians: 1500,
+            points: 500,
+        }
+    }
+}
+
+/// How the Gaussians start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InitMode {
+    /// One Gaussian per scene point (falls back to `random` when the scene has none).
+    Points,
+    /// `random_count` Gaussians uniform in the scene bounds.
+    Random,
+}
+
+/// The initial Gaussians.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InitConfig {
+    /// From the scene's points or random.
+    pub mode: InitMode,
+    /// Gaussians of a random initialisation.
+    pub random_count: usize,
+    /// Half the side of the random box, as a fraction of the scene extent (the box is centred on
+    /// the points' centre, or without points on the point the training cameras look at).
+    pub random_box: f64,
+    /// Initial opacity, after the sigmoid.
+    pub opacity: f64,
+    /// SH degree of the model (bands are switched on by [`OptimConfig::sh_interval`]).
+    pub sh_degree: usize,
+}
+
+impl Default for InitConfig {
+    fn default() -> Self {
+        InitConfig {
+            mode: InitMode::Points,
+            random_count: 100_000,
+            random_box: 1.0,
+            opacity: 0.1,
+            sh_degree: 3,
+        }
+    }
+}
+
+/// `(1 - ssim_lambda) L1 + ssim_lambda (1 - SSIM)` (SSIM: 11x11 Gaussian window, sigma 1.5),
+/// plus optional regularisers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LossConfig {
+    /// Weight of the D-SSIM term.
+    pub ssim_lambda: f64,
+    /// Weight of the mean opacity added to the loss (the MCMC paper uses 0.01).
+    pub opacity_reg: f64,
+    /// Weight of the mean scale (world units) added to the loss (the MCMC paper uses 0.01).
+    pub scale_reg: f64,
+}
+
+impl Default for LossConfig {
+    fn default() -> Self {
+        LossConfig {
+            ssim_lambda: 0.2,
+            opacity_reg: 0.0,
+            scale_reg: 0.0,
+        }
+    }
+}
+
+/// Adam with one learning rate per parameter group (the 3DGS defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OptimConfig {
+    /// Learning rate of the means at step 0, times the scene extent.
+    pub lr_means: f64,
+    /// Learning rate of the means at `lr_means_steps`, times the scene extent (log-linear decay).
+    pub lr_means_final: f64,
+    /// Steps over which the means' rate decays; `None`: the run's `steps`.
+    pub lr_means_steps: Option<usize>,
+    /// Learning rate of the SH DC coefficients.
+    pub lr_sh_dc: f64,
+    /// Learning rate of the higher SH bands.
+    pub lr_sh_rest: f64,
+    /// Learning rate of the opacity logits.
+    pub lr_opacity: f64,
+    /// Learning rate of the log-scales.
+    pub lr_scales: f64,
+    /// Learning rate of the quaternions.
+    pub lr_quats: f64,
+    /// Adam's first-moment decay.
+    pub beta1: f64,
+    /// Adam's second-moment decay.
+    pub beta2: f64,
+    /// Adam's epsilon.
+    pub eps: f64,
+    /// One more SH band every this many steps, up to [`InitConfig::sh_degree`].
+    pub sh_interval: usize,
+}
+
+impl Default for OptimConfig {
+    fn default() -> Self {
+        OptimConfig {
+            lr_means: 1.6e-4,
+            lr_means_final: 1.6e-6,
+            lr_means_steps: None,
+            lr_sh_dc: 2.5e-3,
+            lr_sh_rest: 2.5e-3 / 20.0,
+            lr_opacity: 0.025,
+            lr_scales: 5e-3,
+            lr_quats: 1e-3,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-15,
+            sh_interval: 1000,
+        }
+    }
+}
+
+/// Which densification strategy runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StrategyKind {
+    /// Never add or remove Gaussians.
+    None,
+    /// The 3DGS schedule: clone, split, prune, opacity reset ([`crate::densify::AdaptiveDensity`]).
+    Default,
+    /// Relocation of dead Gaussians, growth to a hard cap and noise on the centres
+    /// ([`crate::densify::McmcDensity`]).
+    Mcmc,
+}
+
+/// Adding and removing Gaussians (the 3DGS defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DensifyConfig {
+    /// The strategy.
+    pub strategy: StrategyKind,
+    /// First step that refines.
+    pub start: usize,
+    /// No refinement from this step on.
+    pub stop: usize,
+    /// Refine every this many steps.
+    pub interval: usize,
+    /// Mean screen-space gradient norm (NDC units, as 3DGS) above which a Gaussian is cloned
+    /// or split.
+    pub grad_threshold: f64,
+    /// Gaussians with a largest scale above `percent_dense x extent` are split, smaller ones
+    /// cloned.
+    pub percent_dense: f64,
+    /// Gaussians below this opacity are pruned.
+    pub min_opacity: f64,
+    /// Set every opacity to at most 0.01 every this many steps (`0`: never).
+    pub opacity_reset_interval: usize,
+    /// After the first opacity reset, prune Gaussians whose screen radius exceeded this many
+    /// pixels, or whose largest scale exceeds `0.1 x extent`.
+    pub max_screen_size: f64,
+    /// Never grow beyond this many Gaussians (3DGS: candidates with the largest gradients win;
+    /// MCMC: the hard cap it grows towards, 5% per refinement).
+    pub max_gaussians: usize,
+    /// MCMC: scale of the noise on the centres, times the means' learning rate.
+    pub noise_lr: f64,
+}
+
+impl Default for DensifyConfig {
+    fn default() -> Self {
+        DensifyConfig {
+            strategy: StrategyKind::Default,
+            start: 500,
+            stop: 15_000,
+            interval: 100,
+            grad_threshold: 2e-4,
+            percent_dense: 0.01,
+            min_opacity: 0.005,
+            opacity_reset_interval: 3000,
+            max_screen_size: 20.0,
+            max_gaussians: 6_000_000,
+            noise_lr: 5e5,
+        }
+    }
+}
+
+/// Held-out evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate every this many steps (`0`: only at the end).
+    pub every: usize,
+    /// At most this many held-out views (evenly spaced); `None`: all.
+    pub max_views: Option<usize>,
+    /// Save this many eval views as PNG (render left, ground truth right).
+    pub save_images: usize,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            every: 7000,
+            max_views: None,
+            save_images: 4,
+        }
+    }
+}
+
+/// What the run writes into its output folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OutputConfig {
+    /// Write a checkpoint every this many steps (`0`: only at the end).
+    pub checkpoint_every: usize,
+    /// Export the field as a 3DGS PLY at the end.
+    pub ply: bool,
+    /// Log the training loss/PSNR every this many steps in `metrics.jsonl`/`.csv`.
+    pub log_every: usize,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            checkpoint_every: 5000,
+            ply: true,
+            log_every: 10,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Parses a TOML document; `origin` names it in errors (a file path, or `<built-in>`).
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<TrainConfig, TrainError> {
+        let config: TrainConfig = toml::from_str(text).map_err(|e| TrainError::Config {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads and parses a TOML file.
+    pub fn from_file(path: &Path) -> Result<TrainConfig, TrainError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
+        Self::from_toml_str(&text, &path.display().to_string())
+    }
+
+    /// The config as TOML (what a run records next to its outputs and in checkpoints).
+    pub fn to_toml_string(&self) -> String {
+        toml::to_string(self).unwrap_or_else(|e| format!("# not serialisable: {e}\n"))
+    }
+
+    /// This config with `key=value` overrides applied in order. `key` is a dotted path
+    /// (`optim.lr_opacity`); `value` is a TOML value (`0.05`, `"none"`, `[1, 1, 1]`), or a bare
+    /// word taken as a string (`densify.strategy=none`).
+    pub fn with_overrides<S: AsRef<str>>(
+        &self,
+        overrides: &[S],
+    ) -> Result<TrainConfig, TrainError> {
+        if overrides.is_empty() {
+            return Ok(self.clone());
+        }
+        let bad = |message: String| TrainError::Config {
+            origin: "--set".to_string(),
+            message,
+        };
+        let mut tree = toml::Table::try_from(self).map_err(|e| bad(e.to_string()))?;
+        for item in overrides {
+            let item = item.as_ref();
+            let (key, value) = item
+                .split_once('=')
+                .ok_or_else(|| bad(format!("`{item}` is not key=value")))?;
+            let (key, value) = (key.trim(), value.trim());
+            let value = parse_override_value(value);
+            let path: Vec<&str> = key.split('.').collect();
+            if path.iter().any(|p| p.is_empty()) {
+                return Err(bad(format!("`{key}` is not a dotted key")));
+            }
+            let mut table = &mut tree;
+            for part in &path[..path.len() - 1] {
+                let entry = table
+                    .entry(part.to_string())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                table = entry
+                    .as_table_mut()
+                    .ok_or_else(|| bad(format!("`{key}`: `{part}` is a value, not a section")))?;
+            }
+            table.insert(path[path.len() - 1].to_string(), value);
+        }
+        let config: TrainConfig = tree
+            .try_into()
+            .map_err(|e: toml::de::Error| bad(e.to_string().trim_end().to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the values that no type can: positive counts, rates and ranges.
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let fail = |field: &str, why: &str| {
+            Err(TrainError::Config {
+                origin: "config".to_string(),
+                message: format!("`{field}` {why}"),
+            })
+        };
+        if self.data.downsample == 0 {
+            return fail("data.downsample", "must be at least 1");
+        }
+        if self
+            .data
+            .background
+            .iter()
+            .any(|c| !(0.0..=1.0).contains(c))
+        {
+            return fail("data.background", "must be RGB in [0, 1]");
+        }
+        let p = &self.data.procedural;
+        if p.resolution < 8 || p.train_views == 0 || p.test_views == 0 || p.gaussians == 0 {
+            return fail(
+                "data.procedural",
+                "needs resolution >= 8 and at least one train view, test view and Gaussian",
+            );
+        }
+        if !(self.init.opacity > 0.0 && self.init.opacity < 1.0) {
+            return fail("init.opacity", "must be in (0, 1)");
+        }
+        if self.init.sh_degree > 3 {
+            return fail("init.sh_degree", "must be 0 to 3");
+        }
+        if self.init.random_count == 0 || self.init.random_box <= 0.0 {
+            return fail("init.random_count / init.random_box", "must be positive");
+        }
+        if !(0.0..=1.0).contains(&self.loss.ssim_lambda) {
+            return fail("loss.ssim_lambda", "must be in [0, 1]");
+        }
+        if !(self.loss.opacity_reg >= 0.0 && self.loss.scale_reg >= 0.0) {
+            return fail("loss.opacity_reg / loss.scale_reg", "must be >= 0");
+        }
+        if !(self.densify.noise_lr.is_finite() && self.densify.noise_lr >= 0.0) {
+            return fail("densify.noise_lr", "must be finite and >= 0");
+        }
+        let o = &self.optim;
+        for (name, lr) in [
+            ("optim.lr_means", o.lr_means),
+            ("optim.lr_means_final", o.lr_means_final),
+            ("optim.lr_sh_dc", o.lr_sh_dc),
+            ("optim.lr_sh_rest", o.lr_sh_rest),
+            ("optim.lr_opacity", o.lr_opacity),
+            ("optim.lr_scales", o.lr_scales),
+            ("optim.lr_quats", o.lr_quats),
+        ] {
+            if !(lr.is_finite() && lr >= 0.0) {
+                return fail(name, "must be a finite rate >= 0");
+            }
+        }
+        if !(0.0..1.0).contains(&o.beta1) || !(0.0..1.0).contains(&o.beta2) || o.eps <= 0.0 {
+            return fail("optim.beta1/beta2/eps", "need betas in [0, 1) and eps > 0");
+        }
+        if o.sh_interval == 0 {
+            return fail("optim.sh_interval", "must be at least 1");
+        }
+        if self.densify.interval == 0 {
+            return fail("densify.interval", "must be at least 1");
+        }
+        if self.densify.max_gaussians == 0 {
+            return fail("densify.max_gaussians", "must be at least 1");
+        }
+        if self.output.log_every == 0 {
+            return fail("output.log_every", "must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// A TOML value, or the raw text as a string when it does not parse as one.
+fn parse_override_value(text: &str) -> toml::Value {
+    let doc = format!("v = {text}");
+    match toml::from_str::<toml::Table>(&doc) {
+        Ok(mut table) => table
+            .remove("v")
+            .unwrap_or(toml::Value::String(text.to_string())),
+        Err(_) => toml::Value::String(text.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_3dgs_schedule() {
+        let c = TrainConfig::default();
+        assert_eq!(c.steps, 30_000);
+        assert_eq!(c.optim.lr_means, 1.6e-4);
+        assert_eq!(c.optim.eps, 1e-15);
+        assert_eq!(c.densify.grad_threshold, 2e-4);
+        assert_eq!(c.densify.opacity_reset_interval, 3000);
+        assert_eq!(c.loss.ssim_lambda, 0.2);
+    }
+
+    #[test]
+    fn empty_file_is_the_default_and_round_trips() {
+        let c = TrainConfig::from_toml_str("", "test").unwrap();
+        assert_eq!(c, TrainConfig::default());
+        let again = TrainConfig::from_toml_str(&c.to_toml_string(), "again").unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = TrainConfig::from_toml_str("stepz = 3", "a.toml").unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("stepz") && text.contains("a.toml"), "{text}");
+        let e = TrainConfig::from_toml_str("[optim]\nlr_mean = 1.0", "b.toml").unwrap_err();
+        assert!(e.to_string().contains("lr_mean"), "{e}");
+        let e = TrainConfig::default()
+            .with_overrides(&["densify.grad_treshold=1e-4"])
+            .unwrap_err();
+        assert!(e.to_string().contains("grad_treshold"), "{e}");
+    }
+
+    #[test]
+    fn overrides_reach_any_field() {
+        let c = TrainConfig::default()
+            .with_overrides(&[
+                "steps=12",
+                "optim.lr_opacity=0.05",
+                "densify.strategy=none",
+                "data.background=[0, 0, 0]",
+                "data.path=\"/x/y\"",
+                "eval.max_views=3",
+            ])
+            .unwrap();
+        assert_eq!(c.steps, 12);
+        assert_eq!(c.optim.lr_opacity, 0.05);
+        assert_eq!(c.densify.strategy, StrategyKind::None);
+        assert_eq!(c.data.background, [0.0; 3]);
+        assert_eq!(c.data.path.as_deref(), Some(Path::new("/x/y")));
+        assert_eq!(c.eval.max_views, Some(3));
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for (text, key) in [
+            ("steps = \"many\"", "steps"),
+            ("[init]\nopacity = 1.5", "init.opacity"),
+            ("[densify]\nstrategy = \"sometimes\"", "sometimes"),
+            ("[loss]\nssim_lambda = -1", "ssim_lambda"),
+        ] {
+            let e = TrainConfig::from_toml_str(text, "c.toml").unwrap_err();
+            assert!(e.to_string().contains(key), "{text}: {e}");
+        }
+        assert!(TrainConfig::default().with_overrides(&["novalue"]).is_err());
+        assert!(
+            TrainConfig::default()
+                .with_overrides(&["steps.x=1"])
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! An MCMC-style strategy after Kheradmand et al., "3D Gaussian Splatting as Markov Chain Monte
+//! Carlo" (2024): the Gaussians are samples, and densification becomes moving them, with a hard
+//! cap on their number.
+//!
+//! Every `interval` steps between `start` and `stop`:
+//! - **relocate**: every Gaussian with opacity at most `min_opacity` ("dead") is moved onto a
+//!   live one drawn with probability proportional to opacity; the drawn Gaussian and its new
+//!   copies share its contribution: with `n` copies in total, opacity `1 - (1 - o)^(1/n)` and
+//!   scales multiplied by `o / sum_{i=1..n} sum_{k<i} C(i-1, k) (-1)^k o'^(k+1) / sqrt(k+1)`
+//!   (the paper's moment-matching rule), so that the rendered sum is unchanged;
+//! - **add**: `min(max_gaussians, 1.05 N) - N` more copies are drawn the same way.
+//!
+//! Moments of every Gaussian touched (sources and copies) restart at zero. After every step,
+//! centres receive noise shaped by their own covariance and scaled by
+//! `lr_means x noise_lr x sigmoid(100 (1 - opacity - 0.995))`, which explores with nearly
+//! transparent Gaussians and leaves opaque ones alone. The paper's opacity and scale
+//! regularisers are `loss.opacity_reg` and `loss.scale_reg` (0.01 each in its experiments).
+//!
+//! The noise is computed on the host (one read-back of the parameters per step): simple and
+//! deterministic, but a per-step device round trip on the GPU backends.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use super::{RefineContext, RefineReport, Refinement, StepStatistics, Strategy};
+use crate::adam::GroupAdam;
+use crate::config::DensifyConfig;
+use crate::error::TrainError;
+use crate::splats::{ParamGroup, Splats, index_tensor, to_host};
+
+/// Copies per source are capped here (as the reference implementation does).
+const MAX_COPIES: usize = 51;
+
+/// The MCMC strategy (see the module docs).
+#[derive(Debug, Clone)]
+pub struct McmcDensity {
+    config: DensifyConfig,
+}
+
+impl McmcDensity {
+    /// The strategy with `config`'s schedule, cap and noise rate.
+    pub fn new(config: DensifyConfig) -> Self {
+        McmcDensity { config }
+    }
+}
+
+/// Opacity and scale factor of each of `n` copies of a Gaussian of opacity `o` (see the module
+/// docs).
+pub fn relocation(o: f32, n: usize, min_opacity: f32) -> (f32, f32) {
+    let n = n.clamp(1, MAX_COPIES);
+    let o = f64::from(o).clamp(1e-12, 1.0 - 1e-7);
+    let new_o = 1.0 - (1.0 - o).powf(1.0 / n as f64);
+    let mut denom = 0.0;
+    for i in 1..=n {
+        let mut binom = 1.0f64; // C(i - 1, k)
+        for k in 0..i {
+            if k > 0 {
+                binom = binom * (i - k) as f64 / k as f64;
+            }
+            let sign = if k % 2 == 0 { 1.0 } else { -1.0 };
+            denom += binom * sign / ((k + 1) as f64).sqrt() * new_o.powi(k as i32 + 1);
+        }
+    }
+    let factor = if denom > 0.0 { o / denom } else { 1.0 };
+    let new_o = new_o.clamp(f64::from(min_opacity), 1.0 - 1e-7);
+    (new_o as f32, factor as f32)
+}
+
+/// `count` indices drawn with replacement with probabilities proportional to `weights`.
+fn draw(weights: &[(usize, f32)], count: usize, rng: &mut StdRng) -> Vec<usize> {
+    let mut cumulative = Vec::with_capacity(weights.len());
+    let mut total = 0.0f64;
+    for (_, w) in weights {
+        total += f64::from(w.max(0.0));
+        cumulative.push(total);
+    }
+    if total <= 0.0 {
+        return Vec::new();
+    }
+    (0..count)
+        .map(|_| {
+            let u = rng.random::<f64>() * total;
+            let k = cumulative
+                .partition_point(|c| *c <= u)
+                .min(weights.len() - 1);
+            weights[k].0
+        })
+        .collect()
+}
+
+fn logit(o: f32) -> f32 {
+    (o / (1.0 - o)).ln()
+}
+
+/// Zeroes the moments of `rows` in every group.
+fn zero_moments<B: Backend>(adam: &mut GroupAdam<B>, rows: &[usize]) {
+    if rows.is_empty() {
+        return;
+    }
+    let n = adam.len();
+    let device = adam.states[0].exp_avg.device();
+    let mut keep = vec![1.0f32; n];
+    for &r in rows {
+        keep[r] = 0.0;
+    }
+    let mask: Tensor<B, 2> = Tensor::from_data(TensorData::new(keep, [n, 1]), &device);
+    for state in &mut adam.states {
+        if state.exp_avg.dims()[1] == 0 {
+            continue;
+        }
+        state.exp_avg = state.exp_avg.clone() * mask.clone();
+        state.exp_avg_sq = state.exp_avg_sq.clone() * mask.clone();
+    }
+}
+
+/// Gives every row of `sources` (with repeats) and its copies their share of the source's
+/// opacity and scale: `copies[i]` is the number of rows that will carry source `i`'s
+/// contribution. Updates `logits` and `log_scales` in place.
+fn share(
+    sources: &[usize],
+    copies: &std::collections::HashMap<usize, usize>,
+    logits: &mut [f32],
+    log_scales: &mut [f32],
+    min_opacity: f32,
+) {
+    let mut done = std::collections::HashSet::new();
+    for &src in sources {
+        if !done.insert(src) {
+            continue;
+        }
+        let o = 1.0 / (1.0 + (-logits[src]).exp());
+        let (new_o, factor) = relocation(o, copies[&src], min_opacity);
+        logits[src] = logit(new_o);
+        for a in 0..3 {
+            log_scales[3 * src + a] += factor.max(1e-12).ln();
+        }
+    }
+}
+
+impl<B: Backend> Strategy<B> for McmcDensity {
+    fn name(&self) -> &'static str {
+        "mcmc"
+    }
+
+    fn observe(&mut self, _step: usize, _stats: &StepStatistics<B>) -> Result<(), TrainError> {
+        Ok(())
+    }
+
+    fn refine(
+        &mut self,
+        context: RefineContext,
+        splats: &mut Splats<B>,
+        adam: &mut GroupAdam<B>,
+    ) -> Result<RefineReport, TrainError> {
+        let c = &self.config;
+        let s = context.step;
+        let mut report = RefineReport::default();
+        let mut rng = StdRng::seed_from_u64(context.seed);
+        if s > c.start && s < c.stop && s.is_multiple_of(c.interval) && !splats.is_empty() {
+            let device = splats.columns[0].device();
+            let n = splats.len();
+            let min_opacity = c.min_opacity as f32;
+            let mut logits = to_host(splats.get(ParamGroup::Opacity).clone(), "opacities")?;
+            let mut log_scales = to_host(splats.get(ParamGroup::LogScales).clone(), "scales")?;
+            let opacity: Vec<f32> = logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect();
+
+            // Relocate the dead onto live Gaussians drawn by opacity.
+            let dead: Vec<usize> = (0..n).filter(|&i| opacity[i] <= min_opacity).collect();
+            let alive: Vec<(usize, f32)> = (0..n)
+                .filter(|&i| opacity[i] > min_opacity)
+                .map(|i| (i, opacity[i]))
+                .collect();
+            let sources = draw(&alive, dead.len(), &mut rng);
+            if !sources.is_empty() {
+                let mut copies = std::collections::HashMap::new();
+                for &src in &sources {
+                    *copies.entry(src).or_insert(1usize) += 1;
+                }
+                share(&sources, &copies, &mut logits, &mut log_scales, min_opacity);
+                // Row i of the new set is row from[i] of the old one.
+                let mut from: Vec<usize> = (0..n).collect();
+                for (&d, &src) in dead.iter().zip(&sources) {
+                    from[d] = src;
+                }
+                let logits_moved: Vec<f32> = from.iter().map(|&i| logits[i]).collect();
+                let scales_moved: Vec<f32> = from
+                    .iter()
+                    .flat_map(|&i| log_scales[3 * i..3 * i + 3].to_vec())
+                    .collect();
+                let mut moved = splats.select(&index_tensor(&from, &device));
+                moved.set(
+                    ParamGroup::Opacity,
+                    Tensor::from_data(TensorData::new(logits_moved.clone(), [n, 1]), &device),
+                );
+                moved.set(
+                    ParamGroup::LogScales,
+                    Tensor::from_data(TensorData::new(scales_moved.clone(), [n, 3]), &device),
+                );
+                *splats = moved;
+                logits = logits_moved;
+                log_scales = scales_moved;
+                let mut touched: Vec<usize> = dead.clone();
+                touched.extend(copies.keys());
+                zero_moments(adam, &touched);
+                report.relocated = sources.len();
+            }
+
+            // Add copies up to the cap.
+            let target = c.max_gaussians.min((1.05 * n as f64) as usize);
+            let extra = target.saturating_sub(n);
+            let opacity: Vec<f32> = logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect();
+            let weights: Vec<(usize, f32)> = (0..n).map(|i| (i, opacity[i])).collect();
+            let sources = draw(&weights, extra, &mut rng);
+            if !sources.is_empty() {
+                let mut copies = std::collections::HashMap::new();
+                for &src in &sources {
+                    *copies.entry(src).or_insert(1usize) += 1;
+                }
+                share(&sources, &copies, &mut logits, &mut log_scales, min_opacity);
+                splats.set(
+                    ParamGroup::Opacity,
+                    Tensor::from_data(TensorData::new(logits, [n, 1]), &device),
+                );
+                splats.set(
+                    ParamGroup::LogScales,
+                    Tensor::from_data(TensorData::new(log_scales, [n, 3]), &device),
+                );
+                let touched: Vec<usize> = copies.keys().copied().collect();
+                zero_moments(adam, &touched);
+                let added = splats.select(&index_tensor(&sources, &device));
+                Refinement {
+                    keep: (0..n).collect(),
+                    added,
+                }
+                .apply(splats, adam);
+                report.added = sources.len();
+            }
+        }
+        self.inject_noise(context, splats, &mut rng)?;
+        Ok(report)
+    }
+
+    fn state(&self) -> Vec<(&'static str, Tensor<B, 1>)> {
+        Vec::new()
+    }
+
+    fn load_state(&mut self, state: Vec<(String, Tensor<B, 1>)>) -> Result<(), TrainError> {
+        match state.first() {
+            None => Ok(()),
+            Some((name, _)) => Err(TrainError::Scene(format!(
+                "the MCMC strategy keeps no state, the checkpoint has `{name}`"
+            ))),
+        }
+    }
+}
+
+impl McmcDensity {
+    /// Moves every centre by noise shaped by its covariance (see the module docs).
+    fn inject_noise<B: Backend>(
+        &self,
+        context: RefineContext,
+        splats: &mut Splats<B>,
+        rng: &mut StdRng,
+    ) -> Result<(), TrainError> {
+        let scaler = (context.lr_means * self.config.noise_lr) as f32;
+        if scaler == 0.0 || splats.is_empty() {
+            return Ok(());
+        }
+        let n = splats.len();
+        let device = splats.columns[0].device();
+        let means = to_host(splats.get(ParamGroup::Means).clone(), "means")?;
+        let quats = to_host(splats.get(ParamGroup::Quats).clone(), "rotations")?;
+        let log_scales = to_host(splats.get(ParamGroup::LogScales).clone(), "scales")?;
+        let logits = to_host(splats.get(ParamGroup::Opacity).clone(), "opacities")?;
+        let mut normal = || {
+            let (u, v) = (rng.random::<f32>().max(1e-12), rng.random::<f32>());
+            (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
+        };
+        let mut moved = means;
+        for i in 0..n {
+            let opacity = 1.0 / (1.0 + (-logits[i]).exp());
+            let gate = 1.0 / (1.0 + (-100.0 * (1.0 - opacity - 0.995)).exp());
+            let z: [f32; 3] = core::array::from_fn(|_| normal() * gate * scaler);
+            if gate * scaler == 0.0 {
+                continue;
+            }
+            // covariance R S^2 R^T applied to z.
+            let r = super::adaptive::rotation_matrix(&quats[4 * i..4 * i + 4]);
+            let s2: [f32; 3] = core::array::from_fn(|a| (2.0 * log_scales[3 * i + a]).exp());
+            let rt_z: [f32; 3] =
+                core::array::from_fn(|a| (0..3).map(|b| r[3 * b + a] * z[b]).sum());
+            for row in 0..3 {
+                let d: f32 = (0..3).map(|a| r[3 * row + a] * s2[a] * rt_z[a]).sum();
+                moved[3 * i + row] += d;
+            }
+        }
+        splats.set(
+            ParamGroup::Means,
+            Tensor::from_data(TensorData::new(moved, [n, 3]), &device),
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_copy_is_the_identity() {
+        let (o, f) = relocation(0.3, 1, 0.005);
+        assert!((o - 0.3).abs() < 1e-6 && (f - 1.0).abs() < 1e-5, "{o} {f}");
+    }
+
+    #[test]
+    fn copies_split_the_opacity() {
+        // Two copies composited: 1 - (1 - o')^2 = o.
+        let (o2, f) = relocation(0.6, 2, 0.005);
+        assert!((1.0 - (1.0 - o2).powi(2) - 0.6).abs() < 1e-5);
+        assert!(f > 0.0 && f.is_finite());
+    }
+
+    #[test]
+    fn draws_follow_the_weights() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let picks = draw(&[(7, 0.0), (8, 1.0), (9, 3.0)], 4000, &mut rng);
+        let nines = picks.iter().filter(|&&i| i == 9).count();
+        assert!(picks.iter().all(|&i| i != 7));
+        assert!((2800..3200).contains(&nines), "{nines}");
+        assert!(draw(&[(1, 0.0)], 3, &mut rng).is_empty());
+    }
+}

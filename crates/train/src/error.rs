@@ -1,0 +1,100 @@
+//! [`TrainError`]: why a run could not start, continue or save.
+
+use std::path::{Path, PathBuf};
+
+/// Everything that can stop training, naming what and where.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// A config document or override was refused.
+    #[error("{origin}: {message}")]
+    Config {
+        /// The file (or `--set`, or `config` for value checks).
+        origin: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// The scene could not be read.
+    #[error(transparent)]
+    Data(#[from] ember_data::DataError),
+    /// The model could not be built or holds non-finite values.
+    #[error(transparent)]
+    Model(#[from] ember_field::ModelError),
+    /// The renderer refused a camera or the field.
+    #[error("rendering view {view}: {source}")]
+    Render {
+        /// The view's name.
+        view: String,
+        /// The renderer's reason.
+        source: ember_field::RenderError,
+    },
+    /// The scene cannot be trained on (no views, mismatched image sizes, ...).
+    #[error("scene: {0}")]
+    Scene(String),
+    /// The loss became NaN or infinite; the step was not applied.
+    #[error(
+        "the loss became {loss} at step {step} (view {view}); the step was not applied{}",
+        last_checkpoint.as_ref().map(|p| format!("; the last good checkpoint is {}", p.display())).unwrap_or_default()
+    )]
+    NonFiniteLoss {
+        /// The step that produced it.
+        step: usize,
+        /// The training view rendered.
+        view: String,
+        /// The value.
+        loss: f32,
+        /// The newest checkpoint written before it, when there is one.
+        last_checkpoint: Option<PathBuf>,
+    },
+    /// A checkpoint is malformed or does not fit the run.
+    #[error("checkpoint {path}: {message}")]
+    Checkpoint {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// Reading back a tensor from the device failed.
+    #[error("reading {what} from the device: {message}")]
+    Readback {
+        /// Which tensor.
+        what: &'static str,
+        /// The backend's message.
+        message: String,
+    },
+}
+
+impl TrainError {
+    /// An I/O error on `path`.
+    pub fn io(path: &Path, source: std::io::Error) -> TrainError {
+        TrainError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// A checkpoint problem on `path`.
+    pub fn checkpoint(path: &Path, message: impl Into<String>) -> TrainError {
+        TrainError::Checkpoint {
+            path: path.to_path_buf(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Writes `bytes` to `path` through `path.tmp` and a rename, so an interrupted run never leaves
+/// a truncated file behind.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes).map_err(|e| TrainError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| TrainError::io(path, e))
+}

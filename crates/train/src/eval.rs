@@ -1,0 +1,169 @@
+//! Held-out evaluation: PSNR and SSIM of renders against the eval views, and side-by-side
+//! images.
+
+use std::path::Path;
+use std::time::Instant;
+
+use burn::tensor::ElementConversion;
+use ember_field::{RenderOptions, SplatAutodiffBackend, render};
+use serde::Serialize;
+
+use crate::error::{TrainError, write_atomically};
+use crate::loss::{psnr_from_mse, ssim};
+use crate::splats::to_host;
+use crate::timing::Phase;
+use crate::trainer::{Inner, Trainer};
+
+/// Metrics of one held-out view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ViewMetrics {
+    /// The view's name.
+    pub name: String,
+    /// PSNR, dB.
+    pub psnr: f32,
+    /// SSIM (11x11 Gaussian window).
+    pub ssim: f32,
+}
+
+/// A render next to its ground truth, 8-bit RGB, `[H, 2W, 3]` (render left).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideBySide {
+    /// The view's name.
+    pub name: String,
+    /// Width of the pair, pixels (twice the view's).
+    pub width: u32,
+    /// Height, pixels.
+    pub height: u32,
+    /// RGB bytes, row-major.
+    pub rgb: Vec<u8>,
+}
+
+impl SideBySide {
+    /// Writes the pair as PNG (atomically).
+    pub fn save_png(&self, path: &Path) -> Result<(), TrainError> {
+        let mut bytes = Vec::new();
+        image::write_buffer_with_format(
+            &mut std::io::Cursor::new(&mut bytes),
+            &self.rgb,
+            self.width,
+            self.height,
+            image::ExtendedColorType::Rgb8,
+            image::ImageFormat::Png,
+        )
+        .map_err(|e| TrainError::io(path, std::io::Error::other(e)))?;
+        write_atomically(path, &bytes)
+    }
+}
+
+/// The result of one evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvalReport {
+    /// Steps completed when it ran.
+    pub step: usize,
+    /// Mean PSNR over the views, dB.
+    pub psnr: f32,
+    /// Mean SSIM over the views.
+    pub ssim: f32,
+    /// Gaussians.
+    pub gaussians: usize,
+    /// Wall time of the evaluation, seconds.
+    pub seconds: f64,
+    /// Per view.
+    pub views: Vec<ViewMetrics>,
+    /// The first `eval.save_images` views, side by side with their ground truth.
+    #[serde(skip)]
+    pub images: Vec<SideBySide>,
+}
+
+/// Indices of at most `max` of `n` items, evenly spaced.
+pub fn evenly_spaced(n: usize, max: Option<usize>) -> Vec<usize> {
+    match max {
+        Some(m) if m < n => (0..m).map(|i| i * n / m.max(1)).collect(),
+        _ => (0..n).collect(),
+    }
+}
+
+impl<B: SplatAutodiffBackend> Trainer<B> {
+    /// Renders the held-out views (at most `eval.max_views`, evenly spaced) with every SH band
+    /// trained so far and measures PSNR and SSIM against them.
+    pub fn evaluate(&mut self) -> Result<EvalReport, TrainError> {
+        let started = Instant::now();
+        let field = self.field()?;
+        let degree = self.sh_degree_at(self.step.saturating_sub(1));
+        let options = RenderOptions::default()
+            .with_background(self.scene.background)
+            .with_sh_degree(degree as u32);
+        let scene = self.scene.clone();
+        let mut views = Vec::new();
+        let mut images = Vec::new();
+        for (k, index) in evenly_spaced(scene.eval.len(), self.config.eval.max_views)
+            .into_iter()
+            .enumerate()
+        {
+            let view = &scene.eval[index];
+            let truth = scene.eval_image(index)?;
+            let target = truth.to_tensor::<Inner<B>>(&self.device);
+            let out =
+                render(&field, &view.camera, &options).map_err(|source| TrainError::Render {
+                    view: view.name.clone(),
+                    source,
+                })?;
+            let rgb = out.rgb.clamp(0.0, 1.0);
+            let mse: f32 = (rgb.clone() - target.clone())
+                .powi_scalar(2)
+                .mean()
+                .into_scalar()
+                .elem();
+            let s: f32 = ssim(rgb.clone(), target).into_scalar().elem();
+            views.push(ViewMetrics {
+                name: view.name.clone(),
+                psnr: psnr_from_mse(mse),
+                ssim: s,
+            });
+            if k < self.config.eval.save_images {
+                let rendered = to_host(rgb, "eval render")?;
+                let (w, h) = (truth.width as usize, truth.height as usize);
+                let mut pair = vec![0u8; h * 2 * w * 3];
+                for y in 0..h {
+                    for x in 0..w {
+                        for c in 0..3 {
+                            let src = (y * w + x) * 3 + c;
+                            pair[(y * 2 * w + x) * 3 + c] = (rendered[src] * 255.0).round() as u8;
+                            pair[(y * 2 * w + w + x) * 3 + c] = truth.data[src];
+                        }
+                    }
+                }
+                images.push(SideBySide {
+                    name: view.name.clone(),
+                    width: 2 * truth.width,
+                    height: truth.height,
+                    rgb: pair,
+                });
+            }
+        }
+        let n = views.len().max(1) as f32;
+        let report = EvalReport {
+            step: self.step,
+            psnr: views.iter().map(|v| v.psnr).sum::<f32>() / n,
+            ssim: views.iter().map(|v| v.ssim).sum::<f32>() / n,
+            gaussians: self.splats.len(),
+            seconds: started.elapsed().as_secs_f64(),
+            views,
+            images,
+        };
+        self.times.add(Phase::Eval, started.elapsed());
+        Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evenly_spaced_picks() {
+        assert_eq!(evenly_spaced(5, None), vec![0, 1, 2, 3, 4]);
+        assert_eq!(evenly_spaced(10, Some(3)), vec![0, 3, 6]);
+        assert_eq!(evenly_spaced(2, Some(3)), vec![0, 1]);
+    }
+}

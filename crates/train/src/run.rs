@@ -1,0 +1,306 @@
+//! [`run`]: a whole training run with its outputs, for the `trainer` binary and for tests.
+//!
+//! Files in the output folder (each written atomically, rewritten as the run goes):
+//! `config.toml` (the effective config), `metrics.jsonl` (one JSON object per logged step,
+//! `"kind": "train"`, and per evaluation, `"kind": "eval"`), `train.csv` and `eval.csv` (the same
+//! rows as CSV), `curve.svg` (loss and PSNR against the step), `eval/step_NNNNNN_<view>.png`
+//! (render left, ground truth right), `checkpoint.safetensors` (every
+//! `output.checkpoint_every` steps and at the end) and `splats.ply` (3DGS PLY, at the end).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use ember_field::SplatAutodiffBackend;
+use serde_json::json;
+
+use crate::config::TrainConfig;
+use crate::curve::{CurvePoint, curve_svg};
+use crate::error::{TrainError, write_atomically};
+use crate::eval::EvalReport;
+use crate::ply::write_ply;
+use crate::scene::TrainScene;
+use crate::timing::{Phase, PhaseTimes};
+use crate::trainer::{StepReport, Trainer};
+
+/// Hooks for progress display.
+pub trait RunObserver {
+    /// After every step.
+    fn on_step(&mut self, _report: &StepReport, _total_steps: usize) {}
+    /// After every evaluation.
+    fn on_eval(&mut self, _report: &EvalReport) {}
+    /// A line worth showing (files written, resume).
+    fn on_message(&mut self, _message: &str) {}
+}
+
+/// An observer that shows nothing.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Quiet;
+
+impl RunObserver for Quiet {}
+
+/// What a finished run reports.
+#[derive(Debug, Clone)]
+pub struct RunSummary {
+    /// Steps completed.
+    pub steps: usize,
+    /// Gaussians at the end.
+    pub gaussians: usize,
+    /// The final evaluation.
+    pub final_eval: EvalReport,
+    /// Every evaluation, in order.
+    pub evals: Vec<EvalReport>,
+    /// Time per phase.
+    pub times: PhaseTimes,
+    /// Wall time of the run, seconds (scene loading excluded).
+    pub seconds: f64,
+    /// The last checkpoint written.
+    pub checkpoint: PathBuf,
+}
+
+/// The metric logs of a run, kept in memory and rewritten atomically.
+struct Logs {
+    out: PathBuf,
+    jsonl: Vec<String>,
+    train_csv: Vec<String>,
+    eval_csv: Vec<String>,
+    curve: Vec<CurvePoint>,
+}
+
+impl Logs {
+    fn new(out: &Path) -> Logs {
+        Logs {
+            out: out.to_path_buf(),
+            jsonl: Vec::new(),
+            train_csv: vec!["step,loss,psnr,gaussians,sh_degree,lr_means,seconds".to_string()],
+            eval_csv: vec!["step,psnr,ssim,gaussians,seconds".to_string()],
+            curve: Vec::new(),
+        }
+    }
+
+    /// Rows of an earlier run up to `step` (when resuming into the same folder).
+    fn resume(&mut self, step: usize) {
+        let Ok(text) = std::fs::read_to_string(self.out.join("metrics.jsonl")) else {
+            return;
+        };
+        for line in text.lines() {
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(line) else {
+                continue;
+            };
+            let row_step = value["step"].as_u64().unwrap_or(u64::MAX) as usize;
+            if row_step > step {
+                continue;
+            }
+            let num = |k: &str| value[k].as_f64().unwrap_or(f64::NAN);
+            match value["kind"].as_str() {
+                Some("train") => {
+                    self.train_csv.push(format!(
+                        "{row_step},{},{},{},{},{},{}",
+                        num("loss"),
+                        value["psnr"]
+                            .as_f64()
+                            .map(|v| v.to_string())
+                            .unwrap_or_default(),
+                        num("gaussians"),
+                        num("sh_degree"),
+                        num("lr_means"),
+                        num("seconds")
+                    ));
+                    self.curve.push(CurvePoint::train(
+                        row_step,
+                        num("loss") as f32,
+                        value["psnr"].as_f64().map(|v| v as f32),
+                    ));
+                }
+                Some("eval") => {
+                    self.eval_csv.push(format!(
+                        "{row_step},{},{},{},{}",
+                        num("psnr"),
+                        num("ssim"),
+                        num("gaussians"),
+                        num("seconds")
+                    ));
+                    self.curve
+                        .push(CurvePoint::eval(row_step, num("psnr") as f32));
+                }
+                _ => continue,
+            }
+            self.jsonl.push(line.to_string());
+        }
+    }
+
+    fn step(&mut self, r: &StepReport) {
+        self.jsonl.push(
+            json!({
+                "kind": "train", "step": r.step, "loss": r.loss, "psnr": r.psnr,
+                "gaussians": r.gaussians, "sh_degree": r.sh_degree, "lr_means": r.lr_means,
+                "seconds": r.seconds, "cloned": r.refine.cloned, "split": r.refine.split,
+                "pruned": r.refine.pruned, "relocated": r.refine.relocated,
+                "added": r.refine.added,
+            })
+            .to_string(),
+        );
+        self.train_csv.push(format!(
+            "{},{},{},{},{},{},{}",
+            r.step,
+            r.loss,
+            r.psnr.map(|p| p.to_string()).unwrap_or_default(),
+            r.gaussians,
+            r.sh_degree,
+            r.lr_means,
+            r.seconds
+        ));
+        self.curve.push(CurvePoint::train(r.step, r.loss, r.psnr));
+    }
+
+    fn eval(&mut self, e: &EvalReport) {
+        self.jsonl.push(
+            json!({
+                "kind": "eval", "step": e.step, "psnr": e.psnr, "ssim": e.ssim,
+                "gaussians": e.gaussians, "seconds": e.seconds, "views": e.views,
+            })
+            .to_string(),
+        );
+        self.eval_csv.push(format!(
+            "{},{},{},{},{}",
+            e.step, e.psnr, e.ssim, e.gaussians, e.seconds
+        ));
+        self.curve.push(CurvePoint::eval(e.step, e.psnr));
+    }
+
+    fn flush(&self) -> Result<(), TrainError> {
+        let lines = |rows: &[String]| rows.iter().map(|r| format!("{r}\n")).collect::<String>();
+        write_atomically(
+            &self.out.join("metrics.jsonl"),
+            lines(&self.jsonl).as_bytes(),
+        )?;
+        write_atomically(
+            &self.out.join("train.csv"),
+            lines(&self.train_csv).as_bytes(),
+        )?;
+        write_atomically(&self.out.join("eval.csv"), lines(&self.eval_csv).as_bytes())?;
+        write_atomically(
+            &self.out.join("curve.svg"),
+            curve_svg(&self.curve).as_bytes(),
+        )
+    }
+}
+
+/// Trains `scene` with `config`, writing into `out` (see the module docs); `resume` continues
+/// from a checkpoint. A non-finite loss stops the run before the bad step is applied, with the
+/// last checkpoint on disk untouched and named in the error.
+pub fn run<B: SplatAutodiffBackend>(
+    config: &TrainConfig,
+    scene: Arc<TrainScene>,
+    out: &Path,
+    resume: Option<&Path>,
+    device: &B::Device,
+    observer: &mut dyn RunObserver,
+) -> Result<RunSummary, TrainError> {
+    let started = Instant::now();
+    std::fs::create_dir_all(out.join("eval")).map_err(|e| TrainError::io(out, e))?;
+    write_atomically(&out.join("config.toml"), config.to_toml_string().as_bytes())?;
+    let mut trainer = Trainer::<B>::new(config.clone(), scene, device)?;
+    let mut logs = Logs::new(out);
+    let checkpoint_path = out.join("checkpoint.safetensors");
+    let mut last_checkpoint = None;
+    if let Some(path) = resume {
+        trainer.load_checkpoint(path)?;
+        logs.resume(trainer.step_count());
+        last_checkpoint = Some(path.to_path_buf());
+        observer.on_message(&format!(
+            "resumed {} at step {} with {} Gaussians",
+            path.display(),
+            trainer.step_count(),
+            trainer.num_gaussians()
+        ));
+    }
+    let mut evals = Vec::new();
+    let total = config.steps;
+    let evaluate = |trainer: &mut Trainer<B>,
+                    logs: &mut Logs,
+                    evals: &mut Vec<EvalReport>,
+                    observer: &mut dyn RunObserver|
+     -> Result<(), TrainError> {
+        let report = trainer.evaluate()?;
+        let t = Instant::now();
+        for image in &report.images {
+            let name: String = image
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let path = out
+                .join("eval")
+                .join(format!("step_{:06}_{name}.png", report.step));
+            image.save_png(&path)?;
+        }
+        logs.eval(&report);
+        logs.flush()?;
+        trainer.times_mut().add(Phase::Output, t.elapsed());
+        observer.on_eval(&report);
+        evals.push(report);
+        Ok(())
+    };
+    while trainer.step_count() < total {
+        let report = match trainer.step() {
+            Ok(report) => report,
+            Err(TrainError::NonFiniteLoss {
+                step, view, loss, ..
+            }) => {
+                logs.flush()?;
+                return Err(TrainError::NonFiniteLoss {
+                    step,
+                    view,
+                    loss,
+                    last_checkpoint,
+                });
+            }
+            Err(e) => return Err(e),
+        };
+        let step = report.step;
+        if step.is_multiple_of(config.output.log_every) || step == total {
+            logs.step(&report);
+        }
+        observer.on_step(&report, total);
+        if config.eval.every > 0 && step.is_multiple_of(config.eval.every) && step < total {
+            evaluate(&mut trainer, &mut logs, &mut evals, observer)?;
+        }
+        if config.output.checkpoint_every > 0
+            && step.is_multiple_of(config.output.checkpoint_every)
+            && step < total
+        {
+            trainer.save_checkpoint(&checkpoint_path)?;
+            last_checkpoint = Some(checkpoint_path.clone());
+        }
+    }
+    evaluate(&mut trainer, &mut logs, &mut evals, observer)?;
+    let t = Instant::now();
+    trainer.save_checkpoint(&checkpoint_path)?;
+    observer.on_message(&format!("wrote {}", checkpoint_path.display()));
+    if config.output.ply {
+        let ply = out.join("splats.ply");
+        write_ply(&trainer.field()?, &ply)?;
+        observer.on_message(&format!("wrote {}", ply.display()));
+    }
+    trainer.times_mut().add(Phase::Output, t.elapsed());
+    let final_eval = evals
+        .last()
+        .cloned()
+        .ok_or_else(|| TrainError::Scene("no evaluation ran".to_string()))?;
+    Ok(RunSummary {
+        steps: trainer.step_count(),
+        gaussians: trainer.num_gaussians(),
+        final_eval,
+        evals,
+        times: *trainer.times(),
+        seconds: started.elapsed().as_secs_f64(),
+        checkpoint: checkpoint_path,
+    })
+}

@@ -1,0 +1,428 @@
+//! [`Trainer`]: the state of a run and its step.
+//!
+//! One step: pick the view (a per-epoch permutation drawn from the seed), upload its image,
+//! render on the autodiff backend, loss, backward, one Adam step per parameter group, then the
+//! densification strategy. Every random draw is a function of `(seed, step)`, so a run resumed
+//! from a checkpoint takes the same decisions as one that never stopped; on the CPU the numbers
+//! are bit-identical.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use burn::tensor::activation::sigmoid;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{ElementConversion, Tensor};
+use ember_field::{
+    GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend, render,
+};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+
+use crate::adam::{AdamSettings, GroupAdam};
+use crate::config::{InitMode, TrainConfig};
+use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
+use crate::error::TrainError;
+use crate::loss::{photometric_loss, psnr_from_mse};
+use crate::scene::TrainScene;
+use crate::splats::{ParamGroup, Splats};
+use crate::timing::{Phase, PhaseTimes};
+
+/// The inner (non-autodiff) backend of `B`.
+pub type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+
+/// What one step did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepReport {
+    /// Steps completed after this one (1-based, like 3DGS's iteration).
+    pub step: usize,
+    /// The training view rendered.
+    pub view: usize,
+    /// The loss.
+    pub loss: f32,
+    /// PSNR of the render against its training image, dB (measured every `output.log_every`
+    /// steps, `None` otherwise: it costs a read-back).
+    pub psnr: Option<f32>,
+    /// Gaussians after the step.
+    pub gaussians: usize,
+    /// SH bands rendered.
+    pub sh_degree: usize,
+    /// Learning rate of the means at this step.
+    pub lr_means: f64,
+    /// What densification did.
+    pub refine: RefineReport,
+    /// Wall time of the step, seconds.
+    pub seconds: f64,
+}
+
+/// A training run in memory (see the module docs).
+pub struct Trainer<B: SplatAutodiffBackend> {
+    pub(crate) config: TrainConfig,
+    pub(crate) scene: Arc<TrainScene>,
+    pub(crate) splats: Splats<Inner<B>>,
+    pub(crate) adam: GroupAdam<Inner<B>>,
+    pub(crate) strategy: Box<dyn Strategy<Inner<B>>>,
+    pub(crate) step: usize,
+    pub(crate) device: B::Device,
+    pub(crate) times: PhaseTimes,
+    order: Option<(usize, Vec<usize>)>,
+}
+
+/// Mixes a seed with a stream id and a counter into one 64-bit seed (SplitMix64 finaliser), so
+/// the draws of different purposes and steps are independent.
+pub fn derive_seed(seed: u64, stream: u64, counter: u64) -> u64 {
+    let mut z = seed
+        .wrapping_add(stream.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .wrapping_add(counter.wrapping_mul(0xbf58_476d_1ce4_e5b9));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+const STREAM_VIEWS: u64 = 1;
+const STREAM_DENSIFY: u64 = 2;
+const STREAM_INIT: u64 = 3;
+
+/// The initial field of a run: from the scene's points (colour to SH DC, scale from the mean
+/// distance to the 3 nearest neighbours, the configured opacity) or random in the scene bounds.
+pub fn initial_field<Bk: burn::tensor::backend::Backend>(
+    config: &TrainConfig,
+    scene: &TrainScene,
+    device: &Bk::Device,
+) -> Result<GaussianField<Bk>, TrainError> {
+    let field_config = GaussianFieldConfig::new()
+        .with_sh_degree(config.init.sh_degree)
+        .with_opacity(config.init.opacity)
+        .with_seed(derive_seed(config.seed, STREAM_INIT, 0));
+    match (&config.init.mode, &scene.points) {
+        (InitMode::Points, Some((xyz, rgb))) => {
+            Ok(GaussianField::from_points(&field_config, xyz, rgb, device)?)
+        }
+        _ => {
+            // As 3DGS does for scenes without points: uniform positions in the box, random
+            // colours, scales from the 3 nearest neighbours.
+            let (centre, half) = scene.bounds();
+            let half = half * config.init.random_box as f32;
+            let mut rng = StdRng::seed_from_u64(derive_seed(config.seed, STREAM_INIT, 1));
+            let n = config.init.random_count;
+            let xyz: Vec<f32> = (0..3 * n)
+                .map(|i| centre[i % 3] + half * (2.0 * rng.random::<f32>() - 1.0))
+                .collect();
+            let rgb: Vec<f32> = (0..3 * n).map(|_| rng.random::<f32>()).collect();
+            Ok(GaussianField::from_points(
+                &field_config,
+                &xyz,
+                &rgb,
+                device,
+            )?)
+        }
+    }
+}
+
+impl<B: SplatAutodiffBackend> Trainer<B> {
+    /// A new run: the initial field (see [`initial_field`]), zero Adam moments.
+    pub fn new(
+        config: TrainConfig,
+        scene: Arc<TrainScene>,
+        device: &B::Device,
+    ) -> Result<Self, TrainError> {
+        config.validate()?;
+        let field = initial_field::<Inner<B>>(&config, &scene, device)?;
+        Self::from_splats(config, scene, Splats::from_field(&field), device)
+    }
+
+    /// A run starting from given parameters with zero moments.
+    pub fn from_splats(
+        config: TrainConfig,
+        scene: Arc<TrainScene>,
+        splats: Splats<Inner<B>>,
+        device: &B::Device,
+    ) -> Result<Self, TrainError> {
+        if scene.train.is_empty() {
+            return Err(TrainError::Scene(format!(
+                "{} has no training views",
+                scene.name
+            )));
+        }
+        let shapes = splats.columns.clone().map(|t| t.dims());
+        let settings = AdamSettings {
+            beta1: config.optim.beta1,
+            beta2: config.optim.beta2,
+            eps: config.optim.eps,
+        };
+        let adam = GroupAdam::new(settings, shapes, device);
+        let strategy = strategy_from_config(&config.densify, splats.len(), device);
+        Ok(Trainer {
+            config,
+            scene,
+            splats,
+            adam,
+            strategy,
+            step: 0,
+            device: device.clone(),
+            times: PhaseTimes::default(),
+            order: None,
+        })
+    }
+
+    /// The run's config.
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    /// The scene.
+    pub fn scene(&self) -> &TrainScene {
+        &self.scene
+    }
+
+    /// Steps completed.
+    pub fn step_count(&self) -> usize {
+        self.step
+    }
+
+    /// Number of Gaussians.
+    pub fn num_gaussians(&self) -> usize {
+        self.splats.len()
+    }
+
+    /// The parameters.
+    pub fn splats(&self) -> &Splats<Inner<B>> {
+        &self.splats
+    }
+
+    /// The Adam state (row-aligned with [`Trainer::splats`]).
+    pub fn adam(&self) -> &GroupAdam<Inner<B>> {
+        &self.adam
+    }
+
+    /// The densification strategy.
+    pub fn strategy(&self) -> &dyn Strategy<Inner<B>> {
+        self.strategy.as_ref()
+    }
+
+    /// The device.
+    pub fn device(&self) -> &B::Device {
+        &self.device
+    }
+
+    /// Time spent per phase so far.
+    pub fn times(&self) -> &PhaseTimes {
+        &self.times
+    }
+
+    pub(crate) fn times_mut(&mut self) -> &mut PhaseTimes {
+        &mut self.times
+    }
+
+    /// The trained field (current parameters).
+    pub fn field(&self) -> Result<GaussianField<Inner<B>>, TrainError> {
+        self.splats.to_field()
+    }
+
+    /// Replaces the parameters with others of the same shapes, keeping the optimizer state
+    /// (e.g. after editing them); a different count or layout is refused.
+    pub fn replace_parameters(&mut self, splats: Splats<Inner<B>>) -> Result<(), TrainError> {
+        let same = splats
+            .columns
+            .iter()
+            .zip(&self.splats.columns)
+            .all(|(a, b)| a.dims() == b.dims());
+        if !same {
+            return Err(TrainError::Scene(
+                "replacement parameters must have the shapes of the current ones".to_string(),
+            ));
+        }
+        self.splats = splats;
+        Ok(())
+    }
+
+    /// SH bands rendered at (0-based) step `step`: one more every `optim.sh_interval` steps.
+    pub fn sh_degree_at(&self, step: usize) -> usize {
+        (step / self.config.optim.sh_interval).min(self.config.init.sh_degree)
+    }
+
+    /// Learning rate of `group` at (0-based) step `step`: the means' rate decays log-linearly
+    /// from `lr_means` to `lr_means_final` (both times the scene extent), the others are fixed.
+    pub fn learning_rate(&self, group: ParamGroup, step: usize) -> f64 {
+        let o = &self.config.optim;
+        match group {
+            ParamGroup::Means => {
+                let total = o.lr_means_steps.unwrap_or(self.config.steps).max(1);
+                let t = (step as f64 / total as f64).clamp(0.0, 1.0);
+                let (a, b) = (o.lr_means.max(1e-30).ln(), o.lr_means_final.max(1e-30).ln());
+                if o.lr_means == 0.0 {
+                    0.0
+                } else {
+                    ((1.0 - t) * a + t * b).exp() * self.scene.extent
+                }
+            }
+            ParamGroup::Quats => o.lr_quats,
+            ParamGroup::LogScales => o.lr_scales,
+            ParamGroup::Opacity => o.lr_opacity,
+            ParamGroup::ShDc => o.lr_sh_dc,
+            ParamGroup::ShRest => o.lr_sh_rest,
+        }
+    }
+
+    /// The training view of (0-based) step `step`: each epoch visits every view once, in an
+    /// order drawn from `(seed, epoch)`.
+    pub fn view_at(&mut self, step: usize) -> usize {
+        let n = self.scene.train.len();
+        let epoch = step / n;
+        if self.order.as_ref().is_none_or(|(e, _)| *e != epoch) {
+            let mut order: Vec<usize> = (0..n).collect();
+            let mut rng =
+                StdRng::seed_from_u64(derive_seed(self.config.seed, STREAM_VIEWS, epoch as u64));
+            order.shuffle(&mut rng);
+            self.order = Some((epoch, order));
+        }
+        self.order.as_ref().map(|(_, o)| o[step % n]).unwrap_or(0)
+    }
+
+    /// The render options of training at (0-based) step `step`.
+    fn render_options(&self, sh_degree: usize) -> RenderOptions {
+        RenderOptions::default()
+            .with_background(self.scene.background)
+            .with_sh_degree(sh_degree as u32)
+    }
+
+    /// Runs one step (see the module docs). A non-finite loss returns
+    /// [`TrainError::NonFiniteLoss`] before anything is changed.
+    pub fn step(&mut self) -> Result<StepReport, TrainError> {
+        let started = Instant::now();
+        let step = self.step;
+        let view = self.view_at(step);
+        let camera = self.scene.train[view].camera;
+
+        let t = Instant::now();
+        let image = self.scene.train_image(view)?;
+        let target = Tensor::<B, 3>::from_inner(image.to_tensor::<Inner<B>>(&self.device));
+        self.times.add(Phase::Data, t.elapsed());
+
+        let t = Instant::now();
+        let sh_degree = self.sh_degree_at(step);
+        let field = self.splats.to_autodiff_field::<B>()?;
+        let out = render(&field, &camera, &self.render_options(sh_degree)).map_err(|source| {
+            TrainError::Render {
+                view: self.scene.train[view].name.clone(),
+                source,
+            }
+        })?;
+        let mut loss = photometric_loss(
+            out.rgb.clone(),
+            target.clone(),
+            self.config.loss.ssim_lambda,
+        );
+        let (opacity_reg, scale_reg) = (self.config.loss.opacity_reg, self.config.loss.scale_reg);
+        if opacity_reg > 0.0 && !self.splats.is_empty() {
+            loss = loss + sigmoid(field.opacity_logits.val()).mean() * opacity_reg;
+        }
+        if scale_reg > 0.0 && !self.splats.is_empty() {
+            loss = loss + field.log_scales.val().exp().mean() * scale_reg;
+        }
+        let loss_value: f32 = loss.clone().into_scalar().elem();
+        if !loss_value.is_finite() {
+            return Err(TrainError::NonFiniteLoss {
+                step: step + 1,
+                view: self.scene.train[view].name.clone(),
+                loss: loss_value,
+                last_checkpoint: None,
+            });
+        }
+        let psnr = (step + 1)
+            .is_multiple_of(self.config.output.log_every)
+            .then(|| {
+                let mse: f32 = (out.rgb.clone().inner().clamp(0.0, 1.0) - target.clone().inner())
+                    .powi_scalar(2)
+                    .mean()
+                    .into_scalar()
+                    .elem();
+                psnr_from_mse(mse)
+            });
+        self.times.add(Phase::Forward, t.elapsed());
+
+        let t = Instant::now();
+        let grads = loss.backward();
+        let field_grads = [
+            field.means.grad(&grads),
+            field.quats.grad(&grads),
+            field.log_scales.grad(&grads),
+            field.opacity_logits.grad(&grads).map(|g| {
+                let n = g.dims()[0];
+                g.reshape([n, 1])
+            }),
+            field.sh_dc.grad(&grads).map(|g| {
+                let n = g.dims()[0];
+                g.reshape([n, 3])
+            }),
+            field.sh_rest.grad(&grads).map(|g| {
+                let [n, k, _] = g.dims();
+                g.reshape([n, 3 * k])
+            }),
+        ];
+        let screen_grads = out.aux.screen_grads.grad(&grads);
+        self.times.add(Phase::Backward, t.elapsed());
+
+        let t = Instant::now();
+        if let Some(screen_grads) = screen_grads {
+            let stats = StepStatistics {
+                screen_grads,
+                radius: out.aux.radius.inner(),
+                visible: out.aux.visible.inner(),
+                width: camera.width,
+                height: camera.height,
+            };
+            self.strategy.observe(step, &stats)?;
+        }
+        self.times.add(Phase::Densify, t.elapsed());
+
+        let t = Instant::now();
+        for (group, grad) in ParamGroup::ALL.into_iter().zip(field_grads) {
+            let Some(grad) = grad else { continue };
+            let lr = self.learning_rate(group, step);
+            let param = self.splats.columns[group.index()].clone();
+            let updated = self.adam.step(group, param, grad, lr);
+            self.splats.columns[group.index()] = updated;
+        }
+        self.times.add(Phase::Optimizer, t.elapsed());
+
+        let t = Instant::now();
+        let context = RefineContext {
+            step: step + 1,
+            extent: self.scene.extent,
+            seed: derive_seed(self.config.seed, STREAM_DENSIFY, step as u64 + 1),
+            lr_means: self.learning_rate(ParamGroup::Means, step),
+        };
+        let refine = self
+            .strategy
+            .refine(context, &mut self.splats, &mut self.adam)?;
+        self.times.add(Phase::Densify, t.elapsed());
+
+        self.step += 1;
+        Ok(StepReport {
+            step: self.step,
+            view,
+            loss: loss_value,
+            psnr,
+            gaussians: self.splats.len(),
+            sh_degree,
+            lr_means: self.learning_rate(ParamGroup::Means, step),
+            refine,
+            seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_seeds_differ_by_stream_and_counter() {
+        let a = derive_seed(0, 1, 0);
+        assert_ne!(a, derive_seed(0, 1, 1));
+        assert_ne!(a, derive_seed(0, 2, 0));
+        assert_ne!(a, derive_seed(1, 1, 0));
+        assert_eq!(a, derive_seed(0, 1, 0));
+    }
+}

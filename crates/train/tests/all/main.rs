@@ -1,0 +1,9 @@
+//! Integration tests of `ember-train` (one binary; modules by topic).
+
+mod common;
+mod config_files;
+mod densify;
+mod lego;
+mod procedural;
+mod resume;
+mod smoke;

@@ -1,0 +1,96 @@
+//! A whole run on the procedural scene through `run()`: the PSNR rises and every output is
+//! written.
+
+use ember_train::{Quiet, run};
+
+use crate::common::{self, B};
+
+#[test]
+fn run_learns_and_writes_every_output() {
+    let mut config = common::tiny_config();
+    config.steps = 80;
+    config.eval.every = 20;
+    config.densify.start = 20;
+    config.densify.interval = 20;
+    config.densify.opacity_reset_interval = 0;
+    config.densify.grad_threshold = 2e-4;
+    // Short runs need faster colours and opacities than the 30k-step 3DGS rates.
+    config.optim.lr_sh_dc = 0.01;
+    config.optim.lr_opacity = 0.05;
+    config.optim.lr_scales = 0.01;
+    let scene = common::scene(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut untrained =
+        ember_train::Trainer::<B>::new(config.clone(), scene.clone(), &Default::default()).unwrap();
+    let before = untrained.evaluate().unwrap().psnr;
+    let summary = run::<B>(&config, scene, &out, None, &Default::default(), &mut Quiet).unwrap();
+    assert_eq!(summary.steps, 80);
+    assert_eq!(summary.evals.len(), 4);
+    let after = summary.final_eval.psnr;
+    assert!(after > before + 2.0, "PSNR {before:.2} -> {after:.2}");
+    for file in [
+        "config.toml",
+        "metrics.jsonl",
+        "train.csv",
+        "eval.csv",
+        "curve.svg",
+        "checkpoint.safetensors",
+        "splats.ply",
+        "eval/step_000080_test_000.png",
+        "eval/step_000020_test_001.png",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    let jsonl = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    assert_eq!(
+        jsonl
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"eval\""))
+            .count(),
+        4
+    );
+    assert_eq!(
+        jsonl
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"train\""))
+            .count(),
+        40
+    );
+    let ply = std::fs::read(out.join("splats.ply")).unwrap();
+    let header = String::from_utf8_lossy(&ply[..200]);
+    assert!(
+        header.contains(&format!("element vertex {}", summary.gaussians)),
+        "{header}"
+    );
+    // No temporary files are left behind.
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().to_string();
+        assert!(!name.ends_with(".tmp"), "{name}");
+    }
+
+    // Resuming the finished run's checkpoint for 20 more steps continues the logs.
+    let mut more = config.clone();
+    more.steps = 100;
+    let ckpt = out.join("checkpoint.safetensors");
+    let copy = dir.path().join("ckpt.safetensors");
+    std::fs::copy(&ckpt, &copy).unwrap();
+    let resumed = run::<B>(
+        &more,
+        common::scene(&config),
+        &out,
+        Some(&copy),
+        &Default::default(),
+        &mut Quiet,
+    )
+    .unwrap();
+    assert_eq!(resumed.steps, 100);
+    let jsonl = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
+    assert_eq!(
+        jsonl
+            .lines()
+            .filter(|l| l.contains("\"kind\":\"train\""))
+            .count(),
+        50
+    );
+}

@@ -1,0 +1,129 @@
+//! A run resumed from a checkpoint equals an uninterrupted one, bit for bit on the CPU; a NaN
+//! loss stops the run and leaves the last checkpoint intact.
+
+use ember_train::splats::{ParamGroup, Splats, to_host};
+use ember_train::{TrainError, Trainer};
+
+use crate::common::{self, B};
+
+fn state(trainer: &Trainer<B>) -> Vec<Vec<f32>> {
+    let mut out = Vec::new();
+    for group in ParamGroup::ALL {
+        out.push(to_host(trainer.splats().get(group).clone(), "p").unwrap());
+        let s = &trainer.adam().states[group.index()];
+        out.push(to_host(s.exp_avg.clone(), "m").unwrap());
+        out.push(to_host(s.exp_avg_sq.clone(), "v").unwrap());
+        out.push(vec![s.steps as f32]);
+    }
+    for (_, t) in trainer.strategy().state() {
+        out.push(to_host(t, "strategy").unwrap());
+    }
+    out
+}
+
+#[test]
+fn resume_equals_uninterrupted() {
+    let config = common::tiny_config();
+    let scene = common::scene(&config);
+    let device = Default::default();
+    let mut straight = Trainer::<B>::new(config.clone(), scene.clone(), &device).unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..config.steps {
+        losses.push(straight.step().unwrap().loss);
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ckpt.safetensors");
+    // Stop at step 7: inside a densification interval (accumulators non-zero), after a
+    // refinement (step 4) and before the opacity reset (step 8) and an SH band change (step 6).
+    let mut first = Trainer::<B>::new(config.clone(), scene.clone(), &device).unwrap();
+    let mut resumed_losses = Vec::new();
+    for _ in 0..7 {
+        resumed_losses.push(first.step().unwrap().loss);
+    }
+    first.save_checkpoint(&path).unwrap();
+    drop(first);
+    let mut second = Trainer::<B>::new(config.clone(), scene, &device).unwrap();
+    second.load_checkpoint(&path).unwrap();
+    assert_eq!(second.step_count(), 7);
+    while second.step_count() < config.steps {
+        resumed_losses.push(second.step().unwrap().loss);
+    }
+    assert_eq!(losses, resumed_losses, "the same loss at every step");
+    assert_eq!(state(&straight), state(&second), "identical final state");
+    assert_ne!(
+        straight.num_gaussians(),
+        200,
+        "densification changed the count"
+    );
+}
+
+#[test]
+fn non_finite_loss_stops_with_the_checkpoint_intact() {
+    let config = common::tiny_config();
+    let scene = common::scene(&config);
+    let mut trainer = Trainer::<B>::new(config, scene, &Default::default()).unwrap();
+    for _ in 0..3 {
+        trainer.step().unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("last.safetensors");
+    trainer.save_checkpoint(&path).unwrap();
+    let saved = std::fs::read(&path).unwrap();
+
+    // Poison the colours.
+    let mut splats: Splats<_> = trainer.splats().clone();
+    let dc = splats.get(ParamGroup::ShDc).clone();
+    let n = dc.dims()[0];
+    let mut values = to_host(dc, "dc").unwrap();
+    // (The projection culls Gaussians with non-finite parameters; a huge finite colour
+    // overflows in the loss, as a diverging run would.)
+    values.fill(1e30);
+    splats.set(
+        ParamGroup::ShDc,
+        burn::tensor::Tensor::from_data(
+            burn::tensor::TensorData::new(values, [n, 3]),
+            &Default::default(),
+        ),
+    );
+    trainer.replace_parameters(splats).unwrap();
+    let err = trainer.step().unwrap_err();
+    match &err {
+        TrainError::NonFiniteLoss { step, loss, .. } => {
+            assert_eq!(*step, 4);
+            assert!(!loss.is_finite());
+        }
+        other => panic!("unexpected error {other}"),
+    }
+    let message = err.to_string();
+    assert!(
+        message.contains("step 4") && message.contains("not applied"),
+        "{message}"
+    );
+    assert_eq!(trainer.step_count(), 3, "the bad step was not counted");
+    assert_eq!(std::fs::read(&path).unwrap(), saved, "checkpoint untouched");
+    // ... and it still loads into a fresh trainer.
+    let config = common::tiny_config();
+    let mut fresh =
+        Trainer::<B>::new(config.clone(), common::scene(&config), &Default::default()).unwrap();
+    fresh.load_checkpoint(&path).unwrap();
+    assert_eq!(fresh.step_count(), 3);
+    fresh.step().unwrap();
+}
+
+#[test]
+fn bad_checkpoints_are_refused() {
+    let config = common::tiny_config();
+    let scene = common::scene(&config);
+    let mut trainer = Trainer::<B>::new(config, scene, &Default::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("junk.safetensors");
+    std::fs::write(&path, b"not a checkpoint").unwrap();
+    let err = trainer.load_checkpoint(&path).unwrap_err();
+    assert!(err.to_string().contains("junk.safetensors"), "{err}");
+    let err = trainer
+        .load_checkpoint(&dir.path().join("absent"))
+        .unwrap_err();
+    assert!(matches!(err, TrainError::Io { .. }), "{err}");
+    assert_eq!(trainer.step_count(), 0);
+}

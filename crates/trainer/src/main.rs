@@ -1,0 +1,254 @@
+//! `trainer`: trains a Gaussian-splatting scene from a TOML config.
+//!
+//! `cargo run --release -p trainer` trains the built-in procedural scene of `configs/quick.toml`
+//! (compiled in, so it works without data); `--config FILE` picks another preset, `--data` a
+//! scene folder, `--set key=value` overrides any config field. See `--help`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use ember_train::{EvalReport, RunObserver, StepReport, TrainConfig, TrainScene, run};
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// The built-in default config (the procedural scene).
+const QUICK_TOML: &str = include_str!("../../../configs/quick.toml");
+
+/// Train a 3D Gaussian-splatting scene.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// TOML config (default: the built-in configs/quick.toml).
+    #[arg(long, value_name = "FILE.toml")]
+    config: Option<PathBuf>,
+    /// Scene folder (COLMAP, NeRF-Synthetic or nerfstudio); overrides `data.path`.
+    #[arg(long, value_name = "PATH")]
+    data: Option<PathBuf>,
+    /// Output folder.
+    #[arg(long, value_name = "DIR", default_value = "runs/latest")]
+    out: PathBuf,
+    /// Backend (among the compiled cargo features).
+    #[arg(long, value_enum, default_value_t = Backend::default_compiled())]
+    backend: Backend,
+    /// Steps; overrides `steps`.
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Seed; overrides `seed`.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Override any config field, e.g. `--set optim.lr_opacity=0.05` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+    /// Continue from a checkpoint written by an earlier run.
+    #[arg(long, value_name = "CHECKPOINT")]
+    resume: Option<PathBuf>,
+    /// Print the effective config and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Backend {
+    /// CPU (ndarray + Ember's rayon kernels).
+    Ndarray,
+    /// wgpu (Vulkan, Metal, DX12).
+    Wgpu,
+    /// CUDA.
+    Cuda,
+}
+
+impl Backend {
+    fn default_compiled() -> Backend {
+        if cfg!(feature = "cuda") {
+            Backend::Cuda
+        } else if cfg!(feature = "wgpu") {
+            Backend::Wgpu
+        } else {
+            Backend::Ndarray
+        }
+    }
+}
+
+/// The progress bar: step, loss, PSNR, Gaussians, steps/s and ETA.
+struct Progress {
+    bar: ProgressBar,
+    last_psnr: Option<f32>,
+    last_eval: Option<f32>,
+    smoothed_loss: Option<f32>,
+}
+
+impl Progress {
+    fn new(total: usize) -> Progress {
+        let bar = ProgressBar::new(total as u64);
+        bar.set_style(
+            ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {per_sec} ETA {eta} {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        Progress {
+            bar,
+            last_psnr: None,
+            last_eval: None,
+            smoothed_loss: None,
+        }
+    }
+}
+
+impl Progress {
+    /// A line above the bar; plain output when the bar is hidden (not a terminal), so logs
+    /// still show the evaluations.
+    fn line(&self, text: &str) {
+        if self.bar.is_hidden() {
+            println!("{text}");
+        } else {
+            self.bar.println(text);
+        }
+    }
+}
+
+impl RunObserver for Progress {
+    fn on_step(&mut self, report: &StepReport, _total: usize) {
+        // Exponential moving average, as the loss of one view is noisy.
+        let loss = match self.smoothed_loss {
+            Some(s) => 0.9 * s + 0.1 * report.loss,
+            None => report.loss,
+        };
+        self.smoothed_loss = Some(loss);
+        if report.psnr.is_some() {
+            self.last_psnr = report.psnr;
+        }
+        self.bar.set_position(report.step as u64);
+        let fmt = |v: Option<f32>| v.map(|p| format!("{p:.2}")).unwrap_or("-".into());
+        self.bar.set_message(format!(
+            "loss {loss:.4} psnr {} eval {} | {} Gaussians",
+            fmt(self.last_psnr),
+            fmt(self.last_eval),
+            report.gaussians
+        ));
+    }
+
+    fn on_eval(&mut self, report: &EvalReport) {
+        self.last_eval = Some(report.psnr);
+        self.line(&format!(
+            "eval @ {:>6}: PSNR {:.2} dB, SSIM {:.4}, {} Gaussians ({} views, {:.1} s)",
+            report.step,
+            report.psnr,
+            report.ssim,
+            report.gaussians,
+            report.views.len(),
+            report.seconds
+        ));
+    }
+
+    fn on_message(&mut self, message: &str) {
+        self.line(message);
+    }
+}
+
+fn load_config(args: &Args) -> Result<TrainConfig> {
+    let mut config = match &args.config {
+        Some(path) => TrainConfig::from_file(path)
+            .with_context(|| format!("reading the config {}", path.display()))?,
+        None => TrainConfig::from_toml_str(QUICK_TOML, "configs/quick.toml (built in)")?,
+    };
+    config = config.with_overrides(&args.set)?;
+    if let Some(data) = &args.data {
+        config.data.path = Some(data.clone());
+    }
+    if let Some(steps) = args.steps {
+        config.steps = steps;
+    }
+    if let Some(seed) = args.seed {
+        config.seed = seed;
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn train<B: ember_train::SplatAutodiffBackend>(
+    args: &Args,
+    config: &TrainConfig,
+    device: &B::Device,
+) -> Result<()> {
+    let started = Instant::now();
+    let scene =
+        TrainScene::load::<ember_train::trainer::Inner<B>>(&config.data, config.seed, device)
+            .with_context(|| match &config.data.path {
+                Some(p) => format!("loading the scene {}", p.display()),
+                None => "building the procedural scene".to_string(),
+            })?;
+    println!(
+        "scene {}: {} training views, {} held-out views, extent {:.3} ({:.1} s to load)",
+        scene.name,
+        scene.train.len(),
+        scene.eval.len(),
+        scene.extent,
+        started.elapsed().as_secs_f64()
+    );
+    let mut progress = Progress::new(config.steps);
+    let summary = run::<B>(
+        config,
+        Arc::new(scene),
+        &args.out,
+        args.resume.as_deref(),
+        device,
+        &mut progress,
+    )
+    .with_context(|| format!("training into {}", args.out.display()))?;
+    progress.bar.finish();
+    let eval = &summary.final_eval;
+    println!(
+        "\ndone: {} steps in {:.1} s, {} Gaussians; held-out PSNR {:.2} dB, SSIM {:.4} over {} views",
+        summary.steps,
+        summary.seconds,
+        summary.gaussians,
+        eval.psnr,
+        eval.ssim,
+        eval.views.len()
+    );
+    println!("\ntime per phase\n{}", summary.times.table());
+    println!("outputs in {}", args.out.display());
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let config = load_config(&args)?;
+    if args.print_config {
+        print!("{}", config.to_toml_string());
+        return Ok(());
+    }
+    println!(
+        "backend {:?}, {} steps, seed {}, output {}",
+        args.backend,
+        config.steps,
+        config.seed,
+        args.out.display()
+    );
+    match args.backend {
+        #[cfg(feature = "ndarray")]
+        Backend::Ndarray => {
+            type B = burn::backend::Autodiff<burn::backend::NdArray<f32>>;
+            train::<B>(&args, &config, &Default::default())
+        }
+        #[cfg(feature = "wgpu")]
+        Backend::Wgpu => {
+            type B = burn::backend::Autodiff<burn::backend::Wgpu<f32, i32, u32>>;
+            train::<B>(&args, &config, &Default::default())
+        }
+        #[cfg(feature = "cuda")]
+        Backend::Cuda => {
+            type B = burn::backend::Autodiff<burn::backend::Cuda<f32, i32>>;
+            train::<B>(&args, &config, &Default::default())
+        }
+        #[allow(unreachable_patterns)]
+        other => bail!(
+            "the {other:?} backend is not compiled in: rebuild with `--features {}`",
+            format!("{other:?}").to_lowercase()
+        ),
+    }
+}
