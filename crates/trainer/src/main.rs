@@ -2,7 +2,10 @@
 //!
 //! `cargo run --release -p trainer` trains the built-in procedural scene of `configs/quick.toml`
 //! (compiled in, so it works without data); `--config FILE` picks another preset, `--data` a
-//! scene folder, `--set key=value` overrides any config field. See `--help`.
+//! scene folder, `--set key=value` overrides any config field. The subcommands `convert`,
+//! `transform` and `info` work on splat files (3DGS PLY, `.splat`, SPZ). See `--help`.
+
+mod splat_tools;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -47,6 +50,9 @@ struct Args {
     /// Print the effective config and exit.
     #[arg(long)]
     print_config: bool,
+    /// A splat-file operation instead of training.
+    #[command(subcommand)]
+    command: Option<splat_tools::SplatCommand>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -217,6 +223,9 @@ fn train<B: ember_train::SplatAutodiffBackend>(
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(command) = &args.command {
+        return splat_tools::run(command);
+    }
     let config = load_config(&args)?;
     if args.print_config {
         print!("{}", config.to_toml_string());
