@@ -129,8 +129,9 @@ fn describe(path: &Path, info: &SplatInfo) -> String {
 pub fn run(command: &SplatCommand) -> Result<()> {
     match command {
         SplatCommand::Convert { input, output } => {
-            let written = convert(input, output)
-                .with_context(|| format!("converting {} to {}", input.display(), output.display()))?;
+            let written = convert(input, output).with_context(|| {
+                format!("converting {} to {}", input.display(), output.display())
+            })?;
             println!("{}", describe(output, &written));
         }
         SplatCommand::Transform(args) => {

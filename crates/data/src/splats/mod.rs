@@ -274,7 +274,8 @@ pub fn info(path: &Path) -> Result<SplatInfo> {
 pub fn convert(input: &Path, output: &Path) -> Result<SplatInfo> {
     let splats = read_splats(input)?;
     write_splats(output, &splats)?;
-    SplatInfo::of(&splats, output)
+    // Read back: a format may hold less than the input (`.splat` has no SH bands).
+    info(output)
 }
 
 /// Reads `input`, applies `similarity` (means, rotations, scales and SH bands) and writes the
@@ -283,7 +284,8 @@ pub fn transform(input: &Path, output: &Path, similarity: &Similarity) -> Result
     let splats = read_splats(input)?;
     let moved = splats.transformed(similarity)?;
     write_splats(output, &moved)?;
-    SplatInfo::of(&moved, output)
+    // Read back: a format may hold less than the input (`.splat` has no SH bands).
+    info(output)
 }
 
 /// A little-endian cursor over a byte slice that reports where it ran out.
