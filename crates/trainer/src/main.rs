@@ -3,7 +3,7 @@
 //! `cargo run --release -p trainer` trains the built-in procedural scene of `configs/quick.toml`
 //! (compiled in, so it works without data); `--config FILE` picks another preset, `--data` a
 //! scene folder, `--set key=value` overrides any config field. The subcommands `convert`,
-//! `transform` and `info` work on splat files (3DGS PLY, `.splat`, SPZ). See `--help`.
+//! `transform`, `info` and `render` work on splat files (3DGS PLY, `.splat`, SPZ). See `--help`.
 
 mod splat_tools;
 
@@ -224,7 +224,31 @@ fn train<B: ember_train::SplatAutodiffBackend>(
 fn main() -> Result<()> {
     let args = Args::parse();
     if let Some(command) = &args.command {
-        return splat_tools::run(command);
+        return match command {
+            splat_tools::SplatCommand::Render(render) => match args.backend {
+                #[cfg(feature = "ndarray")]
+                Backend::Ndarray => splat_tools::render_png::<burn::backend::NdArray<f32>>(
+                    render,
+                    &Default::default(),
+                ),
+                #[cfg(feature = "wgpu")]
+                Backend::Wgpu => splat_tools::render_png::<burn::backend::Wgpu<f32, i32, u32>>(
+                    render,
+                    &Default::default(),
+                ),
+                #[cfg(feature = "cuda")]
+                Backend::Cuda => splat_tools::render_png::<burn::backend::Cuda<f32, i32>>(
+                    render,
+                    &Default::default(),
+                ),
+                #[allow(unreachable_patterns)]
+                other => bail!(
+                    "the {other:?} backend is not compiled in: rebuild with `--features {}`",
+                    format!("{other:?}").to_lowercase()
+                ),
+            },
+            other => splat_tools::run(other),
+        };
     }
     let config = load_config(&args)?;
     if args.print_config {

@@ -1,12 +1,19 @@
-//! The splat-file subcommands: `convert`, `transform` and `info`, over `ember::data`'s splat
-//! readers and writers (3DGS PLY, `.splat`, SPZ; PlayCanvas compressed PLY read only).
+//! The splat-file subcommands: `convert`, `transform`, `info` and `render`, over `ember::data`'s
+//! splat readers and writers (3DGS PLY, `.splat`, SPZ; PlayCanvas compressed PLY read only) and
+//! `ember::field::render`.
 
 use std::path::{Path, PathBuf};
 
+use std::time::Instant;
+
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use ember_data::{SplatInfo, convert, info, transform};
-use ember_kernels::transform::Similarity;
+use ember::data::{Dataset, DatasetOptions, SplatInfo, convert, info, read_splats, transform};
+use ember::field::{RenderOptions, render};
+use ember::kernels::transform::Similarity;
+use ember::kernels::{CameraParams, SplatBackend};
+use ember::splats::field_from_splats;
+use ember_train::write_atomically;
 
 /// A splat-file operation.
 #[derive(Subcommand, Debug)]
@@ -25,6 +32,122 @@ pub enum SplatCommand {
         /// The file.
         input: PathBuf,
     },
+    /// Render a splat file through a camera into a PNG (on the `--backend` given before the
+    /// subcommand).
+    Render(RenderArgs),
+}
+
+/// `trainer render IN (--camera CAM.json | --data PATH --view I) --out IMG.png`.
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// Splat file to render.
+    input: PathBuf,
+    /// Camera as JSON: `rotation` (9, row-major world-to-camera), `translation` (3), `fx`,
+    /// `fy`, `cx`, `cy` (pixels), `width`, `height`; OpenCV axes.
+    #[arg(
+        long,
+        value_name = "CAMERA.json",
+        conflicts_with = "data",
+        required_unless_present = "data"
+    )]
+    camera: Option<PathBuf>,
+    /// A dataset (COLMAP, NeRF-Synthetic, nerfstudio) whose view `--view` to render.
+    #[arg(long, value_name = "PATH", requires = "view")]
+    data: Option<PathBuf>,
+    /// Index of the view among the dataset's train, then val, then test views.
+    #[arg(long, value_name = "I")]
+    view: Option<usize>,
+    /// Output PNG.
+    #[arg(long, value_name = "IMG.png", default_value = "render.png")]
+    out: PathBuf,
+    /// Background colour, RGB in [0, 1].
+    #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
+    background: Option<[f64; 3]>,
+}
+
+/// The camera file of `trainer render --camera`.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CameraFile {
+    rotation: [f64; 9],
+    translation: [f64; 3],
+    fx: f64,
+    fy: f64,
+    cx: f64,
+    cy: f64,
+    width: u32,
+    height: u32,
+}
+
+impl RenderArgs {
+    fn camera(&self) -> Result<CameraParams> {
+        if let Some(path) = &self.camera {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading the camera {}", path.display()))?;
+            let c: CameraFile = serde_json::from_str(&text)
+                .with_context(|| format!("the camera {}", path.display()))?;
+            return Ok(CameraParams {
+                rotation: c.rotation,
+                translation: c.translation,
+                fx: c.fx,
+                fy: c.fy,
+                cx: c.cx,
+                cy: c.cy,
+                width: c.width,
+                height: c.height,
+            });
+        }
+        let (Some(data), Some(view)) = (&self.data, self.view) else {
+            bail!("give --camera FILE.json, or --data PATH with --view I");
+        };
+        let dataset = Dataset::load(data, &DatasetOptions::default())
+            .with_context(|| format!("loading the dataset {}", data.display()))?;
+        let count = dataset.all_views().count();
+        match dataset.all_views().nth(view) {
+            Some(v) => Ok(v.camera()),
+            None => bail!("--view {view}: {} has {count} views", data.display()),
+        }
+    }
+}
+
+/// `trainer render`: the splat file drawn on backend `B`, written as PNG.
+pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Result<()> {
+    let camera = args.camera()?;
+    let splats =
+        read_splats(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+    let field = field_from_splats::<B>(&splats, device)
+        .with_context(|| format!("{} as a field", args.input.display()))?;
+    let background = args.background.unwrap_or([0.0; 3]).map(|c| c as f32);
+    let options = RenderOptions::default().with_background(background);
+    let started = Instant::now();
+    let out = render(&field, &camera, &options).context("rendering")?;
+    let rgb = out
+        .rgb
+        .into_data()
+        .convert::<f32>()
+        .into_vec::<f32>()
+        .map_err(|e| anyhow::anyhow!("reading the image back: {e:?}"))?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    let bytes: Vec<u8> = rgb
+        .iter()
+        .map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)
+        .collect();
+    let image = image::RgbImage::from_raw(camera.width, camera.height, bytes)
+        .context("the image size does not match the camera")?;
+    let mut png = Vec::new();
+    image
+        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
+        .context("encoding the PNG")?;
+    write_atomically(&args.out, &png)?;
+    println!(
+        "{}: {} Gaussians rendered at {}x{} on {} in {ms:.1} ms (with the read-back)",
+        args.out.display(),
+        splats.len(),
+        camera.width,
+        camera.height,
+        B::name(device)
+    );
+    Ok(())
 }
 
 /// `trainer transform IN OUT ...`: `x' = s R (x - c) + c + t`.
@@ -125,7 +248,8 @@ fn describe(path: &Path, info: &SplatInfo) -> String {
     )
 }
 
-/// Runs one splat-file subcommand, printing what it read or wrote.
+/// Runs one splat-file subcommand except `render` (which needs a backend: [`render_png`]),
+/// printing what it read or wrote.
 pub fn run(command: &SplatCommand) -> Result<()> {
     match command {
         SplatCommand::Convert { input, output } => {
@@ -149,6 +273,7 @@ pub fn run(command: &SplatCommand) -> Result<()> {
             let read = info(input).with_context(|| format!("reading {}", input.display()))?;
             println!("{}", describe(input, &read));
         }
+        SplatCommand::Render(_) => bail!("render needs a backend: call render_png"),
     }
     Ok(())
 }

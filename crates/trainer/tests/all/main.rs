@@ -1,0 +1,3 @@
+//! The `trainer` binary's splat-file subcommands, run as a user runs them.
+
+mod splat_commands;
