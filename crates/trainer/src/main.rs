@@ -3,8 +3,11 @@
 //! `cargo run --release -p trainer` trains the built-in procedural scene of `configs/quick.toml`
 //! (compiled in, so it works without data); `--config FILE` picks another preset, `--data` a
 //! scene folder, `--set key=value` overrides any config field. The subcommands `convert`,
-//! `transform`, `info` and `render` work on splat files (3DGS PLY, `.splat`, SPZ). See `--help`.
+//! `transform`, `info` and `render` work on splat files (3DGS PLY, `.splat`, SPZ); `bench
+//! render` times renders and writes JSON, `compare` puts two such files side by side. See
+//! `--help`.
 
+mod bench;
 mod splat_tools;
 
 use std::path::PathBuf;
@@ -12,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
 use ember_train::{EvalReport, RunObserver, StepReport, TrainConfig, TrainScene, run};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -50,9 +53,53 @@ struct Args {
     /// Print the effective config and exit.
     #[arg(long)]
     print_config: bool,
-    /// A splat-file operation instead of training.
+    /// A splat-file operation or a benchmark instead of training.
     #[command(subcommand)]
-    command: Option<splat_tools::SplatCommand>,
+    command: Option<Command>,
+}
+
+/// What `trainer` does instead of training.
+#[derive(Subcommand, Debug)]
+enum Command {
+    #[command(flatten)]
+    Splat(splat_tools::SplatCommand),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+    /// Two `trainer bench` result files side by side, with B's speed-up over A.
+    Compare {
+        /// The baseline's JSON.
+        a: PathBuf,
+        /// The candidate's JSON.
+        b: PathBuf,
+    },
+}
+
+/// `trainer bench ...`.
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    /// Render a splat file over view sets (a dataset's train and test views, an orbit at
+    /// `--resolution`): ms per frame (median, min, max), FPS, peak host memory; JSON out.
+    Render(bench::RenderBenchArgs),
+}
+
+/// Runs `f` on the backend `backend` names (among the compiled ones).
+macro_rules! on_backend {
+    ($backend:expr, $f:ident, $args:expr) => {
+        match $backend {
+            #[cfg(feature = "ndarray")]
+            Backend::Ndarray => $f::<burn::backend::NdArray<f32>>($args, &Default::default()),
+            #[cfg(feature = "wgpu")]
+            Backend::Wgpu => $f::<burn::backend::Wgpu<f32, i32, u32>>($args, &Default::default()),
+            #[cfg(feature = "cuda")]
+            Backend::Cuda => $f::<burn::backend::Cuda<f32, i32>>($args, &Default::default()),
+            #[allow(unreachable_patterns)]
+            other => bail!(
+                "the {other:?} backend is not compiled in: rebuild with `--features {}`",
+                format!("{other:?}").to_lowercase()
+            ),
+        }
+    };
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -224,30 +271,17 @@ fn train<B: ember_train::SplatAutodiffBackend>(
 fn main() -> Result<()> {
     let args = Args::parse();
     if let Some(command) = &args.command {
+        use splat_tools::{SplatCommand, render_png};
         return match command {
-            splat_tools::SplatCommand::Render(render) => match args.backend {
-                #[cfg(feature = "ndarray")]
-                Backend::Ndarray => splat_tools::render_png::<burn::backend::NdArray<f32>>(
-                    render,
-                    &Default::default(),
-                ),
-                #[cfg(feature = "wgpu")]
-                Backend::Wgpu => splat_tools::render_png::<burn::backend::Wgpu<f32, i32, u32>>(
-                    render,
-                    &Default::default(),
-                ),
-                #[cfg(feature = "cuda")]
-                Backend::Cuda => splat_tools::render_png::<burn::backend::Cuda<f32, i32>>(
-                    render,
-                    &Default::default(),
-                ),
-                #[allow(unreachable_patterns)]
-                other => bail!(
-                    "the {other:?} backend is not compiled in: rebuild with `--features {}`",
-                    format!("{other:?}").to_lowercase()
-                ),
-            },
-            other => splat_tools::run(other),
+            Command::Splat(SplatCommand::Render(render)) => {
+                on_backend!(args.backend, render_png, render)
+            }
+            Command::Splat(other) => splat_tools::run(other),
+            Command::Bench(BenchCommand::Render(bench)) => {
+                use bench::bench_render;
+                on_backend!(args.backend, bench_render, bench)
+            }
+            Command::Compare { a, b } => bench::compare(a, b),
         };
     }
     let config = load_config(&args)?;

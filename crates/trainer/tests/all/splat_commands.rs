@@ -122,3 +122,52 @@ fn bad_inputs_are_errors_not_panics() {
     assert!(!bad_flag.status.success());
     assert!(String::from_utf8_lossy(&bad_flag.stderr).contains("expected 3"));
 }
+
+#[test]
+fn bench_render_writes_json_that_compare_reads() {
+    let Some(ply) = data_file("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
+        return;
+    };
+    let ply = ply.to_string_lossy().into_owned();
+    let json = scratch("bench.json");
+    let json = json.to_str().expect("utf-8 path");
+    let bench = trainer(&[
+        "bench",
+        "render",
+        "--ply",
+        &ply,
+        "--resolution",
+        "64x48",
+        "--repeats",
+        "1",
+        "--json",
+        json,
+    ]);
+    assert!(bench.status.success(), "bench failed: {bench:?}");
+    let text = std::fs::read_to_string(json).expect("the JSON was written");
+    let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    let result = &value["results"][0];
+    assert_eq!(result["name"], "orbit_64x48");
+    assert_eq!(result["frames"], 8);
+    assert!(result["median_ms"].as_f64().is_some_and(|ms| ms > 0.0));
+
+    let compared = trainer(&["compare", json, json]);
+    assert!(compared.status.success(), "compare failed: {compared:?}");
+    assert!(
+        stdout(&compared).contains("| orbit_64x48 |"),
+        "{}",
+        stdout(&compared)
+    );
+    assert!(stdout(&compared).contains("1.00x"), "{}", stdout(&compared));
+
+    // Malformed input: a non-zero exit naming the file, no panic.
+    let garbage = scratch("garbage.json");
+    std::fs::write(&garbage, "{\"results\": 3}").expect("write");
+    let bad = trainer(&["compare", json, garbage.to_str().expect("utf-8 path")]);
+    assert!(!bad.status.success());
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("garbage.json") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+}
