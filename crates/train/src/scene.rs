@@ -256,6 +256,19 @@ pub fn cameras_extent(cameras: &[Camera]) -> ([f64; 3], f64) {
     (centre, 1.1 * radius.max(1e-6))
 }
 
+/// A camera at `eye` looking at `target` (OpenCV axes, world `+z` up), square image of `size`
+/// pixels with a 50 degree field of view.
+pub fn look_at(eye: [f64; 3], target: [f64; 3], size: u32) -> Camera {
+    let mut camera = look_at_origin(std::array::from_fn(|k| eye[k] - target[k]), size);
+    // The world shifted so that `target` is the origin: `t' = t - R target`.
+    for (r, t) in camera.translation.iter_mut().enumerate() {
+        *t -= (0..3)
+            .map(|c| camera.rotation[3 * r + c] * target[c])
+            .sum::<f64>();
+    }
+    camera
+}
+
 /// A camera at `eye` looking at the origin (OpenCV axes, world `+z` up), square image of
 /// `size` pixels with a 50 degree field of view.
 pub fn look_at_origin(eye: [f64; 3], size: u32) -> Camera {

@@ -10,7 +10,7 @@ use ember::data::{Dataset, DatasetOptions, read_splats};
 use ember::field::{Camera, RenderOptions, render};
 use ember::kernels::SplatBackend;
 use ember::splats::field_from_splats;
-use ember_train::scene::look_at_origin;
+use ember_train::scene::look_at;
 use ember_train::write_atomically;
 use serde::{Deserialize, Serialize};
 
