@@ -93,14 +93,12 @@ fn orbit(centre: [f64; 3], radius: f64, (width, height): (u32, u32)) -> Vec<Came
     (0..8)
         .map(|k| {
             let angle = k as f64 * std::f64::consts::TAU / 8.0;
-            let eye = [radius * angle.cos(), radius * angle.sin(), 0.3 * radius];
-            let mut camera = look_at_origin(eye, width.max(height));
-            // Shift the world so that `centre` is the origin: t' = t - R c.
-            for (r, t) in camera.translation.iter_mut().enumerate() {
-                *t -= (0..3)
-                    .map(|c| camera.rotation[3 * r + c] * centre[c])
-                    .sum::<f64>();
-            }
+            let eye = [
+                centre[0] + radius * angle.cos(),
+                centre[1] + radius * angle.sin(),
+                centre[2] + 0.3 * radius,
+            ];
+            let mut camera = look_at(eye, centre, width.max(height));
             camera.width = width;
             camera.height = height;
             camera.cx = f64::from(width) / 2.0;
