@@ -242,10 +242,13 @@ fn fused_op_matches_tensor_op_formulation() {
             1e-4,
         );
         // Very large and very small scales, far apart: exp(-d^2/2) spans the whole f32 range.
+        // The means' gradient scales with 1/sigma^2 (up to e^12 between Gaussians), and the
+        // f32 rounding of the whitened offsets of the smallest ones reaches ~1e-3 of the
+        // largest gradient on some draws (seed 8246881316494703541: 1.7e-4; another: 1.3e-3).
         compare_with_reference(
             &Problem::random(&mut rng, 23, 31, 2, 1.0, (-6.0, 4.0)),
             options,
-            1e-4,
+            3e-3,
         );
         // Cutoff: pairs beyond 2.5 sigma are zero in both.
         compare_with_reference(
