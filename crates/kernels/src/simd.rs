@@ -48,3 +48,18 @@ macro_rules! variants {
 }
 
 pub(crate) use variants;
+
+/// Sum of a lane accumulator in a fixed (pairwise) order, so results do not depend on how the
+/// lanes were vectorised.
+#[inline(always)]
+pub(crate) fn lane_sum<T: crate::real::Real, const L: usize>(l: &[T; L]) -> T {
+    let mut half = *l;
+    let mut width = L / 2;
+    while width > 0 {
+        for j in 0..width {
+            half[j] += half[j + width];
+        }
+        width /= 2;
+    }
+    half[0]
+}

@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use super::{Covariance, FieldOptions};
 use crate::quat::UnitQuat;
 use crate::real::Real;
-use crate::simd;
+use crate::simd::{self, lane_sum};
 
 /// Width of the blocks the inner loops process at once (a multiple of every SIMD width).
 pub const LANES: usize = 16;
@@ -324,20 +324,6 @@ simd::variants!(
     point_row_exact_body,
     (g: &Gaussians<T>, x: [T; 3], lanes: &mut [[T; LANES]], row: &mut [T])
 );
-
-/// Sum of a lane accumulator in a fixed (pairwise) order.
-#[inline(always)]
-fn lane_sum<T: Real, const L: usize>(l: &[T; L]) -> T {
-    let mut half = *l;
-    let mut width = L / 2;
-    while width > 0 {
-        for j in 0..width {
-            half[j] += half[j + width];
-        }
-        width /= 2;
-    }
-    half[0]
-}
 
 /// A uniform grid over a bounding box, `dims` cells of edge `cell`.
 #[derive(Clone, Debug)]

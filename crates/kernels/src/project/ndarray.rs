@@ -17,6 +17,54 @@ use super::{
 use crate::ndarray_host::{float_tensor, int_tensor, to_host};
 use crate::real::Real;
 
+/// The packed projection rows (`[N, PACKED_WIDTH]`) as separate arrays, the layout the CPU
+/// kernels take: the projection's outputs, the rasterizer's inputs, and both ops' gradients.
+pub(crate) struct PackedColumns<T> {
+    /// `[N, 2]`
+    pub(crate) xy: Vec<T>,
+    /// `[N]`
+    pub(crate) depth: Vec<T>,
+    /// `[N, 3]`
+    pub(crate) conic: Vec<T>,
+    /// `[N, 3]`
+    pub(crate) color: Vec<T>,
+    /// `[N]`
+    pub(crate) opacity: Vec<T>,
+}
+
+impl<T: Real> PackedColumns<T> {
+    /// Splits row-major packed rows into columns.
+    pub(crate) fn split(packed: &[T]) -> Self {
+        let column = |offset: usize, width: usize| -> Vec<T> {
+            packed
+                .chunks_exact(PACKED_WIDTH)
+                .flat_map(|row| row[offset..offset + width].iter().copied())
+                .collect()
+        };
+        PackedColumns {
+            xy: column(PACKED_XY, 2),
+            depth: column(PACKED_DEPTH, 1),
+            conic: column(PACKED_CONIC, 3),
+            color: column(PACKED_COLOR, 3),
+            opacity: column(PACKED_OPACITY, 1),
+        }
+    }
+
+    /// The row-major packed rows.
+    pub(crate) fn pack(&self) -> Vec<T> {
+        let n = self.opacity.len();
+        let mut packed = vec![T::ZERO; n * PACKED_WIDTH];
+        for (i, row) in packed.chunks_exact_mut(PACKED_WIDTH).enumerate() {
+            row[PACKED_XY..PACKED_XY + 2].copy_from_slice(&self.xy[2 * i..2 * i + 2]);
+            row[PACKED_DEPTH] = self.depth[i];
+            row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&self.conic[3 * i..3 * i + 3]);
+            row[PACKED_COLOR..PACKED_COLOR + 3].copy_from_slice(&self.color[3 * i..3 * i + 3]);
+            row[PACKED_OPACITY] = self.opacity[i];
+        }
+        packed
+    }
+}
+
 struct HostInputs<T> {
     means: Vec<T>,
     quats: Vec<T>,
@@ -73,14 +121,6 @@ where
     // The tensor-level entry point validated everything this checks again.
     let out = cpu::forward(&host.arrays(), &camera, &options)
         .expect("inputs validated by project_gaussians");
-    let mut packed = vec![T::ZERO; n * PACKED_WIDTH];
-    for (i, row) in packed.chunks_exact_mut(PACKED_WIDTH).enumerate() {
-        row[PACKED_XY..PACKED_XY + 2].copy_from_slice(&out.xy[2 * i..2 * i + 2]);
-        row[PACKED_DEPTH] = out.depth[i];
-        row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&out.conic[3 * i..3 * i + 3]);
-        row[PACKED_COLOR..PACKED_COLOR + 3].copy_from_slice(&out.color[3 * i..3 * i + 3]);
-        row[PACKED_OPACITY] = out.opacity[i];
-    }
     let extents: Vec<i64> = (0..n)
         .flat_map(|i| {
             [
@@ -90,6 +130,14 @@ where
             ]
         })
         .collect();
+    let packed = PackedColumns {
+        xy: out.xy,
+        depth: out.depth,
+        conic: out.conic,
+        color: out.color,
+        opacity: out.opacity,
+    }
+    .pack();
     ProjectPrimitives {
         packed: float_tensor::<T, E, I, Q>(packed, Shape::new([n, PACKED_WIDTH])),
         extents: int_tensor::<E, I, Q>(extents, Shape::new([n, 3])),
@@ -110,25 +158,13 @@ where
 {
     let host = HostInputs::<T>::read(inputs);
     let (n, k) = (host.means.len() / 3, host.sh_coeffs);
-    let g = to_host::<T, E, I, Q>(grad_packed);
-    let column = |offset: usize, width: usize| -> Vec<T> {
-        g.chunks_exact(PACKED_WIDTH)
-            .flat_map(|row| row[offset..offset + width].iter().copied())
-            .collect()
-    };
-    let (xy, depth, conic, color, opacity) = (
-        column(PACKED_XY, 2),
-        column(PACKED_DEPTH, 1),
-        column(PACKED_CONIC, 3),
-        column(PACKED_COLOR, 3),
-        column(PACKED_OPACITY, 1),
-    );
+    let g = PackedColumns::split(&to_host::<T, E, I, Q>(grad_packed));
     let grads = ProjectOutputGrads {
-        xy: &xy,
-        depth: &depth,
-        conic: &conic,
-        color: &color,
-        opacity: &opacity,
+        xy: &g.xy,
+        depth: &g.depth,
+        conic: &g.conic,
+        color: &g.color,
+        opacity: &g.opacity,
     };
     let d = cpu::backward(&host.arrays(), &camera, &options, &grads)
         .expect("inputs validated by project_gaussians");

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::RasterError;
 use crate::project::cpu::TILE_SIZE;
 use crate::real::Real;
-use crate::simd;
+use crate::simd::{self, lane_sum};
 
 /// Below this alpha a Gaussian is skipped at a pixel.
 const MIN_ALPHA: f64 = 1.0 / 255.0;
@@ -768,20 +768,6 @@ simd::variants!(
         partial: &mut [Partial<T>],
     )
 );
-
-/// Sum of the lanes in a fixed (pairwise) order.
-#[inline(always)]
-fn lane_sum<T: Real>(l: &[T; ROW]) -> T {
-    let mut half = *l;
-    let mut width = ROW / 2;
-    while width > 0 {
-        for j in 0..width {
-            half[j] += half[j + width];
-        }
-        width /= 2;
-    }
-    half[0]
-}
 
 /// Backward: the gradient of `sum(image * grad)` over the three images with respect to the
 /// splats, given the forward's `replay` state for the same inputs, bins and `background`.

@@ -31,13 +31,12 @@ use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
-use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
 use super::{IMAGE_CHANNELS, RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
 use crate::project::cpu::TILE_SIZE;
 use crate::project::{PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH};
-use crate::sort::cube::{BLOCK, exclusive_sum, sort_pairs, u32_tensor};
+use crate::sort::cube::{BLOCK, block_dims, exclusive_sum, sort_pairs, u32_tensor};
 
 /// Below this alpha a Gaussian is skipped at a pixel.
 const MIN_ALPHA: f32 = 1.0 / 255.0;
@@ -552,15 +551,6 @@ fn float_output<R: CubeRuntime, const D: usize>(
     )
 }
 
-/// Elementwise launch shape over `items`.
-fn elementwise<R: CubeRuntime>(client: &ComputeClient<R>, items: usize) -> (CubeCount, CubeDim) {
-    let dim = CubeDim::new_1d(BLOCK as u32);
-    (
-        calculate_cube_count_elemwise(client, items.max(1), dim),
-        dim,
-    )
-}
-
 /// The binning of the module docs: `(offsets [tiles + 1], ids [M])`.
 fn bin<R: CubeRuntime>(
     packed: &CubeTensor<R>,
@@ -571,7 +561,7 @@ fn bin<R: CubeRuntime>(
     let n = packed.shape()[0];
     let (tiles_x, tiles_y) = setup.tiles();
     let tiles = tiles_x as usize * tiles_y as usize;
-    let (count, dim) = elementwise(&client, n);
+    let (count, dim) = block_dims(&client, n.div_ceil(BLOCK));
 
     let keys = u32_tensor(packed, n);
     let ids = u32_tensor(packed, n);
@@ -623,7 +613,7 @@ fn bin<R: CubeRuntime>(
     let (tile_keys, tile_ids) = sort_pairs(tile_keys, tile_ids, m, bits);
 
     let offsets = u32_tensor(packed, tiles + 1);
-    let (count, dim) = elementwise(&client, m + 1);
+    let (count, dim) = block_dims(&client, (m + 1).div_ceil(BLOCK));
     tile_offsets_kernel::launch::<R>(
         &client,
         count,
@@ -742,7 +732,7 @@ where
     let n = packed.shape()[0];
     let dtype = packed.dtype;
     let acc = float_output(&packed, [n * GRAD_WIDTH], acc_dtype);
-    let (count, dim) = elementwise(&client, n * GRAD_WIDTH);
+    let (count, dim) = block_dims(&client, (n * GRAD_WIDTH).div_ceil(BLOCK));
     zero_kernel::launch::<A, R>(
         &client,
         count,
@@ -769,7 +759,7 @@ where
     );
     let grad_packed = float_output(&packed, [n, PACKED_WIDTH], dtype);
     let screen = float_output(&packed, [n, 3], dtype);
-    let (count, dim) = elementwise(&client, n);
+    let (count, dim) = block_dims(&client, n.div_ceil(BLOCK));
     unpack_grads_kernel::launch::<A, R>(
         &client,
         count,

@@ -4,8 +4,8 @@
 //! streams, runs `B`'s kernels on the real handles, and registers the results as new fusion
 //! tensors. Custom operations are fusion barriers anyway, so nothing that could fuse is lost.
 
-use burn::tensor::TensorMetadata;
 use burn::tensor::ops::{FloatTensor, IntTensor};
+use burn::tensor::{DType, Shape, TensorMetadata};
 use burn_fusion::stream::OperationStreams;
 use burn_fusion::{Client, Fusion, FusionBackend, FusionTensor, NoOp};
 use burn_ir::{InitOperationIr, OperationIr, OperationOutput};
@@ -13,13 +13,12 @@ use burn_ir::{InitOperationIr, OperationIr, OperationOutput};
 use super::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
 use crate::SplatBackend;
 
-/// Registers a float tensor of `B` computed outside the stream as a fusion tensor.
-fn wrap_float<B: FusionBackend>(
+/// Registers a tensor of `B` computed outside the stream (its handle, shape and dtype) as a
+/// fusion tensor.
+fn register<B: FusionBackend>(
     client: &Client<B::FusionRuntime>,
-    tensor: FloatTensor<B>,
+    (handle, shape, dtype): (B::Handle, Shape, DType),
 ) -> FusionTensor<B::FusionRuntime> {
-    let (shape, dtype) = (tensor.shape(), tensor.dtype());
-    let handle = B::float_tensor_handle(tensor);
     let desc = InitOperationIr::create(shape, dtype, || client.register_tensor_handle(handle));
     client
         .register(
@@ -30,21 +29,20 @@ fn wrap_float<B: FusionBackend>(
         .output()
 }
 
-/// Registers an int tensor of `B` computed outside the stream as a fusion tensor.
+fn wrap_float<B: FusionBackend>(
+    client: &Client<B::FusionRuntime>,
+    tensor: FloatTensor<B>,
+) -> FusionTensor<B::FusionRuntime> {
+    let (shape, dtype) = (tensor.shape(), tensor.dtype());
+    register::<B>(client, (B::float_tensor_handle(tensor), shape, dtype))
+}
+
 fn wrap_int<B: FusionBackend>(
     client: &Client<B::FusionRuntime>,
     tensor: IntTensor<B>,
 ) -> FusionTensor<B::FusionRuntime> {
     let (shape, dtype) = (tensor.shape(), tensor.dtype());
-    let handle = B::int_tensor_handle(tensor);
-    let desc = InitOperationIr::create(shape, dtype, || client.register_tensor_handle(handle));
-    client
-        .register(
-            OperationStreams::default(),
-            OperationIr::Init(desc),
-            NoOp::<B>::new(),
-        )
-        .output()
+    register::<B>(client, (B::int_tensor_handle(tensor), shape, dtype))
 }
 
 /// [`SplatBackend::rasterize_forward`] on `Fusion<B>`.

@@ -14,45 +14,18 @@ use super::{
     RasterSetup, RasterState,
 };
 use crate::ndarray_host::{float_tensor, int_tensor, int_to_host, to_host};
-use crate::project::{
-    PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH, PACKED_XY,
-};
+use crate::project::PACKED_WIDTH;
+use crate::project::ndarray::PackedColumns;
 use crate::real::Real;
 
-/// The packed rows split into the CPU kernels' arrays.
-struct Columns<T> {
-    xy: Vec<T>,
-    depth: Vec<T>,
-    conic: Vec<T>,
-    color: Vec<T>,
-    opacity: Vec<T>,
-}
-
-impl<T: Real> Columns<T> {
-    fn split(packed: &[T]) -> Self {
-        let column = |offset: usize, width: usize| -> Vec<T> {
-            packed
-                .chunks_exact(PACKED_WIDTH)
-                .flat_map(|row| row[offset..offset + width].iter().copied())
-                .collect()
-        };
-        Columns {
-            xy: column(PACKED_XY, 2),
-            depth: column(PACKED_DEPTH, 1),
-            conic: column(PACKED_CONIC, 3),
-            color: column(PACKED_COLOR, 3),
-            opacity: column(PACKED_OPACITY, 1),
-        }
-    }
-
-    fn arrays(&self) -> RasterArrays<'_, T> {
-        RasterArrays {
-            xy: &self.xy,
-            depth: &self.depth,
-            conic: &self.conic,
-            color: &self.color,
-            opacity: &self.opacity,
-        }
+/// The packed columns as the rasterizer's input arrays.
+fn raster_arrays<T>(c: &PackedColumns<T>) -> RasterArrays<'_, T> {
+    RasterArrays {
+        xy: &c.xy,
+        depth: &c.depth,
+        conic: &c.conic,
+        color: &c.color,
+        opacity: &c.opacity,
     }
 }
 
@@ -77,7 +50,7 @@ where
     Q: QuantElement,
     NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
 {
-    let columns = Columns::split(&to_host::<T, E, I, Q>(packed));
+    let columns = PackedColumns::split(&to_host::<T, E, I, Q>(packed));
     let radius: Vec<u32> = int_to_host::<E, I, Q>(extents)
         .chunks_exact(3)
         .flat_map(|e| [to_u32(e[0]), to_u32(e[1])])
@@ -91,7 +64,7 @@ where
         setup.height,
     )
     .expect("shapes validated by rasterize");
-    let out = cpu::forward(&columns.arrays(), &bins, background(&setup))
+    let out = cpu::forward(&raster_arrays(&columns), &bins, background(&setup))
         .expect("shapes validated by rasterize");
     let (h, w) = (setup.height as usize, setup.width as usize);
     let mut image = vec![T::ZERO; h * w * IMAGE_CHANNELS];
@@ -130,7 +103,7 @@ where
     Q: QuantElement,
     NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
 {
-    let columns = Columns::split(&to_host::<T, E, I, Q>(packed));
+    let columns = PackedColumns::split(&to_host::<T, E, I, Q>(packed));
     let n = columns.opacity.len();
     let offsets: Vec<usize> = int_to_host::<E, I, Q>(state.tile_offsets)
         .into_iter()
@@ -169,24 +142,24 @@ where
         transmittance: &transmittance,
     };
     let d = cpu::backward(
-        &columns.arrays(),
+        &raster_arrays(&columns),
         &bins,
         background(&setup),
         &replay,
         &grads,
     )
     .expect("shapes validated by rasterize");
-    let mut packed = vec![T::ZERO; n * PACKED_WIDTH];
-    for (i, row) in packed.chunks_exact_mut(PACKED_WIDTH).enumerate() {
-        row[PACKED_XY..PACKED_XY + 2].copy_from_slice(&d.xy[2 * i..2 * i + 2]);
-        row[PACKED_DEPTH] = d.depth[i];
-        row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&d.conic[3 * i..3 * i + 3]);
-        row[PACKED_COLOR..PACKED_COLOR + 3].copy_from_slice(&d.color[3 * i..3 * i + 3]);
-        row[PACKED_OPACITY] = d.opacity[i];
-    }
     let screen: Vec<T> = (0..n)
         .flat_map(|i| [d.xy[2 * i], d.xy[2 * i + 1], d.xy_abs[i]])
         .collect();
+    let packed = PackedColumns {
+        xy: d.xy,
+        depth: d.depth,
+        conic: d.conic,
+        color: d.color,
+        opacity: d.opacity,
+    }
+    .pack();
     RasterGradPrimitives {
         packed: float_tensor::<T, E, I, Q>(packed, Shape::new([n, PACKED_WIDTH])),
         screen_grads: float_tensor::<T, E, I, Q>(screen, Shape::new([n, 3])),
