@@ -5,6 +5,9 @@ mod field_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod field_gpu;
 mod field_model;
+mod loss;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod loss_gpu;
 mod project_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod project_gpu;

@@ -13,6 +13,8 @@
 //! | `Fusion<B>` (burn's `Wgpu`, `Cuda`)  | a custom fusion op running `B`'s     |
 //! | `Autodiff<B>`                        | hand-written `Backward` calling `B`  |
 //!
+//! The [`loss`] op (L1 + SSIM with its gradient in one pass) has the same layout.
+//!
 //! The [`transform`] op (similarity transforms of Gaussian sets, SH bands rotated) has the same
 //! layout without a backward: it edits a scene and its outputs are untracked under `Autodiff`.
 
@@ -20,6 +22,7 @@
 
 mod backend;
 pub mod field;
+pub mod loss;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;
 pub mod project;
@@ -31,6 +34,7 @@ pub mod sort;
 pub mod transform;
 
 pub use field::{Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query};
+pub use loss::{LossError, LossOptions, LossPrimitives, photometric_loss, ssim};
 pub use project::{
     CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOptions,
     ProjectPrimitives, Projected, project_gaussians,
@@ -118,6 +122,17 @@ pub trait SplatBackend: Backend {
         inputs: TransformInputs<Self>,
         similarities: &[Similarity],
     ) -> TransformPrimitives<Self>;
+
+    /// The fused photometric loss (see [`loss`] for the contract) of `rendered` `[H, W, C]`
+    /// against `target` `[H, W, C]`: the loss `[1]` and, when `with_grad`, its gradient with
+    /// respect to `rendered` `[H, W, C]`. On `Autodiff` the loss is differentiable with respect
+    /// to `rendered` whatever `with_grad` says.
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self>;
 }
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and

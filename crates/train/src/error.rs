@@ -27,6 +27,14 @@ pub enum TrainError {
         /// The renderer's reason.
         source: ember_field::RenderError,
     },
+    /// The loss refused a render and its target (mismatched sizes).
+    #[error("loss on view {view}: {source}")]
+    Loss {
+        /// The view's name.
+        view: String,
+        /// The loss's reason.
+        source: ember_kernels::LossError,
+    },
     /// The scene cannot be trained on (no views, mismatched image sizes, ...).
     #[error("scene: {0}")]
     Scene(String),

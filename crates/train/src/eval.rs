@@ -114,7 +114,13 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 .mean()
                 .into_scalar()
                 .elem();
-            let s: f32 = ssim(rgb.clone(), target).into_scalar().elem();
+            let s: f32 = ssim(rgb.clone(), target)
+                .map_err(|source| TrainError::Loss {
+                    view: view.name.clone(),
+                    source,
+                })?
+                .into_scalar()
+                .elem();
             views.push(ViewMetrics {
                 name: view.name.clone(),
                 psnr: psnr_from_mse(mse),

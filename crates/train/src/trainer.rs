@@ -23,7 +23,7 @@ use crate::adam::{AdamSettings, GroupAdam};
 use crate::config::{InitMode, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
-use crate::loss::{photometric_loss, psnr_from_mse};
+use crate::loss::{LossOptions, photometric_loss, psnr_from_mse};
 use crate::scene::TrainScene;
 use crate::splats::{ParamGroup, Splats};
 use crate::timing::{Phase, PhaseTimes};
@@ -308,11 +308,16 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 source,
             }
         })?;
-        let mut loss = photometric_loss(
-            out.rgb.clone(),
-            target.clone(),
-            self.config.loss.ssim_lambda,
-        );
+        let options = LossOptions {
+            ssim_lambda: self.config.loss.ssim_lambda,
+        };
+        let mut loss =
+            photometric_loss(out.rgb.clone(), target.clone(), options).map_err(|source| {
+                TrainError::Loss {
+                    view: self.scene.train[view].name.clone(),
+                    source,
+                }
+            })?;
         let (opacity_reg, scale_reg) = (self.config.loss.opacity_reg, self.config.loss.scale_reg);
         if opacity_reg > 0.0 && !self.splats.is_empty() {
             loss = loss + sigmoid(field.opacity_logits.val()).mean() * opacity_reg;

@@ -1,12 +1,13 @@
 //! `SplatBackend` for `Autodiff<B>`: hand-written backward passes over `B`'s ops.
 
 use crate::field::{FieldGrads, FieldInputs, FieldOptions};
+use crate::loss::{LossOptions, LossPrimitives};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
 use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
-use crate::{SplatBackend, field, project, raster, transform};
+use crate::{SplatBackend, field, loss, project, raster, transform};
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
 use burn::tensor::ops::{FloatTensor, IntTensor};
@@ -65,5 +66,14 @@ impl<B: SplatBackend, C: CheckpointStrategy> SplatBackend for Autodiff<B, C> {
         similarities: &[Similarity],
     ) -> TransformPrimitives<Self> {
         transform::autodiff::forward(inputs, similarities)
+    }
+
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self> {
+        loss::autodiff::forward(rendered, target, options, with_grad)
     }
 }

@@ -1,12 +1,13 @@
 //! `SplatBackend` for the CubeCL backend, generic over its runtime (wgpu and cuda).
 
 use crate::field::{FieldGrads, FieldInputs, FieldOptions};
+use crate::loss::{LossOptions, LossPrimitives};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
 use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
-use crate::{SplatBackend, field, project, raster, transform};
+use crate::{SplatBackend, field, loss, project, raster, transform};
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 
@@ -66,5 +67,14 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> SplatBacke
         similarities: &[Similarity],
     ) -> TransformPrimitives<Self> {
         transform::cube::forward(inputs, similarities)
+    }
+
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self> {
+        loss::cube::forward(rendered, target, options, with_grad)
     }
 }

@@ -2,12 +2,13 @@
 //! a custom fusion operation that runs `B`'s implementation.
 
 use crate::field::{FieldGrads, FieldInputs, FieldOptions};
+use crate::loss::{LossOptions, LossPrimitives};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
 use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
-use crate::{SplatBackend, field, project, raster, transform};
+use crate::{SplatBackend, field, loss, project, raster, transform};
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn_fusion::{Fusion, FusionBackend};
 
@@ -65,5 +66,14 @@ impl<B: FusionBackend + SplatBackend> SplatBackend for Fusion<B> {
         similarities: &[Similarity],
     ) -> TransformPrimitives<Self> {
         transform::fusion::forward(inputs, similarities)
+    }
+
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self> {
+        loss::fusion::forward(rendered, target, options, with_grad)
     }
 }

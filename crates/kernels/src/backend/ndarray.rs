@@ -7,12 +7,13 @@ use burn::backend::ndarray::{
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::field::{FieldGrads, FieldInputs, FieldOptions};
+use crate::loss::{LossOptions, LossPrimitives};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
 use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
-use crate::{SplatBackend, field, project, raster, transform};
+use crate::{SplatBackend, field, loss, project, raster, transform};
 
 impl<E, I, Q> SplatBackend for NdArray<E, I, Q>
 where
@@ -74,5 +75,14 @@ where
         similarities: &[Similarity],
     ) -> TransformPrimitives<Self> {
         transform::ndarray::forward(inputs, similarities)
+    }
+
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self> {
+        loss::ndarray::forward(rendered, target, options, with_grad)
     }
 }

@@ -1,0 +1,71 @@
+//! The loss on `Autodiff<B>`: when the render is tracked, the forward asks `B` for the gradient
+//! too and keeps it; the `Backward` only scales it by the incoming gradient of the scalar.
+
+use burn::backend::Autodiff;
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{Shape, TensorMetadata};
+
+use super::{LossOptions, LossPrimitives};
+use crate::SplatBackend;
+
+#[derive(Debug)]
+struct LossBackward;
+
+impl<B: SplatBackend> Backward<B, 1> for LossBackward {
+    /// `dloss/drendered` `[H, W, C]` from the forward.
+    type State = FloatTensor<B>;
+
+    fn backward(
+        self,
+        ops: Ops<Self::State, 1>,
+        grads: &mut Gradients,
+        _checkpointer: &mut Checkpointer,
+    ) {
+        let [rendered] = ops.parents;
+        let Some(node) = rendered else {
+            return;
+        };
+        // `[1]` -> `[1, 1, 1]`, broadcast over the image.
+        let grad_loss = B::float_reshape(grads.consume::<B>(&ops.node), Shape::new([1, 1, 1]));
+        let grad = ops.state;
+        debug_assert_eq!(grad.shape().num_dims(), 3);
+        grads.register::<B>(node.id, B::float_mul(grad, grad_loss));
+    }
+}
+
+/// [`SplatBackend::photometric_loss_forward`] for `Autodiff<B>`.
+pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
+    rendered: FloatTensor<Autodiff<B, C>>,
+    target: FloatTensor<Autodiff<B, C>>,
+    options: LossOptions,
+    with_grad: bool,
+) -> LossPrimitives<Autodiff<B, C>> {
+    let inner_target = target.primitive;
+    match LossBackward
+        .prepare::<C>([rendered.node.clone()])
+        .compute_bound()
+        .stateful()
+    {
+        OpsKind::Tracked(prep) => {
+            let out = B::photometric_loss_forward(rendered.primitive, inner_target, options, true);
+            let grad = out.grad.expect("asked for the gradient");
+            LossPrimitives {
+                loss: prep.finish(grad.clone(), out.loss),
+                grad: with_grad.then(|| Autodiff::<B, C>::from_inner(grad)),
+            }
+        }
+        OpsKind::UnTracked(prep) => {
+            let out =
+                B::photometric_loss_forward(rendered.primitive, inner_target, options, with_grad);
+            LossPrimitives {
+                loss: prep.finish(out.loss),
+                grad: out.grad.map(Autodiff::<B, C>::from_inner),
+            }
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! The loss on `Fusion<B>` (burn's `Wgpu` and `Cuda`): recorded in the fusion stream as a
+//! custom operation (its output shapes are known up front) that runs `B`'s kernels on the real
+//! tensor handles.
+
+use core::marker::PhantomData;
+
+use burn::tensor::Shape;
+use burn::tensor::ops::FloatTensor;
+use burn_fusion::stream::{Operation, OperationStreams};
+use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
+use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
+
+use super::{LossOptions, LossPrimitives};
+use crate::SplatBackend;
+
+/// The recorded op: inputs `[rendered, target]`, outputs `[loss]` or `[loss, grad]`.
+#[derive(Debug)]
+struct ForwardOp<B> {
+    desc: CustomOpIr,
+    options: LossOptions,
+    _backend: PhantomData<B>,
+}
+
+impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
+    fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
+        let [rendered, target] = [&self.desc.inputs[0], &self.desc.inputs[1]];
+        let outputs = &self.desc.outputs;
+        let out = B::photometric_loss_forward(
+            h.get_float_tensor::<B>(rendered),
+            h.get_float_tensor::<B>(target),
+            self.options,
+            outputs.len() == 2,
+        );
+        h.register_float_tensor::<B>(&outputs[0].id, out.loss);
+        if let (Some(ir), Some(grad)) = (outputs.get(1), out.grad) {
+            h.register_float_tensor::<B>(&ir.id, grad);
+        }
+    }
+}
+
+/// [`SplatBackend::photometric_loss_forward`] on `Fusion<B>`.
+pub(crate) fn forward<B: FusionBackend + SplatBackend>(
+    rendered: FloatTensor<Fusion<B>>,
+    target: FloatTensor<Fusion<B>>,
+    options: LossOptions,
+    with_grad: bool,
+) -> LossPrimitives<Fusion<B>> {
+    let client = rendered.client.clone();
+    let dtype = rendered.dtype;
+    let image_shape: Shape = rendered.shape.clone();
+    let streams = OperationStreams::with_inputs([&rendered, &target]);
+    let output = |shape: Shape| TensorIr::uninit(client.create_empty_handle(), shape, dtype);
+    let mut outputs = vec![output(Shape::new([1]))];
+    if with_grad {
+        outputs.push(output(image_shape));
+    }
+    let desc = CustomOpIr::new(
+        "ember_photometric_loss",
+        &[rendered.into_ir(), target.into_ir()],
+        &outputs,
+    );
+    let op = ForwardOp::<B> {
+        desc: desc.clone(),
+        options,
+        _backend: PhantomData,
+    };
+    let mut tensors = client
+        .register(streams, OperationIr::Custom(desc), op)
+        .into_iter();
+    let loss = tensors.next().expect("the loss output");
+    LossPrimitives {
+        loss,
+        grad: tensors.next(),
+    }
+}
