@@ -1,41 +1,49 @@
 #!/usr/bin/env bash
-# The GPU check for a lent NVIDIA machine, in two halves (that machine has no Rust toolchain and
-# no network, so the binaries are built here and carried there).
+# The GPU check for a lent NVIDIA machine (no Rust toolchain and no network there, so the
+# binaries are built here and carried there), in three parts:
 #
-#   scripts/device-check.sh build   # here: release test + bench binaries with --features cuda,
-#                                   # CUDA 13.0 bindings, stripped, and the data files the GPU
-#                                   # tests and benches read, into .device/ (git-ignored)
+#   scripts/device-check.sh build   # here: release test, bench and trainer binaries with
+#                                   # --features cuda (CUDA 13.0 bindings), stripped and
+#                                   # compressed, plus the data they read, into .device/ and
+#                                   # .device-train/ (both git-ignored; each under the 64 MiB a
+#                                   # device call carries)
 #   scripts/device-check.sh run     # there (carry .device): the GPU tests on cuda, then the
-#                                   # raster and field benches' cuda rows; logs into $OUT
+#                                   # cuda rows of the raster, loss and transform benches
+#   scripts/device-check.sh train   # there (carry .device-train): lego_400 on cuda with the
+#                                   # 7k-step schedule, then `trainer bench render` of the result
 #
-# With the device tool: run(command="scripts/device-check.sh run", carry=[".device"]).
+# With the device tool: run(command="scripts/device-check.sh run", carry=[".device"]), then at
+# once run(command="scripts/device-check.sh train", carry=[".device-train"]). Logs go to $OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+executable() {
+  # The path of the executable cargo built for target `$1` from JSON messages on stdin.
+  grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/$1-" | head -1
+}
 
 case "${1:-}" in
 build)
   export CUDARC_CUDA_VERSION=13000
-  target="${CARGO_TARGET_DIR:-target}"
-  mkdir -p .device
-  cargo test --release --features cuda --test all --no-run --message-format=json \
-    | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep '/all-' | head -1 > .device/test.path
-  for bench in field raster; do
-    cargo bench --features cuda --bench "$bench" --no-run --message-format=json \
-      | grep -o '"executable":"[^"]*"' | cut -d'"' -f4 | grep "/$bench-" | head -1 > .device/bench.path
-    cp "$(cat .device/bench.path)" ".device/$bench-bench"
+  rm -rf .device .device-train
+  mkdir -p .device/data/oracle .device/data/garden_points .device-train/data/lego_400
+  cp "$(cargo test --release --features cuda --test all --no-run --message-format=json | executable all)" .device/all
+  for bench in raster loss transform; do
+    cp "$(cargo bench --features cuda --bench "$bench" --no-run --message-format=json | executable "$bench")" \
+      ".device/$bench-bench"
   done
-  cp "$(cat .device/test.path)" .device/all
-  strip .device/all .device/field-bench .device/raster-bench
-  # Compressed, so that the three fit the 64 MiB the device tool carries.
-  gzip -9 -f .device/all .device/field-bench .device/raster-bench
-  rm .device/test.path .device/bench.path
-  # The data the GPU tests and benches read (../shared/data does not travel).
+  cargo build --release --features cuda -p trainer
+  cp "${CARGO_TARGET_DIR:-target}/release/trainer" .device-train/trainer
+  strip .device/all .device/*-bench .device-train/trainer
+  gzip -9 -f .device/all .device/*-bench .device-train/trainer
+  # The data the GPU tests, benches and training read (../shared/data does not travel).
   data="${EMBER_DATA_DIR:-../shared/data}"
-  mkdir -p .device/data/oracle .device/data/garden_points
   cp -r "$data/oracle/gsplat_cases" .device/data/oracle/
   cp "$data/garden_points/test_garden.npz" .device/data/garden_points/
-  du -sh .device/*
-  echo "target dir: $target"
+  cp -r "$data/lego_400/train" "$data/lego_400/test" "$data"/lego_400/transforms_*.json \
+    .device-train/data/lego_400/
+  cp configs/h100-7k.toml .device-train/
+  du -sh .device .device-train
   ;;
 run)
   out="${OUT:-/tmp/ember-device-out}"
@@ -46,7 +54,7 @@ run)
   export EMBER_DATA_DIR="$PWD/.device/data" EMBER_REQUIRE_DATA=1
   # The GPU tests compare cuda against the CPU on random inputs and against the gsplat oracle.
   # (A failing test is reported in the log; the benches still run.)
-  .device/all gpu cuda --test-threads=1 2>&1 | tee "$out/test-cuda.log" || true
+  .device/all gpu cuda --test-threads=1 2>&1 | tee "$out/test-cuda.log" | grep -E "^test |result" || true
   # criterion writes under target/. Peak device memory: the largest `used_memory` nvidia-smi
   # reports for the bench process, sampled every 100 ms.
   mkdir -p target/tmp
@@ -63,12 +71,31 @@ run)
     >"$out/bench-raster-cuda.log" 2>&1 &
   peak $! | tee "$out/raster-memory.txt"
   wait || true
-  tail -40 "$out/bench-raster-cuda.log"
-  .device/field-bench --bench cuda --warm-up-time 1 --measurement-time 2 2>&1 \
-    | tee "$out/bench-field-cuda.log" | tail -30
+  grep -E "^\|" "$out/bench-raster-cuda.log" || tail -20 "$out/bench-raster-cuda.log"
+  .device/loss-bench --warm-up-time 1 --measurement-time 2 >"$out/bench-loss.log" 2>&1 || true
+  grep -E "^\|" "$out/bench-loss.log" || tail -20 "$out/bench-loss.log"
+  .device/transform-bench --warm-up-time 1 --measurement-time 1 >"$out/bench-transform.log" 2>&1 || true
+  grep -E "^\|" "$out/bench-transform.log" || tail -20 "$out/bench-transform.log"
+  ;;
+train)
+  out="${OUT:-/tmp/ember-device-out}"
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/gpu.txt"
+  gunzip -f .device-train/trainer.gz
+  cd .device-train
+  # Bounded so that the call returns inside its limit whatever the step time turns out to be.
+  timeout "${TRAIN_SECONDS:-420}" ./trainer --config h100-7k.toml --backend cuda \
+    --data data/lego_400 --out "$out/lego" 2>&1 | tr '\r' '\n' | grep -v "^ *$" \
+    | tee "$out/train.log" | grep -vE "^\s*[0-9]+/" | tail -40 || true
+  if [ -f "$out/lego/splats.ply" ]; then
+    ./trainer bench render --backend cuda --ply "$out/lego/splats.ply" --data data/lego_400 \
+      --json "$out/bench-render-cuda.json" 2>&1 | tail -12 || true
+    gzip -9 "$out/lego/splats.ply"
+  fi
+  ls -la "$out" "$out/lego" || true
   ;;
 *)
-  echo "usage: $0 build|run" >&2
+  echo "usage: $0 build|run|train" >&2
   exit 2
   ;;
 esac

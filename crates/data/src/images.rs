@@ -18,7 +18,8 @@ use rayon::prelude::*;
 use crate::camera::{Distortion, Intrinsics};
 use crate::error::{DataError, Result};
 
-/// An 8-bit RGB image, row-major `[height, width, 3]`.
+/// An 8-bit RGB image, row-major `[height, width, 3]`, composited over its source's
+/// background, with the transparency it was composited with when the file has alpha.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DecodedImage {
     /// Width, pixels.
@@ -27,12 +28,33 @@ pub struct DecodedImage {
     pub height: u32,
     /// `height * width * 3` bytes, RGB interleaved, top row first.
     pub data: Vec<u8>,
+    /// `height * width` bytes of `255 (1 - alpha)`, after the same undistortion and resizing
+    /// as `data`; `None` for files without alpha. With it the image over another background
+    /// `b` is `data + (b - background) * transparency` (see [`DecodedImage::over_background`]).
+    pub transparency: Option<Vec<u8>>,
 }
 
 impl DecodedImage {
     /// Bytes of pixel data held.
     pub fn byte_len(&self) -> usize {
-        self.data.len()
+        self.data.len() + self.transparency.as_ref().map_or(0, Vec::len)
+    }
+
+    /// The image as `f32` values in `[0, 1]` (`[height, width, 3]`) composited over
+    /// `background` instead of `composited_over` (the background it was decoded with). Files
+    /// without alpha are returned unchanged.
+    pub fn over_background(&self, composited_over: [f32; 3], background: [f32; 3]) -> Vec<f32> {
+        let mut values = self.to_f32();
+        if let Some(transparency) = &self.transparency {
+            let shift = [0, 1, 2].map(|c| background[c] - composited_over[c]);
+            for (pixel, &t) in values.chunks_exact_mut(3).zip(transparency) {
+                let t = f32::from(t) / 255.0;
+                for c in 0..3 {
+                    pixel[c] += shift[c] * t;
+                }
+            }
+        }
+        values
     }
 
     /// The RGB value of pixel `(x, y)`; `None` outside the image.
@@ -81,7 +103,7 @@ impl ImageSource {
 
     /// Decodes the file's bytes (already read); errors name [`ImageSource::path`].
     pub fn decode_bytes(&self, bytes: &[u8]) -> Result<DecodedImage> {
-        let rgb = decode_rgb(bytes, &self.path, self.background)?;
+        let (rgb, transparency) = decode_composited(bytes, &self.path, self.background)?;
         let (fw, fh) = self.file_size;
         if rgb.dimensions() != (fw, fh) {
             return Err(DataError::ImageSizeMismatch {
@@ -92,22 +114,34 @@ impl ImageSource {
                 found_height: rgb.height(),
             });
         }
-        let rgb = match &self.undistort {
-            Some((intrinsics, distortion)) if !distortion.is_none() => {
-                undistort(&rgb, intrinsics, distortion)
-            }
-            _ => rgb,
-        };
         let (w, h) = self.size;
-        let rgb = if (w, h) == (fw, fh) {
-            rgb
-        } else {
-            image::imageops::resize(&rgb, w, h, FilterType::Triangle)
+        // Undistortion and resizing are linear in the pixel values, so the transparency goes
+        // through the same steps as the colours (as the grey image it is).
+        let resample = |image: RgbImage| -> RgbImage {
+            let image = match &self.undistort {
+                Some((intrinsics, distortion)) if !distortion.is_none() => {
+                    undistort(&image, intrinsics, distortion)
+                }
+                _ => image,
+            };
+            if (w, h) == (fw, fh) {
+                image
+            } else {
+                image::imageops::resize(&image, w, h, FilterType::Triangle)
+            }
         };
+        let transparency = transparency.map(|t| {
+            let grey = RgbImage::from_fn(fw, fh, |x, y| {
+                let v = t[(y * fw + x) as usize];
+                image::Rgb([v, v, v])
+            });
+            resample(grey).pixels().map(|p| p.0[0]).collect()
+        });
         Ok(DecodedImage {
             width: w,
             height: h,
-            data: rgb.into_raw(),
+            data: resample(rgb).into_raw(),
+            transparency,
         })
     }
 }
@@ -128,6 +162,15 @@ pub fn image_dimensions(path: &Path) -> Result<(u32, u32)> {
 
 /// Decodes PNG or JPEG bytes to RGB, compositing any alpha over `background`.
 pub fn decode_rgb(bytes: &[u8], path: &Path, background: [f32; 3]) -> Result<RgbImage> {
+    decode_composited(bytes, path, background).map(|(rgb, _)| rgb)
+}
+
+/// [`decode_rgb`], plus `255 (1 - alpha)` per pixel (row-major) when the file has alpha.
+fn decode_composited(
+    bytes: &[u8],
+    path: &Path,
+    background: [f32; 3],
+) -> Result<(RgbImage, Option<Vec<u8>>)> {
     let image_error = |source| DataError::Image {
         path: path.to_path_buf(),
         source,
@@ -147,7 +190,7 @@ pub fn decode_rgb(bytes: &[u8], path: &Path, background: [f32; 3]) -> Result<Rgb
         .decode()
         .map_err(image_error)?;
     if !decoded.color().has_alpha() {
-        return Ok(decoded.into_rgb8());
+        return Ok((decoded.into_rgb8(), None));
     }
     let rgba = decoded.into_rgba8();
     let (w, h) = rgba.dimensions();
@@ -163,8 +206,10 @@ pub fn decode_rgb(bytes: &[u8], path: &Path, background: [f32; 3]) -> Result<Rgb
                 }
             }
         });
+    let transparency = rgba.as_raw().chunks_exact(4).map(|p| 255 - p[3]).collect();
     // The buffer has exactly w * h * 3 bytes, so this cannot fail.
-    Ok(RgbImage::from_raw(w, h, out).expect("buffer sized for the image"))
+    let rgb = RgbImage::from_raw(w, h, out).expect("buffer sized for the image");
+    Ok((rgb, Some(transparency)))
 }
 
 /// Walks a JPEG's marker segments to its end-of-image marker.
@@ -296,6 +341,52 @@ mod tests {
         let black = decode_rgb(&bytes, Path::new("x.png"), [0.0; 3]).unwrap();
         assert_eq!(black.get_pixel(0, 0).0, [0, 0, 0]);
         assert_eq!(black.get_pixel(1, 0).0, [128, 0, 0]);
+    }
+
+    #[test]
+    fn transparency_recomposites_over_any_background() {
+        // A 40x30 RGBA gradient, downsampled to 20x15: the transparency follows the colours
+        // through the resize, so recompositing the white decode over black matches the black
+        // decode to rounding.
+        let rgba = RgbaImage::from_fn(40, 30, |x, y| {
+            Rgba([
+                (6 * x) as u8,
+                (8 * y) as u8,
+                200,
+                ((x * 7 + y * 3) % 256) as u8,
+            ])
+        });
+        let bytes = png_bytes(&rgba);
+        let source = |background| ImageSource {
+            path: PathBuf::from("g.png"),
+            file_size: (40, 30),
+            size: (20, 15),
+            background,
+            undistort: None,
+        };
+        let white = source([1.0; 3]).decode_bytes(&bytes).unwrap();
+        let black = source([0.0; 3]).decode_bytes(&bytes).unwrap();
+        assert_eq!(white.transparency.as_ref().map(Vec::len), Some(20 * 15));
+        let moved = white.over_background([1.0; 3], [0.0; 3]);
+        for (a, b) in moved.iter().zip(black.to_f32()) {
+            assert!((a - b).abs() <= 2.0 / 255.0, "{a} vs {b}");
+        }
+        let same = white.over_background([1.0; 3], [1.0; 3]);
+        assert_eq!(same, white.to_f32());
+        // An opaque file has no transparency and ignores the background.
+        let rgb = image::RgbImage::from_pixel(2, 2, image::Rgb([10, 20, 30]));
+        let mut png = Vec::new();
+        rgb.write_to(&mut Cursor::new(&mut png), ImageFormat::Png)
+            .unwrap();
+        let opaque = ImageSource {
+            file_size: (2, 2),
+            size: (2, 2),
+            ..source([1.0; 3])
+        }
+        .decode_bytes(&png)
+        .unwrap();
+        assert_eq!(opaque.transparency, None);
+        assert_eq!(opaque.over_background([1.0; 3], [0.0; 3]), opaque.to_f32());
     }
 
     #[test]

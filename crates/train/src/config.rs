@@ -67,6 +67,11 @@ pub struct DataConfig {
     /// Background colour, RGB in `[0, 1]`: transparent pixels of RGBA images are composited
     /// over it, and the renderer draws it behind the splats.
     pub background: [f32; 3],
+    /// Train each step against a new uniformly random background colour (the render's
+    /// background and the target's, recomposited from its alpha; opaque images keep their
+    /// pixels), so that transparent regions cannot be explained by a colour painted into them.
+    /// Evaluation always uses `background`.
+    pub random_background: bool,
     /// A PLY point cloud for initialisation, relative to the scene folder, replacing the
     /// scene's own points (e.g. `init.ply` of a NeRF-Synthetic-style folder).
     pub point_cloud: Option<PathBuf>,
@@ -82,6 +87,7 @@ impl Default for DataConfig {
             max_images: None,
             test_every: Some(8),
             background: [1.0, 1.0, 1.0],
+            random_background: false,
             point_cloud: None,
             procedural: ProceduralConfig::default(),
         }

@@ -28,16 +28,12 @@
 //! ```
 //!
 //! # Determinism
-//! Every random choice (view order, initialisation, split samples) is drawn from
+//! Every random choice (view order, initialisation, split samples, random backgrounds) is drawn from
 //! `(seed, purpose, step)`, so a run resumed from a checkpoint makes the same choices as one that
 //! never stopped; on the CPU backend the numbers are bit-identical (the kernels reduce in a fixed
 //! order).
 //!
 //! # Not implemented yet
-//! - A fused L1 + SSIM kernel in `ember-kernels` (the loss is Burn tensor ops: two depthwise
-//!   convolutions per SSIM; no comparison with a fused kernel has been measured).
-//! - Random backgrounds: `ember-data` composites RGBA images over one fixed colour when
-//!   decoding, so training uses a fixed background.
 //! - Training images are decoded up front and fetched from memory each step; there is no
 //!   prefetch thread (on the CPU the data phase is well under 1% of a step).
 

@@ -421,13 +421,13 @@ pub fn procedural<B: SplatBackend>(
                 source,
             })?;
             let rgb = to_host(out.rgb, "procedural image")?;
+            let alpha = to_host(out.alpha, "procedural alpha")?;
+            let to_u8 = |v: f32| (v.clamp(0.0, 1.0) * 255.0).round() as u8;
             images.push(Arc::new(DecodedImage {
                 width: config.resolution,
                 height: config.resolution,
-                data: rgb
-                    .iter()
-                    .map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)
-                    .collect(),
+                data: rgb.iter().map(|&v| to_u8(v)).collect(),
+                transparency: Some(alpha.iter().map(|&a| to_u8(1.0 - a)).collect()),
             }));
             views.push(SceneView { name, camera });
         }

@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{ElementConversion, Tensor};
+use burn::tensor::{ElementConversion, Tensor, TensorData};
 use ember_field::{
     GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend, render,
 };
@@ -82,6 +82,7 @@ pub fn derive_seed(seed: u64, stream: u64, counter: u64) -> u64 {
 const STREAM_VIEWS: u64 = 1;
 const STREAM_DENSIFY: u64 = 2;
 const STREAM_INIT: u64 = 3;
+const STREAM_BACKGROUND: u64 = 4;
 
 /// The initial field of a run: from the scene's points (colour to SH DC, scale from the mean
 /// distance to the 3 nearest neighbours, the configured opacity) or random in the scene bounds.
@@ -279,10 +280,24 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         self.order.as_ref().map(|(_, o)| o[step % n]).unwrap_or(0)
     }
 
-    /// The render options of training at (0-based) step `step`.
-    fn render_options(&self, sh_degree: usize) -> RenderOptions {
+    /// The background of (0-based) step `step`: the scene's, or with
+    /// `data.random_background` one drawn from `(seed, step)`.
+    fn background_at(&self, step: usize) -> [f32; 3] {
+        if !self.config.data.random_background {
+            return self.scene.background;
+        }
+        let mut rng = StdRng::seed_from_u64(derive_seed(
+            self.config.seed,
+            STREAM_BACKGROUND,
+            step as u64,
+        ));
+        [0; 3].map(|_| rng.random::<f32>())
+    }
+
+    /// The render options of training at SH degree `sh_degree` over `background`.
+    fn render_options(&self, sh_degree: usize, background: [f32; 3]) -> RenderOptions {
         RenderOptions::default()
-            .with_background(self.scene.background)
+            .with_background(background)
             .with_sh_degree(sh_degree as u32)
     }
 
@@ -296,18 +311,21 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
         let t = Instant::now();
         let image = self.scene.train_image(view)?;
-        let target = Tensor::<B, 3>::from_inner(image.to_tensor::<Inner<B>>(&self.device));
+        let background = self.background_at(step);
+        let shape = [image.height as usize, image.width as usize, 3];
+        let pixels = image.over_background(self.scene.background, background);
+        let target = Tensor::<B, 3>::from_data(TensorData::new(pixels, shape), &self.device);
         self.times.add(Phase::Data, t.elapsed());
 
         let t = Instant::now();
         let sh_degree = self.sh_degree_at(step);
         let field = self.splats.to_autodiff_field::<B>()?;
-        let out = render(&field, &camera, &self.render_options(sh_degree)).map_err(|source| {
-            TrainError::Render {
+        let out = render(&field, &camera, &self.render_options(sh_degree, background)).map_err(
+            |source| TrainError::Render {
                 view: self.scene.train[view].name.clone(),
                 source,
-            }
-        })?;
+            },
+        )?;
         let options = LossOptions {
             ssim_lambda: self.config.loss.ssim_lambda,
         };

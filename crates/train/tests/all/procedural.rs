@@ -1,7 +1,7 @@
-//! A whole run on the procedural scene through `run()`: the PSNR rises and every output is
-//! written.
+//! The procedural scene: a whole run through `run()` (the PSNR rises and every output is
+//! written), and random backgrounds.
 
-use ember_train::{Quiet, run};
+use ember_train::{Quiet, Trainer, run};
 
 use crate::common::{self, B};
 
@@ -92,5 +92,41 @@ fn run_learns_and_writes_every_output() {
             .filter(|l| l.contains("\"kind\":\"train\""))
             .count(),
         50
+    );
+}
+
+#[test]
+fn random_backgrounds_are_drawn_from_the_seed_and_used() {
+    let losses = |random: bool| -> Vec<f32> {
+        let config = common::tiny_config()
+            .with_overrides(&[
+                format!("data.random_background={random}"),
+                "densify.strategy=none".to_string(),
+            ])
+            .unwrap();
+        let scene = common::scene(&config);
+        let image = scene.train_image(0).unwrap();
+        let transparency = image
+            .transparency
+            .as_ref()
+            .expect("rendered views keep alpha");
+        assert!(
+            transparency.iter().any(|&t| t > 200),
+            "the floor does not fill every view"
+        );
+        let mut trainer = Trainer::<B>::new(config, scene, &Default::default()).unwrap();
+        (0..4).map(|_| trainer.step().unwrap().loss).collect()
+    };
+    let fixed = losses(false);
+    let random = losses(true);
+    assert_eq!(
+        random,
+        losses(true),
+        "the same seed draws the same backgrounds"
+    );
+    assert!(random.iter().all(|l| l.is_finite()));
+    assert_ne!(
+        fixed, random,
+        "a random background changes the target and the render"
     );
 }
