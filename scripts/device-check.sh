@@ -55,7 +55,8 @@ run)
   # The GPU tests compare cuda against the CPU on random inputs and against the gsplat oracle.
   # (A failing test is reported in the log; the benches still run.)
   .device/all gpu cuda --test-threads=1 2>&1 | tee "$out/test-cuda.log" | grep -E "^test |result" || true
-  # criterion writes under target/. Peak device memory: the largest `used_memory` nvidia-smi
+  # A criterion binary run without `--bench` only tests its benchmarks once. criterion writes
+  # under target/. Peak device memory: the largest `used_memory` nvidia-smi
   # reports for the bench process, sampled every 100 ms.
   mkdir -p target/tmp
   peak() {
@@ -72,9 +73,9 @@ run)
   peak $! | tee "$out/raster-memory.txt"
   wait || true
   grep -E "^\|" "$out/bench-raster-cuda.log" || tail -20 "$out/bench-raster-cuda.log"
-  .device/loss-bench --warm-up-time 1 --measurement-time 2 >"$out/bench-loss.log" 2>&1 || true
+  .device/loss-bench --bench loss_cuda --warm-up-time 1 --measurement-time 2 >"$out/bench-loss.log" 2>&1 || true
   grep -E "^\|" "$out/bench-loss.log" || tail -20 "$out/bench-loss.log"
-  .device/transform-bench --warm-up-time 1 --measurement-time 1 >"$out/bench-transform.log" 2>&1 || true
+  .device/transform-bench --bench cuda_rows_only --warm-up-time 1 --measurement-time 1 >"$out/bench-transform.log" 2>&1 || true
   grep -E "^\|" "$out/bench-transform.log" || tail -20 "$out/bench-transform.log"
   ;;
 train)
@@ -88,7 +89,7 @@ train)
     --data data/lego_400 --out "$out/lego" 2>&1 | tr '\r' '\n' | grep -v "^ *$" \
     | tee "$out/train.log" | grep -vE "^\s*[0-9]+/" | tail -40 || true
   if [ -f "$out/lego/splats.ply" ]; then
-    ./trainer bench render --backend cuda --ply "$out/lego/splats.ply" --data data/lego_400 \
+    ./trainer --backend cuda bench render --ply "$out/lego/splats.ply" --data data/lego_400 \
       --json "$out/bench-render-cuda.json" 2>&1 | tail -12 || true
     gzip -9 "$out/lego/splats.ply"
   fi

