@@ -13,7 +13,7 @@ use std::time::SystemTime;
 
 use serde::Deserialize;
 
-use crate::{BenchError, BenchFile, BenchResult, peak_host_mib};
+use crate::{BenchError, BenchFile, BenchResult, fps, peak_host_mib};
 
 /// The environment variable naming the report's path, overriding the default.
 pub const JSON_ENV: &str = "EMBER_BENCH_JSON";
@@ -103,7 +103,7 @@ fn read_result(new: &Path) -> Option<BenchResult> {
     let mut result = BenchResult::from_samples(benchmark.full_id, &per_iteration_ms)?;
     result.frames = sample.iters.iter().sum::<f64>() as usize;
     result.median_ms = median_ms;
-    result.fps = 1000.0 / median_ms;
+    result.fps = fps(median_ms);
     Some(match benchmark.throughput {
         Some(Throughput::Elements(n)) => {
             result.with_metric("elements_per_s", n as f64 / (median_ms / 1e3))
@@ -212,7 +212,12 @@ mod tests {
     fn collects_this_runs_benchmarks_with_throughput() {
         let dir = tempfile::tempdir().expect("temp dir");
         let root = dir.path().join("criterion");
-        fake_benchmark(&root, "decode_a/cold", "decode/a/cold", r#"{"Elements":300}"#);
+        fake_benchmark(
+            &root,
+            "decode_a/cold",
+            "decode/a/cold",
+            r#"{"Elements":300}"#,
+        );
         fake_benchmark(&root, "raster_x/forward", "raster_x/forward", "null");
         // The same folder layout also has `base` copies: not read.
         std::fs::create_dir_all(root.join("raster_x/forward/base")).expect("dirs");

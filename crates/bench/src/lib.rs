@@ -60,7 +60,7 @@ pub struct BenchResult {
     pub min_ms: f64,
     /// Slowest repetition, ms.
     pub max_ms: f64,
-    /// Repetitions per second at the median: `1000 / median_ms`.
+    /// Repetitions per second at the median: `1000 / median_ms` (0 for a zero median).
     pub fps: f64,
     /// Further figures of the set by name, with their unit in the name (`steps_per_s`,
     /// `file_mb_per_s`, `wait_fraction`, ...); absent when there are none.
@@ -86,7 +86,7 @@ impl BenchResult {
             median_ms: median,
             min_ms: sorted[0],
             max_ms: sorted[n - 1],
-            fps: 1000.0 / median,
+            fps: fps(median),
             metrics: BTreeMap::new(),
         })
     }
@@ -95,6 +95,15 @@ impl BenchResult {
     pub fn with_metric(mut self, name: &str, value: f64) -> BenchResult {
         self.metrics.insert(name.to_string(), value);
         self
+    }
+}
+
+/// `1000 / median_ms`, 0 when the median is not positive (JSON has no infinity).
+pub fn fps(median_ms: f64) -> f64 {
+    if median_ms > 0.0 {
+        1000.0 / median_ms
+    } else {
+        0.0
     }
 }
 
@@ -257,8 +266,17 @@ mod tests {
         let a = file(vec![sample("step", 40.0), sample("forward", 10.0)]);
         let b = file(vec![sample("step", 20.0), sample("cold", 5.0)]);
         let table = comparison_table(&a, &b);
-        assert!(table.contains("| step | 40.000 | 20.000 | 2.00x |"), "{table}");
-        assert!(table.contains("| forward | 10.000 | - | only in A |"), "{table}");
-        assert!(table.contains("| cold | - | 5.000 | only in B |"), "{table}");
+        assert!(
+            table.contains("| step | 40.000 | 20.000 | 2.00x |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| forward | 10.000 | - | only in A |"),
+            "{table}"
+        );
+        assert!(
+            table.contains("| cold | - | 5.000 | only in B |"),
+            "{table}"
+        );
     }
 }
