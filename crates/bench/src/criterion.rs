@@ -183,6 +183,19 @@ pub fn write_report(
     Ok(Some(path))
 }
 
+/// [`write_report`] for the end of a bench's `main`: prints the path written; on an error
+/// prints it and exits with status 1.
+pub fn finish(criterion_dir: &Path, started: SystemTime, info: &ReportInfo<'_>) {
+    match write_report(criterion_dir, started, info) {
+        Ok(Some(path)) => println!("\nwrote {}", path.display()),
+        Ok(None) => println!("\nno benchmark ran: no {}.json written", info.bench),
+        Err(e) => {
+            eprintln!("{} bench: {e}", info.bench);
+            std::process::exit(1);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -164,6 +164,15 @@ impl BenchFile {
     }
 }
 
+/// `ms` with 4 significant digits (`340.6`, `70.29`, `0.001440`).
+pub fn format_ms(ms: f64) -> String {
+    if !(ms.is_finite() && ms > 0.0) {
+        return format!("{ms}");
+    }
+    let digits = (3 - ms.log10().floor() as i32).max(0) as usize;
+    format!("{ms:.digits$}")
+}
+
 /// A markdown table of the sets of `a` and `b` side by side: both medians and B's speed-up
 /// (`A median / B median`); sets only one file has are listed with a dash.
 pub fn comparison_table(a: &BenchFile, b: &BenchFile) -> String {
@@ -173,17 +182,25 @@ pub fn comparison_table(a: &BenchFile, b: &BenchFile) -> String {
     for ra in &a.results {
         out += &match b.result(&ra.name) {
             Some(rb) => format!(
-                "| {} | {:.3} | {:.3} | {:.2}x |\n",
+                "| {} | {} | {} | {:.2}x |\n",
                 ra.name,
-                ra.median_ms,
-                rb.median_ms,
+                format_ms(ra.median_ms),
+                format_ms(rb.median_ms),
                 ra.median_ms / rb.median_ms
             ),
-            None => format!("| {} | {:.3} | - | only in A |\n", ra.name, ra.median_ms),
+            None => format!(
+                "| {} | {} | - | only in A |\n",
+                ra.name,
+                format_ms(ra.median_ms)
+            ),
         };
     }
     for rb in b.results.iter().filter(|rb| a.result(&rb.name).is_none()) {
-        out += &format!("| {} | - | {:.3} | only in B |\n", rb.name, rb.median_ms);
+        out += &format!(
+            "| {} | - | {} | only in B |\n",
+            rb.name,
+            format_ms(rb.median_ms)
+        );
     }
     out
 }
@@ -267,16 +284,25 @@ mod tests {
         let b = file(vec![sample("step", 20.0), sample("cold", 5.0)]);
         let table = comparison_table(&a, &b);
         assert!(
-            table.contains("| step | 40.000 | 20.000 | 2.00x |"),
+            table.contains("| step | 40.00 | 20.00 | 2.00x |"),
             "{table}"
         );
         assert!(
-            table.contains("| forward | 10.000 | - | only in A |"),
+            table.contains("| forward | 10.00 | - | only in A |"),
             "{table}"
         );
         assert!(
             table.contains("| cold | - | 5.000 | only in B |"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn times_keep_four_significant_digits() {
+        assert_eq!(format_ms(340.64), "340.6");
+        assert_eq!(format_ms(70.289), "70.29");
+        assert_eq!(format_ms(0.00143968), "0.001440");
+        assert_eq!(format_ms(12345.6), "12346");
+        assert_eq!(format_ms(0.0), "0");
     }
 }
