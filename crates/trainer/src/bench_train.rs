@@ -6,6 +6,10 @@
 //! step `since` those before it), so the numbers are the ones a training run's phase table adds
 //! up. On the GPU backends a phase is the time to queue its work except where a read-back
 //! synchronises (see `ember_train::timing`); the step time is exact (the loss is read back).
+//!
+//! With `--eval`, the held-out views are then evaluated twice at the same step: the first
+//! evaluation renders (`eval`), the second finds every render in the trainer's cache
+//! (`eval cached`); one sample each, ms per evaluation.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -40,6 +44,9 @@ pub struct TrainBenchArgs {
     /// Untimed steps before the timed ones (allocations, first-use costs).
     #[arg(long, default_value_t = 2)]
     warmup: usize,
+    /// After the timed steps, evaluate twice (rendering, then from the render cache).
+    #[arg(long)]
+    eval: bool,
     /// Where the JSON results go.
     #[arg(long, value_name = "FILE", default_value = "bench-train.json")]
     json: std::path::PathBuf,
@@ -112,13 +119,36 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
                 .with_metric("share", share),
         );
     }
+    if args.eval {
+        for name in ["eval", "eval cached"] {
+            let before = trainer.eval_cache_stats();
+            let t = Instant::now();
+            let report = trainer.evaluate()?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let after = trainer.eval_cache_stats();
+            let hits = after.hits - before.hits;
+            let asked = hits + after.misses - before.misses;
+            println!(
+                "{name}: {} views in {ms:.1} ms, PSNR {:.2} dB, {hits} of {asked} renders from the cache",
+                report.views.len(),
+                report.psnr
+            );
+            results.push(
+                BenchResult::from_samples(name, &[ms])
+                    .context("no evaluation timed")?
+                    .with_metric("views", report.views.len() as f64)
+                    .with_metric("cache_hit_rate", hits as f64 / asked.max(1) as f64),
+            );
+        }
+    }
     println!("| set | steps | median (ms) | min (ms) | max (ms) | share of the step |");
     println!("|---|---|---|---|---|---|");
     for r in &results {
-        let share = r
-            .metrics
-            .get("share")
-            .map_or_else(|| "100%".to_string(), |s| format!("{:.1}%", 100.0 * s));
+        let share = match (r.name.as_str(), r.metrics.get("share")) {
+            (_, Some(s)) => format!("{:.1}%", 100.0 * s),
+            ("step", None) => "100%".to_string(),
+            _ => "-".to_string(),
+        };
         println!(
             "| {} | {} | {:.2} | {:.2} | {:.2} | {share} |",
             r.name, r.frames, r.median_ms, r.min_ms, r.max_ms

@@ -49,7 +49,7 @@ fn compare_reads(json: &str, sets: &[&str]) {
 fn bench_train_reports_every_phase_per_step() {
     let json = scratch("bench-train.json");
     let json = json.to_str().expect("utf-8 path");
-    // The built-in scene, shrunk: 3 timed steps after 1 warm-up step.
+    // The built-in scene, shrunk: 3 timed steps after 1 warm-up step, then two evaluations.
     let bench = trainer(&[
         "bench",
         "train",
@@ -67,6 +67,7 @@ fn bench_train_reports_every_phase_per_step() {
         "data.procedural.gaussians=300",
         "--set",
         "data.procedural.points=200",
+        "--eval",
         "--json",
         json,
     ]);
@@ -103,7 +104,13 @@ fn bench_train_reports_every_phase_per_step() {
     assert!(phase_medians <= step_max * 1.01, "{file}");
     assert!((shares - 1.0).abs() < 1e-6, "shares add to {shares}");
 
-    let mut sets = vec!["step"];
+    // The second evaluation at the same step renders nothing.
+    let (eval, cached) = (result(&file, "eval"), result(&file, "eval cached"));
+    assert_eq!(eval["metrics"]["cache_hit_rate"], 0.0);
+    assert_eq!(cached["metrics"]["cache_hit_rate"], 1.0);
+    assert!(times(eval).0 > 0.0 && times(cached).0 < times(eval).0);
+
+    let mut sets = vec!["step", "eval", "eval cached"];
     sets.extend(phases);
     compare_reads(json, &sets);
 }
