@@ -15,9 +15,9 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion};
-use ember_bench::criterion::{ReportInfo, criterion_dir, finish, median_ms};
 use ember::kernels::field::field_query_reference;
 use ember::prelude::*;
+use ember_bench::criterion::{ReportInfo, criterion_dir, finish, median_ms};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 

@@ -29,12 +29,12 @@ use std::time::{Duration, SystemTime};
 use burn::backend::Autodiff;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{Criterion, SamplingMode};
-use ember_bench::criterion::{ReportInfo, criterion_dir, finish, median_ms};
 use ember::field::{RenderOptions, render};
 use ember::kernels::SplatBackend;
 use ember::kernels::project::cpu::{self as project, ProjectOutputGrads};
 use ember::kernels::project::{CameraParams, ProjectOptions};
 use ember::kernels::raster::cpu::{self as raster, RasterArrays, RasterOutputGrads};
+use ember_bench::criterion::{ReportInfo, criterion_dir, finish, median_ms};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -292,7 +292,12 @@ fn main() {
     }
     c.final_summary();
 
-    print_table(&root, "CPU kernels (`raster::cpu`, host arrays)", "", &cases);
+    print_table(
+        &root,
+        "CPU kernels (`raster::cpu`, host arrays)",
+        "",
+        &cases,
+    );
     for backend in &backends {
         print_table(
             &root,

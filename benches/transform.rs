@@ -21,13 +21,13 @@ use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion, Throughput};
-use ember_bench::criterion::{ReportInfo, criterion_dir, finish};
 use ember::kernels::Similarity;
 use ember::kernels::transform::cpu::{GaussianSlices, GaussianSlicesMut, transform_into};
 use ember::kernels::transform::{
     PARAM_LINEAR, PARAM_LOG_SCALE, PARAM_OFFSET, PARAM_QUAT, PARAM_SH1, PARAM_SH2, PARAM_SH3,
     frame_params,
 };
+use ember_bench::criterion::{ReportInfo, criterion_dir, finish};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;

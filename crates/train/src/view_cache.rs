@@ -136,10 +136,13 @@ impl<V: Clone> ViewCache<V> {
     /// not stored.
     pub fn insert(&mut self, view: usize, generation: u64, value: V, bytes: usize) {
         self.follow(generation);
-        if let Some(at) = self.entries.iter().position(|e| e.view == view) {
-            if let Some(old) = self.entries.remove(at) {
-                self.stats.bytes -= old.bytes;
-            }
+        if let Some(old) = self
+            .entries
+            .iter()
+            .position(|e| e.view == view)
+            .and_then(|at| self.entries.remove(at))
+        {
+            self.stats.bytes -= old.bytes;
         }
         if bytes > self.capacity_bytes {
             self.stats.entries = self.entries.len();

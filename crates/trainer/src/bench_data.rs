@@ -52,13 +52,16 @@ struct Pass {
     stats: IoStats,
 }
 
+/// A figure computed from the passes' totals, by name.
+type Metric = (&'static str, fn(&[Pass]) -> f64);
+
 /// The result of `passes` over `images` images: ms per image per pass, and `metrics` computed
 /// from the passes' totals.
 fn summarise(
     name: &str,
     images: usize,
     passes: &[Pass],
-    metrics: &[(&str, fn(&[Pass]) -> f64)],
+    metrics: &[Metric],
 ) -> Result<BenchResult> {
     let per_image_ms: Vec<f64> = passes
         .iter()
