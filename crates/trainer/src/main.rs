@@ -100,8 +100,8 @@ enum BenchCommand {
     /// Render a splat file over view sets (a dataset's train and test views, an orbit at
     /// `--resolution`): ms per frame (median, min, max), FPS, peak host memory; JSON out.
     Render(bench::RenderBenchArgs),
-    /// Time training steps of a config (no evaluation, checkpoints or exports): steps/s and ms
-    /// per step of each phase (median, min, max); JSON out.
+    /// Time `--steps` training steps (default 100) of a config, without evaluation, checkpoints
+    /// or exports: steps/s and ms per step of each phase (median, min, max); JSON out.
     Train(bench_train::TrainBenchArgs),
     /// Time the image pipeline on a dataset: cold passes (decode) and warm passes (cache,
     /// prefetch, upload): images/s, MB/s, wait fraction, peak host memory; JSON out.
