@@ -6,9 +6,10 @@
 //! Cases (N Gaussians, P points): (1000, 500), (10 000, 4096) exact, (100 000, 100 000) with a
 //! 3-sigma cutoff; forward and forward+backward (autodiff, gradients of every input); full and
 //! diagonal covariance. At the end it prints a table of medians with the fused/tensor-op ratio
-//! and writes it to `target/criterion/field-summary.json` for comparisons between versions.
+//! and writes every median as `target/ember-bench/field.json` (or `$EMBER_BENCH_JSON`), the
+//! file `trainer compare` reads.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
@@ -16,6 +17,7 @@ use burn::tensor::{Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion};
 use ember::kernels::field::field_query_reference;
 use ember::prelude::*;
+use ember_bench::criterion::{ReportInfo, criterion_dir, finish, median_ms};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -161,34 +163,11 @@ fn covariance_name(cov: Covariance) -> &'static str {
     }
 }
 
-/// Where criterion writes: `$CARGO_TARGET_DIR/criterion`, else the target dir this bench was
-/// built in, else `target/criterion` (a binary carried to another machine).
-fn criterion_dir() -> std::path::PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        return std::path::PathBuf::from(dir).join("criterion");
-    }
-    let built = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
-    if built.is_dir() {
-        built.join("criterion")
-    } else {
-        std::path::PathBuf::from("target/criterion")
-    }
-}
-
 /// Reads criterion's medians back and prints the fused/tensor-op table.
-fn summarise(backends: &[&str]) {
-    let root = criterion_dir();
+fn summarise(root: &std::path::Path, backends: &[&str]) {
     let median = |group: &str, id: &str, which: &str| -> Option<f64> {
-        let path = root
-            .join(group)
-            .join(id)
-            .join(which)
-            .join("new/estimates.json");
-        let text = std::fs::read_to_string(path).ok()?;
-        let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-        json["median"]["point_estimate"].as_f64().map(|ns| ns / 1e6)
+        median_ms(root, &format!("{group}/{id}/{which}"))
     };
-    let mut rows = Vec::new();
     println!("\n| backend | case | pass | covariance | fused (ms) | tensor ops (ms) | speed-up |");
     println!("|---|---|---|---|---|---|---|");
     for backend in backends {
@@ -214,31 +193,17 @@ fn summarise(backends: &[&str]) {
                         "| {backend} | N={} P={} {mode} | {pass} | {cov} | {fused:.3} | {base_s} | {ratio_s} |",
                         case.n, case.p
                     );
-                    rows.push(serde_json::json!({
-                        "bench": format!("field/{backend}/{name}/{pass}/{cov}"),
-                        "median_ms": fused,
-                        "baseline_median_ms": base,
-                    }));
                 }
             }
         }
     }
-    let out = root.join("field-summary.json");
-    let tmp = root.join("field-summary.json.tmp");
-    if std::fs::write(
-        &tmp,
-        serde_json::to_string_pretty(&rows).unwrap_or_default(),
-    )
-    .is_ok()
-        && std::fs::rename(&tmp, &out).is_ok()
-    {
-        println!("\nwrote {}", out.display());
-    }
 }
 
 fn main() {
+    let started = SystemTime::now();
+    let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut c = Criterion::default()
-        .output_directory(&criterion_dir())
+        .output_directory(&root)
         .configure_from_args();
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
     let mut backends = vec!["ndarray"];
@@ -254,5 +219,12 @@ fn main() {
         backends.push("wgpu");
     }
     c.final_summary();
-    summarise(&backends);
+    summarise(&root, &backends);
+    let info = ReportInfo {
+        bench: "field",
+        backend: &backends.join(","),
+        input: "random Gaussians and points (seed 7)",
+        gaussians: 0,
+    };
+    finish(&root, started, &info);
 }

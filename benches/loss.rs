@@ -8,16 +8,18 @@
 //!
 //! On ndarray always; with `--features cuda` also on cuda, with `--features wgpu` and
 //! `EMBER_BENCH_WGPU=1` also on wgpu (lavapipe on a machine without a GPU is slow). At the end
-//! it prints the medians and the burn_ops/fused ratio per size and backend.
+//! it prints the medians and the burn_ops/fused ratio per size and backend, and writes the
+//! medians as `target/ember-bench/loss.json` (`ember_bench::BenchFile`, `trainer compare` reads it).
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Distribution, Tensor};
 use criterion::{Criterion, SamplingMode};
 use ember::kernels::{LossOptions, SplatBackend, photometric_loss};
 use ember::train::loss::burn_ops;
+use ember_bench::criterion::{ReportInfo, criterion_dir, finish, median_ms};
 
 const SIZES: [usize; 2] = [400, 800];
 const LAMBDA: f64 = 0.2;
@@ -42,21 +44,6 @@ fn step<B: SplatBackend>(
     let grads = loss.backward();
     black_box(x.grad(&grads).expect("the render is tracked"));
     B::sync(device).expect("sync");
-}
-
-/// Criterion's median estimate of `group/id`, ms.
-fn median_ms(group: &str, id: &str) -> Option<f64> {
-    // Where criterion wrote: the target dir when run by cargo, `target/` beside a copied binary.
-    let built = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
-    let dir = if built.is_dir() {
-        built.join("criterion")
-    } else {
-        std::path::PathBuf::from("target/criterion")
-    };
-    let path = dir.join(group).join(id).join("new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    Some(json["median"]["point_estimate"].as_f64()? / 1e6)
 }
 
 fn bench_backend<B: SplatBackend>(c: &mut Criterion, backend: &str) -> Vec<String> {
@@ -87,29 +74,39 @@ fn bench_backend<B: SplatBackend>(c: &mut Criterion, backend: &str) -> Vec<Strin
 }
 
 fn main() {
+    let started = SystemTime::now();
+    let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut c = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
-    let mut groups = bench_backend::<NdArray<f32>>(&mut c, "ndarray");
+    let (mut groups, mut backends) = (
+        bench_backend::<NdArray<f32>>(&mut c, "ndarray"),
+        vec!["ndarray"],
+    );
     #[cfg(feature = "cuda")]
-    groups.extend(bench_backend::<burn::backend::Cuda<f32, i32>>(
-        &mut c, "cuda",
-    ));
+    {
+        groups.extend(bench_backend::<burn::backend::Cuda<f32, i32>>(
+            &mut c, "cuda",
+        ));
+        backends.push("cuda");
+    }
     #[cfg(feature = "wgpu")]
     if std::env::var_os("EMBER_BENCH_WGPU").is_some() {
         groups.extend(bench_backend::<burn::backend::Wgpu<f32, i32, u32>>(
             &mut c, "wgpu",
         ));
+        backends.push("wgpu");
     }
     c.final_summary();
     println!();
     println!("| group | fused ms | burn_ops ms | burn_ops / fused |");
     println!("|---|---|---|---|");
     for group in groups {
-        let (fused, ops) = (median_ms(&group, "fused"), median_ms(&group, "burn_ops"));
+        let median = |id: &str| median_ms(&root, &format!("{group}/{id}"));
+        let (fused, ops) = (median("fused"), median("burn_ops"));
         let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
         let ratio = match (fused, ops) {
             (Some(f), Some(o)) => format!("{:.1}x", o / f),
@@ -117,4 +114,11 @@ fn main() {
         };
         println!("| {group} | {} | {} | {ratio} |", ms(fused), ms(ops));
     }
+    let info = ReportInfo {
+        bench: "loss",
+        backend: &backends.join(","),
+        input: "random [S, S, 3] images",
+        gaussians: 0,
+    };
+    finish(&root, started, &info);
 }

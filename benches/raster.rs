@@ -13,17 +13,18 @@
 //! without a GPU wgpu runs on lavapipe, whose timings mean nothing). Each GPU iteration ends
 //! with `Backend::sync`.
 //!
-//! At the end it prints markdown tables of criterion's medians. Without the data file it prints
-//! `skipped: <path> not found` and exits 0.
+//! At the end it prints markdown tables of criterion's medians and writes every median as
+//! `target/ember-bench/raster.json` (or `$EMBER_BENCH_JSON`), the file `trainer compare` reads.
+//! Without the data file it prints `skipped: <path> not found` and exits 0.
 
 #[path = "../examples/common/garden.rs"]
 mod garden;
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use garden::Scene;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use burn::backend::Autodiff;
 use burn::tensor::{Tensor, TensorData};
@@ -33,6 +34,7 @@ use ember::kernels::SplatBackend;
 use ember::kernels::project::cpu::{self as project, ProjectOutputGrads};
 use ember::kernels::project::{CameraParams, ProjectOptions};
 use ember::kernels::raster::cpu::{self as raster, RasterArrays, RasterOutputGrads};
+use ember_bench::criterion::{ReportInfo, criterion_dir, finish, median_ms};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -104,30 +106,6 @@ fn forward_backward(
     project::backward(&s.arrays(), cam, &OPTIONS, &pg).map_err(|e| e.to_string())
 }
 
-/// Where criterion writes: `$CARGO_TARGET_DIR/criterion`, else the target dir this bench was
-/// built in, else `target/criterion`.
-fn criterion_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
-        return PathBuf::from(dir).join("criterion");
-    }
-    let built = Path::new(env!("CARGO_TARGET_TMPDIR")).join("..");
-    if built.is_dir() {
-        built.join("criterion")
-    } else {
-        PathBuf::from("target/criterion")
-    }
-}
-
-fn median_ms(group: &str, id: &str) -> Option<f64> {
-    let path = criterion_dir()
-        .join(group)
-        .join(id)
-        .join("new/estimates.json");
-    let text = std::fs::read_to_string(path).ok()?;
-    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
-    json["median"]["point_estimate"].as_f64().map(|ns| ns / 1e6)
-}
-
 struct Case {
     camera: usize,
     cam: CameraParams,
@@ -184,15 +162,15 @@ fn bench_render<B: SplatBackend>(
 }
 
 /// The markdown table of one set of groups (`prefix` + each case's group name).
-fn print_table(title: &str, prefix: &str, cases: &[Case]) {
+fn print_table(root: &Path, title: &str, prefix: &str, cases: &[Case]) {
     println!("\n{title}\n");
     println!("| camera | resolution | forward (ms) | forward+backward (ms) | FPS (forward) |");
     println!("|---|---|---|---|---|");
     let show = |v: Option<f64>| v.map_or_else(|| "n/a".to_string(), |ms| format!("{ms:.2}"));
     for case in cases {
         let group = format!("{prefix}{}", case.group);
-        let fwd = median_ms(&group, "forward");
-        let both = median_ms(&group, "forward_backward");
+        let fwd = median_ms(root, &format!("{group}/forward"));
+        let both = median_ms(root, &format!("{group}/forward_backward"));
         println!(
             "| {} | {}x{} | {} | {} | {} |",
             case.camera,
@@ -206,6 +184,8 @@ fn print_table(title: &str, prefix: &str, cases: &[Case]) {
 }
 
 fn main() {
+    let started = SystemTime::now();
+    let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let path = garden::data_file();
     if !path.is_file() {
         println!("skipped: {} not found", path.display());
@@ -240,7 +220,7 @@ fn main() {
     }
 
     let mut c = Criterion::default()
-        .output_directory(&criterion_dir())
+        .output_directory(&root)
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5))
@@ -312,12 +292,26 @@ fn main() {
     }
     c.final_summary();
 
-    print_table("CPU kernels (`raster::cpu`, host arrays)", "", &cases);
-    for backend in backends {
+    print_table(
+        &root,
+        "CPU kernels (`raster::cpu`, host arrays)",
+        "",
+        &cases,
+    );
+    for backend in &backends {
         print_table(
+            &root,
             &format!("`render` on {backend}"),
             &format!("render_{backend}_"),
             &cases,
         );
     }
+    let input = path.display().to_string();
+    let info = ReportInfo {
+        bench: "raster",
+        backend: &backends.join(","),
+        input: &input,
+        gaussians: scene.len(),
+    };
+    finish(&root, started, &info);
 }

@@ -11,10 +11,11 @@
 //!   (device-resident tensors, synchronised).
 //!
 //! At the end it prints medians, Gaussians/s, GB/s, the fraction of the copy's bandwidth and
-//! the fused/tensor-op ratio.
+//! the fused/tensor-op ratio, and writes criterion's medians as `target/ember-bench/transform.json`
+//! (or `$EMBER_BENCH_JSON`), the file `trainer compare` reads.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
@@ -26,6 +27,7 @@ use ember::kernels::transform::{
     PARAM_LINEAR, PARAM_LOG_SCALE, PARAM_OFFSET, PARAM_QUAT, PARAM_SH1, PARAM_SH2, PARAM_SH3,
     frame_params,
 };
+use ember_bench::criterion::{ReportInfo, criterion_dir, finish};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
@@ -205,7 +207,10 @@ mod gpu {
 }
 
 fn main() {
+    let started = SystemTime::now();
+    let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut criterion = Criterion::default()
+        .output_directory(&root)
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
@@ -265,4 +270,11 @@ fn main() {
                 .unwrap_or_else(|| "-".to_string()),
         );
     }
+    let info = ReportInfo {
+        bench: "transform",
+        backend: "ndarray (tensor ops), host (fused, copy)",
+        input: "random Gaussians (100k, 1M, 4M; no SH and SH degree 3)",
+        gaussians: 0,
+    };
+    finish(&root, started, &info);
 }

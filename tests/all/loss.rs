@@ -99,8 +99,12 @@ fn f64_gradient_matches_central_differences() {
         y.iter().map(|&v| v.into()).collect(),
     );
     let device = Default::default();
-    let t =
-        |v: &[f64]| Tensor::<A64, 3>::from_data(TensorData::new(v.to_vec(), [h, w, 3]), &device);
+    let t = |v: &[f64]| {
+        Tensor::<A64, 3>::from_data(
+            TensorData::new(v.to_vec(), [h, w, 3]),
+            (&device, burn::tensor::DType::F64),
+        )
+    };
     let options = LossOptions { ssim_lambda: 0.4 };
     let render = t(&x).require_grad();
     let loss = photometric_loss(render.clone(), t(&y), options).unwrap();

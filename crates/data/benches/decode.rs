@@ -6,12 +6,16 @@
 //!   come from the OS page cache after the first sample, so this measures decoding, not the disk.
 //! - `warm`: every image fetched again from the loader's `u8` cache.
 //!
+//! At the end criterion's medians go into `target/ember-bench/decode.json` (or
+//! `$EMBER_BENCH_JSON`), the file `trainer compare` reads.
+//!
 //! Run: `cargo bench -p ember-data --bench decode`.
 
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{Criterion, Throughput};
+use ember_bench::criterion::{ReportInfo, criterion_dir, finish};
 use ember_data::{Dataset, DatasetOptions, ImageLoader, ImageSource, LoaderOptions};
 
 fn data_dir() -> PathBuf {
@@ -74,13 +78,24 @@ fn bench_scene(c: &mut Criterion, label: &str, sources: Vec<ImageSource>) {
     group.finish();
 }
 
-fn decode(c: &mut Criterion) {
+fn main() {
+    let started = SystemTime::now();
+    let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
+    let mut c = Criterion::default()
+        .output_directory(&root)
+        .configure_from_args();
     for scene in ["lego_400", "figurine_colmap"] {
         if let Some(sources) = sources(scene) {
-            bench_scene(c, scene, sources);
+            bench_scene(&mut c, scene, sources);
         }
     }
+    c.final_summary();
+    let input = data_dir().display().to_string();
+    let info = ReportInfo {
+        bench: "decode",
+        backend: "cpu (decode threads: one per core)",
+        input: &input,
+        gaussians: 0,
+    };
+    finish(&root, started, &info);
 }
-
-criterion_group!(benches, decode);
-criterion_main!(benches);

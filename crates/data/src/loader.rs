@@ -59,7 +59,7 @@ pub struct IoStats {
     pub images_decoded: u64,
     /// Bytes of image files read for those decodes.
     pub file_bytes: u64,
-    /// Bytes of `u8` RGB pixels they produced.
+    /// Bytes of `u8` pixels they produced: RGB, plus the transparency of files with alpha.
     pub pixel_bytes: u64,
     /// Wall-clock seconds spent decoding (batches decode in parallel, so this is elapsed time,
     /// not the sum over threads).

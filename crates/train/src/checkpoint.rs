@@ -211,6 +211,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         strategy_state.sort_by(|a, b| a.0.cmp(&b.0));
         self.strategy.load_state(strategy_state)?;
         self.splats = splats;
+        self.generation += 1;
         self.adam = adam;
         self.step = number("step")? as usize;
         Ok(())

@@ -307,6 +307,9 @@ pub struct EvalConfig {
     pub max_views: Option<usize>,
     /// Save this many eval views as PNG (render left, ground truth right).
     pub save_images: usize,
+    /// MiB of rendered eval views (RGB `f32`) kept between evaluations of an unchanged field
+    /// ([`crate::view_cache::ViewCache`]); `0` turns the cache off.
+    pub cache_mib: usize,
 }
 
 impl Default for EvalConfig {
@@ -315,6 +318,7 @@ impl Default for EvalConfig {
             every: 7000,
             max_views: None,
             save_images: 4,
+            cache_mib: 256,
         }
     }
 }

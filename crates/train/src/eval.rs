@@ -1,10 +1,12 @@
 //! Held-out evaluation: PSNR and SSIM of renders against the eval views, and side-by-side
-//! images.
+//! images. Renders are kept in the trainer's [`ViewCache`](crate::ViewCache) while the field is
+//! unchanged, so evaluating twice at the same step renders once.
 
 use std::path::Path;
 use std::time::Instant;
 
-use burn::tensor::ElementConversion;
+use burn::tensor::backend::Backend;
+use burn::tensor::{ElementConversion, Tensor};
 use ember_field::{RenderOptions, SplatAutodiffBackend, render};
 use serde::Serialize;
 
@@ -22,6 +24,17 @@ pub struct ViewMetrics {
     /// PSNR, dB.
     pub psnr: f32,
     /// SSIM (11x11 Gaussian window).
+    pub ssim: f32,
+}
+
+/// An evaluation render as the trainer's cache keeps it.
+#[derive(Debug, Clone)]
+pub struct EvalRender<B: Backend> {
+    /// The render clamped to `[0, 1]`, `[H, W, 3]`.
+    pub rgb: Tensor<B, 3>,
+    /// PSNR against the view's ground truth, dB.
+    pub psnr: f32,
+    /// SSIM against it.
     pub ssim: f32,
 }
 
@@ -85,10 +98,12 @@ pub fn evenly_spaced(n: usize, max: Option<usize>) -> Vec<usize> {
 
 impl<B: SplatAutodiffBackend> Trainer<B> {
     /// Renders the held-out views (at most `eval.max_views`, evenly spaced) with every SH band
-    /// trained so far and measures PSNR and SSIM against them.
+    /// trained so far and measures PSNR and SSIM against them. Views rendered by an earlier
+    /// evaluation of the same [generation](Trainer::generation) come from the cache.
     pub fn evaluate(&mut self) -> Result<EvalReport, TrainError> {
         let started = Instant::now();
-        let field = self.field()?;
+        let generation = self.generation;
+        let mut field = None;
         let degree = self.sh_degree_at(self.step.saturating_sub(1));
         let options = RenderOptions::default()
             .with_background(self.scene.background)
@@ -101,33 +116,52 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             .enumerate()
         {
             let view = &scene.eval[index];
-            let truth = scene.eval_image(index)?;
-            let target = truth.to_tensor::<Inner<B>>(&self.device);
-            let out =
-                render(&field, &view.camera, &options).map_err(|source| TrainError::Render {
-                    view: view.name.clone(),
-                    source,
-                })?;
-            let rgb = out.rgb.clamp(0.0, 1.0);
-            let mse: f32 = (rgb.clone() - target.clone())
-                .powi_scalar(2)
-                .mean()
-                .into_scalar()
-                .elem();
-            let s: f32 = ssim(rgb.clone(), target)
-                .map_err(|source| TrainError::Loss {
-                    view: view.name.clone(),
-                    source,
-                })?
-                .into_scalar()
-                .elem();
+            let evaluated = match self.eval_cache.get(index, generation) {
+                Some(cached) => cached,
+                None => {
+                    let field = match &field {
+                        Some(field) => field,
+                        None => field.insert(self.field()?),
+                    };
+                    let target = scene.eval_image(index)?.to_tensor::<Inner<B>>(&self.device);
+                    let out = render(field, &view.camera, &options).map_err(|source| {
+                        TrainError::Render {
+                            view: view.name.clone(),
+                            source,
+                        }
+                    })?;
+                    let rgb = out.rgb.clamp(0.0, 1.0);
+                    let mse: f32 = (rgb.clone() - target.clone())
+                        .powi_scalar(2)
+                        .mean()
+                        .into_scalar()
+                        .elem();
+                    let s: f32 = ssim(rgb.clone(), target)
+                        .map_err(|source| TrainError::Loss {
+                            view: view.name.clone(),
+                            source,
+                        })?
+                        .into_scalar()
+                        .elem();
+                    let evaluated = EvalRender {
+                        rgb,
+                        psnr: psnr_from_mse(mse),
+                        ssim: s,
+                    };
+                    let bytes = evaluated.rgb.shape().num_elements() * size_of::<f32>();
+                    self.eval_cache
+                        .insert(index, generation, evaluated.clone(), bytes);
+                    evaluated
+                }
+            };
             views.push(ViewMetrics {
                 name: view.name.clone(),
-                psnr: psnr_from_mse(mse),
-                ssim: s,
+                psnr: evaluated.psnr,
+                ssim: evaluated.ssim,
             });
             if k < self.config.eval.save_images {
-                let rendered = to_host(rgb, "eval render")?;
+                let truth = scene.eval_image(index)?;
+                let rendered = to_host(evaluated.rgb, "eval render")?;
                 let (w, h) = (truth.width as usize, truth.height as usize);
                 let mut pair = vec![0u8; h * 2 * w * 3];
                 for y in 0..h {

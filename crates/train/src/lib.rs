@@ -5,7 +5,8 @@
 //! ```text
 //! TrainScene (views + images) -> Trainer::step: render -> loss -> backward
 //!   -> GroupAdam (one rate per ParamGroup) -> Strategy::refine (clone/split/prune/reset)
-//! run(): steps + Trainer::evaluate (PSNR/SSIM, PNGs) + checkpoints + metrics + curve + PLY
+//! run(): steps + Trainer::evaluate (PSNR/SSIM, PNGs; renders cached per field generation)
+//!   + checkpoints + metrics + curve + PLY
 //! ```
 //!
 //! # Example
@@ -53,6 +54,7 @@ pub mod scene;
 pub mod splats;
 pub mod timing;
 pub mod trainer;
+pub mod view_cache;
 
 pub use adam::{AdamSettings, GroupAdam};
 pub use config::TrainConfig;
@@ -65,3 +67,4 @@ pub use scene::{SceneView, TrainScene};
 pub use splats::{ParamGroup, Splats};
 pub use timing::{Phase, PhaseTimes};
 pub use trainer::{StepReport, Trainer};
+pub use view_cache::{CacheStats, ViewCache};

@@ -22,6 +22,7 @@ use crate::ply::write_ply;
 use crate::scene::TrainScene;
 use crate::timing::{Phase, PhaseTimes};
 use crate::trainer::{StepReport, Trainer};
+use crate::view_cache::CacheStats;
 
 /// Hooks for progress display.
 pub trait RunObserver {
@@ -56,6 +57,9 @@ pub struct RunSummary {
     pub seconds: f64,
     /// The last checkpoint written.
     pub checkpoint: PathBuf,
+    /// The evaluation renders' cache: every evaluation of a run follows a change of the
+    /// field, so a run's own hit rate is zero unless something evaluated twice at one step.
+    pub eval_cache: CacheStats,
 }
 
 /// The metric logs of a run, kept in memory and rewritten atomically.
@@ -302,5 +306,6 @@ pub fn run<B: SplatAutodiffBackend>(
         times: *trainer.times(),
         seconds: started.elapsed().as_secs_f64(),
         checkpoint: checkpoint_path,
+        eval_cache: trainer.eval_cache_stats(),
     })
 }

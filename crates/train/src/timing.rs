@@ -69,6 +69,14 @@ impl PhaseTimes {
         self.seconds[phase as usize]
     }
 
+    /// The time spent per phase since `earlier`, a copy of these totals taken before (e.g. the
+    /// phases of one step: the totals after it, `since` those before).
+    pub fn since(&self, earlier: &PhaseTimes) -> PhaseTimes {
+        PhaseTimes {
+            seconds: std::array::from_fn(|k| self.seconds[k] - earlier.seconds[k]),
+        }
+    }
+
     /// Seconds over all phases.
     pub fn total(&self) -> f64 {
         self.seconds.iter().sum()
@@ -109,5 +117,20 @@ mod tests {
             table.contains("forward") && table.contains("40.0%"),
             "{table}"
         );
+    }
+
+    #[test]
+    fn differences_give_the_phases_of_one_step() {
+        let mut t = PhaseTimes::default();
+        t.add(Phase::Data, Duration::from_millis(5));
+        let before = t;
+        t.add(Phase::Forward, Duration::from_millis(30));
+        t.add(Phase::Densify, Duration::from_millis(2));
+        t.add(Phase::Densify, Duration::from_millis(1));
+        let step = t.since(&before);
+        assert_eq!(step.get(Phase::Data), 0.0);
+        assert!((step.get(Phase::Forward) - 0.030).abs() < 1e-12);
+        assert!((step.get(Phase::Densify) - 0.003).abs() < 1e-12);
+        assert!((step.total() - 0.033).abs() < 1e-12);
     }
 }

@@ -23,10 +23,12 @@ use crate::adam::{AdamSettings, GroupAdam};
 use crate::config::{InitMode, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
+use crate::eval::EvalRender;
 use crate::loss::{LossOptions, photometric_loss, psnr_from_mse};
 use crate::scene::TrainScene;
 use crate::splats::{ParamGroup, Splats};
 use crate::timing::{Phase, PhaseTimes};
+use crate::view_cache::{CacheStats, ViewCache};
 
 /// The inner (non-autodiff) backend of `B`.
 pub type Inner<B> = <B as AutodiffBackend>::InnerBackend;
@@ -65,6 +67,10 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     pub(crate) step: usize,
     pub(crate) device: B::Device,
     pub(crate) times: PhaseTimes,
+    /// Changes whenever `splats` do (see [`Trainer::generation`]).
+    pub(crate) generation: u64,
+    /// Evaluation renders of the current generation.
+    pub(crate) eval_cache: ViewCache<EvalRender<Inner<B>>>,
     order: Option<(usize, Vec<usize>)>,
 }
 
@@ -153,6 +159,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         };
         let adam = GroupAdam::new(settings, shapes, device);
         let strategy = strategy_from_config(&config.densify, splats.len(), device);
+        let eval_cache = ViewCache::new(config.eval.cache_mib << 20);
         Ok(Trainer {
             config,
             scene,
@@ -162,6 +169,8 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             step: 0,
             device: device.clone(),
             times: PhaseTimes::default(),
+            generation: 0,
+            eval_cache,
             order: None,
         })
     }
@@ -215,6 +224,18 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         &mut self.times
     }
 
+    /// A counter that changes whenever the parameters do: each step (optimizer and
+    /// densification), [`Trainer::replace_parameters`], [`Trainer::load_checkpoint`]. Renders of
+    /// the field at one generation stay valid until it changes.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Hits and misses of the evaluation renders' cache ([`Trainer::evaluate`]).
+    pub fn eval_cache_stats(&self) -> CacheStats {
+        self.eval_cache.stats()
+    }
+
     /// The trained field (current parameters).
     pub fn field(&self) -> Result<GaussianField<Inner<B>>, TrainError> {
         self.splats.to_field()
@@ -234,6 +255,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             ));
         }
         self.splats = splats;
+        self.generation += 1;
         Ok(())
     }
 
@@ -422,6 +444,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         self.times.add(Phase::Densify, t.elapsed());
 
         self.step += 1;
+        self.generation += 1;
         Ok(StepReport {
             step: self.step,
             view,

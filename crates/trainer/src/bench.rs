@@ -1,5 +1,5 @@
 //! `trainer bench render` (frames per second of a splat file over view sets, JSON out) and
-//! `trainer compare` (two such JSON files side by side).
+//! `trainer compare` (two result files side by side). The JSON is `ember_bench::BenchFile`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -10,9 +10,8 @@ use ember::data::{Dataset, DatasetOptions, read_splats};
 use ember::field::{Camera, RenderOptions, render};
 use ember::kernels::SplatBackend;
 use ember::splats::field_from_splats;
+use ember_bench::{BenchFile, BenchResult, comparison_table, peak_host_mib};
 use ember_train::scene::look_at;
-use ember_train::write_atomically;
-use serde::{Deserialize, Serialize};
 
 /// `trainer bench render --ply FILE [--data PATH] [--resolution WxH]`.
 #[derive(Args, Debug)]
@@ -43,48 +42,6 @@ fn parse_resolution(text: &str) -> Result<(u32, u32), String> {
         }
     };
     Ok((side(w)?, side(h)?))
-}
-
-/// One set's timings, in the JSON `trainer compare` reads.
-#[derive(Serialize, Deserialize, Debug, Clone)]
-pub struct BenchResult {
-    /// The set (`train`, `test`, `orbit_800x800`).
-    pub name: String,
-    /// Frames timed.
-    pub frames: usize,
-    /// Median time per frame, ms.
-    pub median_ms: f64,
-    /// Fastest frame, ms.
-    pub min_ms: f64,
-    /// Slowest frame, ms.
-    pub max_ms: f64,
-    /// `1000 / median_ms`.
-    pub fps: f64,
-}
-
-/// A benchmark file: what ran, where, and its results.
-#[derive(Serialize, Deserialize, Debug)]
-pub struct BenchFile {
-    /// The command that wrote it.
-    pub tool: String,
-    /// The backend's name.
-    pub backend: String,
-    /// The splats rendered.
-    pub input: String,
-    /// Gaussians rendered.
-    pub gaussians: usize,
-    /// Peak resident host memory of the process, MiB (`VmHWM`; `null` where unknown).
-    pub peak_host_mib: Option<f64>,
-    /// One entry per view set.
-    pub results: Vec<BenchResult>,
-}
-
-/// The process's peak resident memory, MiB, from `/proc/self/status` (Linux).
-fn peak_host_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
 }
 
 /// 8 cameras on a circle around `centre` (radius `1.5 x` the bounds' half-diagonal, slightly
@@ -134,19 +91,7 @@ fn time_set<B: SplatBackend>(
             times.push(once(camera)?);
         }
     }
-    if times.is_empty() {
-        bail!("{name}: nothing to time");
-    }
-    times.sort_by(f64::total_cmp);
-    let median = times[times.len() / 2];
-    Ok(BenchResult {
-        name: name.into(),
-        frames: times.len(),
-        median_ms: median,
-        min_ms: times[0],
-        max_ms: times[times.len() - 1],
-        fps: 1000.0 / median,
-    })
+    BenchResult::from_samples(name, &times).with_context(|| format!("{name}: nothing to time"))
 }
 
 /// `trainer bench render` on backend `B`.
@@ -216,60 +161,24 @@ pub fn bench_render<B: SplatBackend>(args: &RenderBenchArgs, device: &B::Device)
     if let Some(mib) = file.peak_host_mib {
         println!("peak host memory: {mib:.0} MiB");
     }
-    let json = serde_json::to_string_pretty(&file).context("serialising the results")?;
-    write_atomically(&args.json, json.as_bytes())?;
+    file.write(&args.json)?;
     println!("wrote {}", args.json.display());
     Ok(())
 }
 
-fn read_bench(path: &Path) -> Result<BenchFile> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| {
-        format!(
-            "{}: not a `trainer bench` result file (expected tool, backend, input, gaussians, results)",
-            path.display()
-        )
-    })
-}
-
 /// `trainer compare A.json B.json`: the sets of both side by side with B's speed-up over A.
 pub fn compare(a: &Path, b: &Path) -> Result<()> {
-    let (fa, fb) = (read_bench(a)?, read_bench(b)?);
-    println!(
-        "A: {} ({}, {}, {} Gaussians)",
-        a.display(),
-        fa.tool,
-        fa.backend,
-        fa.gaussians
-    );
-    println!(
-        "B: {} ({}, {}, {} Gaussians)",
-        b.display(),
-        fb.tool,
-        fb.backend,
-        fb.gaussians
-    );
-    println!("\n| set | A median (ms) | B median (ms) | speed-up (A / B) |");
-    println!("|---|---|---|---|");
-    for ra in &fa.results {
-        match fb.results.iter().find(|rb| rb.name == ra.name) {
-            Some(rb) => println!(
-                "| {} | {:.2} | {:.2} | {:.2}x |",
-                ra.name,
-                ra.median_ms,
-                rb.median_ms,
-                ra.median_ms / rb.median_ms
-            ),
-            None => println!("| {} | {:.2} | - | only in A |", ra.name, ra.median_ms),
-        }
+    let (fa, fb) = (BenchFile::read(a)?, BenchFile::read(b)?);
+    for (label, path, file) in [("A", a, &fa), ("B", b, &fb)] {
+        println!(
+            "{label}: {} ({}, {}, {}, {} Gaussians)",
+            path.display(),
+            file.tool,
+            file.backend,
+            file.input,
+            file.gaussians
+        );
     }
-    for rb in fb
-        .results
-        .iter()
-        .filter(|rb| !fa.results.iter().any(|ra| ra.name == rb.name))
-    {
-        println!("| {} | - | {:.2} | only in B |", rb.name, rb.median_ms);
-    }
+    println!("\n{}", comparison_table(&fa, &fb));
     Ok(())
 }

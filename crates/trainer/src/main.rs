@@ -4,10 +4,12 @@
 //! (compiled in, so it works without data); `--config FILE` picks another preset, `--data` a
 //! scene folder, `--set key=value` overrides any config field. The subcommands `convert`,
 //! `transform`, `info` and `render` work on splat files (3DGS PLY, `.splat`, SPZ); `bench
-//! render` times renders and writes JSON, `compare` puts two such files side by side. See
-//! `--help`.
+//! render|train|data` time renders, training steps and the image pipeline and write JSON
+//! (`ember_bench::BenchFile`), `compare` puts two such files side by side. See `--help`.
 
 mod bench;
+mod bench_data;
+mod bench_train;
 mod splat_tools;
 
 use std::path::PathBuf;
@@ -22,22 +24,15 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// The built-in default config (the procedural scene).
 const QUICK_TOML: &str = include_str!("../../../configs/quick.toml");
 
-/// Train a 3D Gaussian-splatting scene.
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Args {
+/// The training config and its overrides (the run's, and `bench train`'s).
+#[derive(clap::Args, Debug)]
+pub struct ConfigArgs {
     /// TOML config (default: the built-in configs/quick.toml).
     #[arg(long, value_name = "FILE.toml")]
     config: Option<PathBuf>,
     /// Scene folder (COLMAP, NeRF-Synthetic or nerfstudio); overrides `data.path`.
     #[arg(long, value_name = "PATH")]
     data: Option<PathBuf>,
-    /// Output folder.
-    #[arg(long, value_name = "DIR", default_value = "runs/latest")]
-    out: PathBuf,
-    /// Backend (among the compiled cargo features).
-    #[arg(long, value_enum, default_value_t = Backend::default_compiled())]
-    backend: Backend,
     /// Steps; overrides `steps`.
     #[arg(long)]
     steps: Option<usize>,
@@ -47,6 +42,30 @@ struct Args {
     /// Override any config field, e.g. `--set optim.lr_opacity=0.05` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+}
+
+impl ConfigArgs {
+    /// Where the config came from, for reports.
+    fn origin(&self) -> String {
+        match &self.config {
+            Some(path) => path.display().to_string(),
+            None => "configs/quick.toml (built in)".to_string(),
+        }
+    }
+}
+
+/// Train a 3D Gaussian-splatting scene.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    #[command(flatten)]
+    run: ConfigArgs,
+    /// Output folder.
+    #[arg(long, value_name = "DIR", default_value = "runs/latest")]
+    out: PathBuf,
+    /// Backend (among the compiled cargo features).
+    #[arg(long, value_enum, default_value_t = Backend::default_compiled())]
+    backend: Backend,
     /// Continue from a checkpoint written by an earlier run.
     #[arg(long, value_name = "CHECKPOINT")]
     resume: Option<PathBuf>,
@@ -81,6 +100,12 @@ enum BenchCommand {
     /// Render a splat file over view sets (a dataset's train and test views, an orbit at
     /// `--resolution`): ms per frame (median, min, max), FPS, peak host memory; JSON out.
     Render(bench::RenderBenchArgs),
+    /// Time `--steps` training steps (default 100) of a config, without evaluation, checkpoints
+    /// or exports: steps/s and ms per step of each phase (median, min, max); JSON out.
+    Train(bench_train::TrainBenchArgs),
+    /// Time the image pipeline on a dataset: cold passes (decode) and warm passes (cache,
+    /// prefetch, upload): images/s, MB/s, wait fraction, peak host memory; JSON out.
+    Data(bench_data::DataBenchArgs),
 }
 
 /// Runs `f` on the backend `backend` names (among the compiled ones).
@@ -202,7 +227,8 @@ impl RunObserver for Progress {
     }
 }
 
-fn load_config(args: &Args) -> Result<TrainConfig> {
+/// The config `args` name, with their overrides applied, validated.
+fn load_config(args: &ConfigArgs) -> Result<TrainConfig> {
     let mut config = match &args.config {
         Some(path) => TrainConfig::from_file(path)
             .with_context(|| format!("reading the config {}", path.display()))?,
@@ -264,6 +290,7 @@ fn train<B: ember_train::SplatAutodiffBackend>(
         eval.views.len()
     );
     println!("\ntime per phase\n{}", summary.times.table());
+    println!("evaluation render cache: {}", summary.eval_cache);
     println!("outputs in {}", args.out.display());
     Ok(())
 }
@@ -281,10 +308,18 @@ fn main() -> Result<()> {
                 use bench::bench_render;
                 on_backend!(args.backend, bench_render, bench)
             }
+            Command::Bench(BenchCommand::Train(bench)) => {
+                use bench_train::bench_train;
+                on_backend!(args.backend, bench_train, bench)
+            }
+            Command::Bench(BenchCommand::Data(bench)) => {
+                use bench_data::bench_data;
+                on_backend!(args.backend, bench_data, bench)
+            }
             Command::Compare { a, b } => bench::compare(a, b),
         };
     }
-    let config = load_config(&args)?;
+    let config = load_config(&args.run)?;
     if args.print_config {
         print!("{}", config.to_toml_string());
         return Ok(());

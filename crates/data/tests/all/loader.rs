@@ -162,7 +162,8 @@ fn lego_warm_cache_wait_fraction() {
     let cold = loader.stats();
     println!("lego train, cold preload: {cold}");
     assert_eq!(cold.images_decoded, 100);
-    assert_eq!(cold.pixel_bytes, 100 * 400 * 400 * 3);
+    // RGB plus the transparency of the RGBA files.
+    assert_eq!(cold.pixel_bytes, 100 * 400 * 400 * 4);
     loader.reset_stats();
     for sample in loader.iter(Some(1)) {
         sample.unwrap();

@@ -3,6 +3,7 @@
 mod common;
 mod config_files;
 mod densify;
+mod eval_cache;
 mod lego;
 mod procedural;
 mod resume;

@@ -27,6 +27,11 @@ fn run_learns_and_writes_every_output() {
     let summary = run::<B>(&config, scene, &out, None, &Default::default(), &mut Quiet).unwrap();
     assert_eq!(summary.steps, 80);
     assert_eq!(summary.evals.len(), 4);
+    // Every evaluation of a run follows a step, so no render is reused.
+    assert_eq!(
+        (summary.eval_cache.hits, summary.eval_cache.misses),
+        (0, 4 * 3)
+    );
     let after = summary.final_eval.psnr;
     assert!(after > before + 2.0, "PSNR {before:.2} -> {after:.2}");
     for file in [

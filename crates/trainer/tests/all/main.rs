@@ -1,3 +1,5 @@
-//! The `trainer` binary's splat-file subcommands, run as a user runs them.
+//! The `trainer` binary's subcommands, run as a user runs them.
 
+mod bench_commands;
+mod common;
 mod splat_commands;

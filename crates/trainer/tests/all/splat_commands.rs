@@ -1,46 +1,11 @@
 //! `trainer info / convert / transform / render` on a real trained splat file
 //! (`splats/gaussiansplats3d-pr477/lod5_tile_0.ply` under `EMBER_DATA_DIR`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn data_file(relative: &str) -> Option<PathBuf> {
-    let dir = std::env::var("EMBER_DATA_DIR")
-        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data").into());
-    let path = Path::new(&dir).join(relative);
-    if path.is_file() {
-        Some(path)
-    } else if std::env::var("EMBER_REQUIRE_DATA").as_deref() == Ok("1") {
-        panic!("EMBER_REQUIRE_DATA=1 but {} is missing", path.display());
-    } else {
-        println!("skipped: {} not found", path.display());
-        None
-    }
-}
-
-fn trainer(args: &[&str]) -> Output {
-    match Command::new(env!("CARGO_BIN_EXE_trainer"))
-        .args(args)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) => panic!("running trainer {args:?}: {e}"),
-    }
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-trainer-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
-}
+use crate::common::{data_path, scratch, stdout, trainer};
 
 #[test]
 fn info_convert_transform_and_render_a_splat_file() {
-    let Some(ply) = data_file("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
+    let Some(ply) = data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
         return;
     };
     let ply = ply.to_string_lossy().into_owned();
@@ -121,53 +86,4 @@ fn bad_inputs_are_errors_not_panics() {
     let bad_flag = trainer(&["transform", "a.ply", "b.ply", "--translate", "1,2"]);
     assert!(!bad_flag.status.success());
     assert!(String::from_utf8_lossy(&bad_flag.stderr).contains("expected 3"));
-}
-
-#[test]
-fn bench_render_writes_json_that_compare_reads() {
-    let Some(ply) = data_file("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
-        return;
-    };
-    let ply = ply.to_string_lossy().into_owned();
-    let json = scratch("bench.json");
-    let json = json.to_str().expect("utf-8 path");
-    let bench = trainer(&[
-        "bench",
-        "render",
-        "--ply",
-        &ply,
-        "--resolution",
-        "64x48",
-        "--repeats",
-        "1",
-        "--json",
-        json,
-    ]);
-    assert!(bench.status.success(), "bench failed: {bench:?}");
-    let text = std::fs::read_to_string(json).expect("the JSON was written");
-    let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
-    let result = &value["results"][0];
-    assert_eq!(result["name"], "orbit_64x48");
-    assert_eq!(result["frames"], 8);
-    assert!(result["median_ms"].as_f64().is_some_and(|ms| ms > 0.0));
-
-    let compared = trainer(&["compare", json, json]);
-    assert!(compared.status.success(), "compare failed: {compared:?}");
-    assert!(
-        stdout(&compared).contains("| orbit_64x48 |"),
-        "{}",
-        stdout(&compared)
-    );
-    assert!(stdout(&compared).contains("1.00x"), "{}", stdout(&compared));
-
-    // Malformed input: a non-zero exit naming the file, no panic.
-    let garbage = scratch("garbage.json");
-    std::fs::write(&garbage, "{\"results\": 3}").expect("write");
-    let bad = trainer(&["compare", json, garbage.to_str().expect("utf-8 path")]);
-    assert!(!bad.status.success());
-    let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert!(
-        stderr.contains("garbage.json") && !stderr.contains("panicked"),
-        "{stderr}"
-    );
 }

@@ -1,0 +1,175 @@
+//! `trainer bench train`: training steps per second of a config, and the time of each phase of
+//! a step, as a `BenchFile` (`trainer compare` reads it).
+//!
+//! The steps run through [`Trainer::step`] alone: no evaluation, checkpoint, metric file or
+//! export. Each step's phases come from the trainer's own [`PhaseTimes`] (the totals after the
+//! step `since` those before it), so the numbers are the ones a training run's phase table adds
+//! up. On the GPU backends a phase is the time to queue its work except where a read-back
+//! synchronises (see `ember_train::timing`); the step time is exact (the loss is read back).
+//!
+//! With `--eval`, the held-out views are then evaluated twice at the same step: the first
+//! evaluation renders (`eval`), the second finds every render in the trainer's cache
+//! (`eval cached`); one sample each, ms per evaluation.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use burn::backend::Autodiff;
+use clap::Args;
+use ember::kernels::SplatBackend;
+use ember_bench::{BenchFile, BenchResult, peak_host_mib};
+use ember_train::{Phase, PhaseTimes, TrainScene, Trainer};
+
+use crate::ConfigArgs;
+
+/// Timed steps when `--steps` is not given.
+const DEFAULT_STEPS: usize = 100;
+
+/// The phases of a step, as reported (evaluation and output do not run here).
+const STEP_PHASES: [Phase; 5] = [
+    Phase::Data,
+    Phase::Forward,
+    Phase::Backward,
+    Phase::Optimizer,
+    Phase::Densify,
+];
+
+/// `trainer bench train [--config FILE.toml] [--data PATH] [--steps N] [--set k=v]...`.
+#[derive(Args, Debug)]
+pub struct TrainBenchArgs {
+    /// The run to time; `--steps` is the number of timed steps (default 100).
+    #[command(flatten)]
+    run: ConfigArgs,
+    /// Untimed steps before the timed ones (allocations, first-use costs).
+    #[arg(long, default_value_t = 2)]
+    warmup: usize,
+    /// After the timed steps, evaluate twice (rendering, then from the render cache).
+    #[arg(long)]
+    eval: bool,
+    /// Where the JSON results go.
+    #[arg(long, value_name = "FILE", default_value = "bench-train.json")]
+    json: std::path::PathBuf,
+}
+
+/// `trainer bench train` on backend `Bk` (autodiff on top of it).
+pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device) -> Result<()> {
+    let timed = args.run.steps.unwrap_or(DEFAULT_STEPS);
+    if timed == 0 {
+        bail!("--steps must be at least 1");
+    }
+    let mut config = crate::load_config(&args.run)?;
+    // The schedules (learning-rate decay, SH bands, densification) see a run of this length.
+    config.steps = args.warmup + timed;
+    config.validate()?;
+    let loading = Instant::now();
+    let scene =
+        TrainScene::load::<Bk>(&config.data, config.seed, device).with_context(|| match &config
+            .data
+            .path
+        {
+            Some(p) => format!("loading the scene {}", p.display()),
+            None => "building the procedural scene".to_string(),
+        })?;
+    println!(
+        "scene {}: {} training views ({:.1} s to load); {} warm-up + {timed} timed steps",
+        scene.name,
+        scene.train.len(),
+        loading.elapsed().as_secs_f64(),
+        args.warmup
+    );
+    let scene_name = scene.name.clone();
+    let mut trainer = Trainer::<Autodiff<Bk>>::new(config, Arc::new(scene), device)?;
+    let gaussians_start = trainer.num_gaussians();
+    for _ in 0..args.warmup {
+        trainer.step()?;
+    }
+    Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+
+    let mut step_ms = Vec::with_capacity(timed);
+    let mut phase_ms: [Vec<f64>; STEP_PHASES.len()] =
+        std::array::from_fn(|_| Vec::with_capacity(timed));
+    let timed_start = *trainer.times();
+    let started = Instant::now();
+    for _ in 0..timed {
+        let before = *trainer.times();
+        let t = Instant::now();
+        trainer.step()?;
+        step_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let phases = trainer.times().since(&before);
+        for (samples, phase) in phase_ms.iter_mut().zip(STEP_PHASES) {
+            samples.push(phases.get(phase) * 1e3);
+        }
+    }
+    Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let totals: PhaseTimes = trainer.times().since(&timed_start);
+
+    let steps_per_s = timed as f64 / seconds;
+    let mut results = vec![
+        BenchResult::from_samples("step", &step_ms)
+            .context("no step timed")?
+            .with_metric("steps_per_s", steps_per_s),
+    ];
+    for (samples, phase) in phase_ms.iter().zip(STEP_PHASES) {
+        let share = totals.get(phase) / totals.total().max(f64::MIN_POSITIVE);
+        results.push(
+            BenchResult::from_samples(phase.name(), samples)
+                .context("no step timed")?
+                .with_metric("share", share),
+        );
+    }
+    if args.eval {
+        for name in ["eval", "eval cached"] {
+            let before = trainer.eval_cache_stats();
+            let t = Instant::now();
+            let report = trainer.evaluate()?;
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            let after = trainer.eval_cache_stats();
+            let hits = after.hits - before.hits;
+            let asked = hits + after.misses - before.misses;
+            println!(
+                "{name}: {} views in {ms:.1} ms, PSNR {:.2} dB, {hits} of {asked} renders from the cache",
+                report.views.len(),
+                report.psnr
+            );
+            results.push(
+                BenchResult::from_samples(name, &[ms])
+                    .context("no evaluation timed")?
+                    .with_metric("views", report.views.len() as f64)
+                    .with_metric("cache_hit_rate", hits as f64 / asked.max(1) as f64),
+            );
+        }
+    }
+    println!("| set | steps | median (ms) | min (ms) | max (ms) | share of the step |");
+    println!("|---|---|---|---|---|---|");
+    for r in &results {
+        let share = match (r.name.as_str(), r.metrics.get("share")) {
+            (_, Some(s)) => format!("{:.1}%", 100.0 * s),
+            ("step", None) => "100%".to_string(),
+            _ => "-".to_string(),
+        };
+        println!(
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {share} |",
+            r.name, r.frames, r.median_ms, r.min_ms, r.max_ms
+        );
+    }
+    println!(
+        "{steps_per_s:.2} steps/s over {timed} steps ({seconds:.2} s); Gaussians {gaussians_start} -> {}",
+        trainer.num_gaussians()
+    );
+    let file = BenchFile {
+        tool: "trainer bench train".into(),
+        backend: Bk::name(device),
+        input: format!("{} on {scene_name}", args.run.origin()),
+        gaussians: trainer.num_gaussians(),
+        peak_host_mib: peak_host_mib(),
+        results,
+    };
+    if let Some(mib) = file.peak_host_mib {
+        println!("peak host memory: {mib:.0} MiB");
+    }
+    file.write(&args.json)?;
+    println!("wrote {}", args.json.display());
+    Ok(())
+}

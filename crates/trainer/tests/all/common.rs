@@ -1,0 +1,43 @@
+//! Shared helpers: the data folder, running the binary, scratch files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `relative` under `EMBER_DATA_DIR` (default `<workspace>/../shared/data`), or `None` after
+/// saying it was skipped; with `EMBER_REQUIRE_DATA=1` a missing file or folder fails the test.
+pub fn data_path(relative: &str) -> Option<PathBuf> {
+    let dir = std::env::var("EMBER_DATA_DIR")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/data").into());
+    let path = Path::new(&dir).join(relative);
+    if path.exists() {
+        Some(path)
+    } else if std::env::var("EMBER_REQUIRE_DATA").as_deref() == Ok("1") {
+        panic!("EMBER_REQUIRE_DATA=1 but {} is missing", path.display());
+    } else {
+        println!("skipped: {} not found", path.display());
+        None
+    }
+}
+
+/// Runs the `trainer` binary with `args`.
+pub fn trainer(args: &[&str]) -> Output {
+    match Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args(args)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => panic!("running trainer {args:?}: {e}"),
+    }
+}
+
+/// Its standard output as text.
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A path in this test process's scratch folder.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ember-trainer-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
