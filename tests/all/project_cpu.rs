@@ -874,13 +874,13 @@ fn burn_op_matches_the_cpu_kernels() {
         assert!(err < 1e-5, "{name}: rel err {err:e}");
     }
     let radius: Vec<i64> = projected
-        .radius
+        .radius()
         .into_data()
         .convert::<i64>()
         .to_vec()
         .expect("i64");
     let tiles: Vec<i64> = projected
-        .tiles
+        .tiles()
         .into_data()
         .convert::<i64>()
         .to_vec()

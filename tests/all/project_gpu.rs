@@ -211,8 +211,8 @@ fn run<B: SplatBackend>(
         Tensor::<Ad<B>, 2>::from_data(TensorData::new(to_f32(weights), [n, PACKED_WIDTH]), device);
     let grads = (projected.packed.clone() * w).sum().backward();
     let grad2 = |t: &Tensor<Ad<B>, 2>| host(t.grad(&grads).expect("tracked input"));
-    let radius = host_int(projected.radius.inner());
-    let tiles = host_int(projected.tiles.inner());
+    let radius = host_int(projected.radius().inner());
+    let tiles = host_int(projected.tiles().inner());
     Outcome {
         packed: host(projected.packed.inner()),
         extents: (0..n)

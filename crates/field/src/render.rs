@@ -109,6 +109,7 @@ pub fn render<B: ember_kernels::SplatBackend>(
         camera,
         &options.project,
     )?;
+    let (visible, radius) = (projected.tiles().greater_elem(0), projected.radius());
     let raster = rasterize(projected.packed, projected.extents, &setup)?;
     let alpha = raster.alpha();
     // Where nothing is drawn the weighted depth is exactly zero; the floor only avoids 0 / 0.
@@ -118,8 +119,8 @@ pub fn render<B: ember_kernels::SplatBackend>(
         alpha,
         depth,
         aux: RenderAux {
-            visible: projected.tiles.greater_elem(0),
-            radius: projected.radius,
+            visible,
+            radius,
             screen_grads: raster.screen_grads,
         },
     })

@@ -139,23 +139,10 @@ pub struct ProjectGrads<B: Backend> {
 /// views of `packed`); `radius` and `tiles` are not.
 #[derive(Debug, Clone)]
 pub struct Projected<B: Backend> {
-    /// `[N, PACKED_WIDTH]`, the rows the rasterizer reads.
+    /// `[N, PACKED_WIDTH]`, the rows the rasterizer reads (the per-quantity views below are
+    /// columns of it).
     pub packed: Tensor<B, 2>,
-    /// `[N, 2]` projected means, pixels.
-    pub xy: Tensor<B, 2>,
-    /// `[N]` camera-space depth.
-    pub depth: Tensor<B, 1>,
-    /// `[N, 3]` inverse dilated 2D covariance `(a, b, c)`.
-    pub conic: Tensor<B, 2>,
-    /// `[N, 3]` RGB.
-    pub color: Tensor<B, 2>,
-    /// `[N]` opacity.
-    pub opacity: Tensor<B, 1>,
-    /// `[N, 2]` screen-box half-extents in pixels, `(0, 0)` when culled.
-    pub radius: Tensor<B, 2, Int>,
-    /// `[N]` 16x16 tiles the screen box touches.
-    pub tiles: Tensor<B, 1, Int>,
-    /// `[N, 3]` `radius` and `tiles` side by side, as the rasterizer reads them.
+    /// `[N, 3]` integers `radius_x, radius_y, tiles`, as the rasterizer reads them.
     pub extents: Tensor<B, 2, Int>,
 }
 
@@ -254,19 +241,52 @@ pub fn project_gaussians<B: SplatBackend>(
 
 impl<B: Backend> Projected<B> {
     fn from_primitives(packed: Tensor<B, 2>, extents: Tensor<B, 2, Int>) -> Self {
-        let n = packed.dims()[0];
-        let col = |offset: usize, width: usize| packed.clone().narrow(1, offset, width);
-        Projected {
-            xy: col(PACKED_XY, 2),
-            depth: col(PACKED_DEPTH, 1).reshape([n]),
-            conic: col(PACKED_CONIC, 3),
-            color: col(PACKED_COLOR, 3),
-            opacity: col(PACKED_OPACITY, 1).reshape([n]),
-            radius: extents.clone().narrow(1, 0, 2),
-            tiles: extents.clone().narrow(1, 2, 1).reshape([n]),
-            extents,
-            packed,
-        }
+        Projected { packed, extents }
+    }
+
+    /// The columns `offset..offset + width` of `packed`. The views are made on demand: a
+    /// one-column view reshaped to `[N]` is a copy on some backends (ndarray walks it element
+    /// by element), which the renderer, needing none of them, should not pay for.
+    fn columns(&self, offset: usize, width: usize) -> Tensor<B, 2> {
+        self.packed.clone().narrow(1, offset, width)
+    }
+
+    /// `[N, 2]` projected means, pixels.
+    pub fn xy(&self) -> Tensor<B, 2> {
+        self.columns(PACKED_XY, 2)
+    }
+
+    /// `[N]` camera-space depth.
+    pub fn depth(&self) -> Tensor<B, 1> {
+        let n = self.packed.dims()[0];
+        self.columns(PACKED_DEPTH, 1).reshape([n])
+    }
+
+    /// `[N, 3]` inverse dilated 2D covariance `(a, b, c)`.
+    pub fn conic(&self) -> Tensor<B, 2> {
+        self.columns(PACKED_CONIC, 3)
+    }
+
+    /// `[N, 3]` RGB.
+    pub fn color(&self) -> Tensor<B, 2> {
+        self.columns(PACKED_COLOR, 3)
+    }
+
+    /// `[N]` opacity.
+    pub fn opacity(&self) -> Tensor<B, 1> {
+        let n = self.packed.dims()[0];
+        self.columns(PACKED_OPACITY, 1).reshape([n])
+    }
+
+    /// `[N, 2]` screen-box half-extents in pixels, `(0, 0)` when culled.
+    pub fn radius(&self) -> Tensor<B, 2, Int> {
+        self.extents.clone().narrow(1, 0, 2)
+    }
+
+    /// `[N]` 16x16 tiles the screen box touches.
+    pub fn tiles(&self) -> Tensor<B, 1, Int> {
+        let n = self.extents.dims()[0];
+        self.extents.clone().narrow(1, 2, 1).reshape([n])
     }
 }
 
