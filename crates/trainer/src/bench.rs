@@ -158,11 +158,16 @@ pub fn bench_render<B: SplatBackend>(args: &RenderBenchArgs, device: &B::Device)
         peak_host_mib: peak_host_mib(),
         results,
     };
+    write_bench_file(&file, &args.json)
+}
+
+/// Prints the peak host memory of `file` and writes it to `path` (atomically).
+pub fn write_bench_file(file: &BenchFile, path: &Path) -> Result<()> {
     if let Some(mib) = file.peak_host_mib {
         println!("peak host memory: {mib:.0} MiB");
     }
-    file.write(&args.json)?;
-    println!("wrote {}", args.json.display());
+    file.write(path)?;
+    println!("wrote {}", path.display());
     Ok(())
 }
 

@@ -24,6 +24,8 @@ use clap::Args;
 use ember::data::{Dataset, DatasetOptions, ImageLoader, IoStats, LoaderOptions};
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
 
+use crate::bench::write_bench_file;
+
 /// `trainer bench data --data PATH [--downsample N] [--epochs K] [--step-ms MS]`.
 #[derive(Args, Debug)]
 pub struct DataBenchArgs {
@@ -235,10 +237,5 @@ pub fn bench_data<B: Backend>(args: &DataBenchArgs, device: &B::Device) -> Resul
         peak_host_mib: peak_host_mib(),
         results,
     };
-    if let Some(mib) = file.peak_host_mib {
-        println!("peak host memory: {mib:.0} MiB");
-    }
-    file.write(&args.json)?;
-    println!("wrote {}", args.json.display());
-    Ok(())
+    write_bench_file(&file, &args.json)
 }

@@ -22,6 +22,7 @@ use ember_bench::{BenchFile, BenchResult, peak_host_mib};
 use ember_train::{Phase, PhaseTimes, TrainScene, Trainer};
 
 use crate::ConfigArgs;
+use crate::bench::write_bench_file;
 
 /// Timed steps when `--steps` is not given.
 const DEFAULT_STEPS: usize = 100;
@@ -166,10 +167,5 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         peak_host_mib: peak_host_mib(),
         results,
     };
-    if let Some(mib) = file.peak_host_mib {
-        println!("peak host memory: {mib:.0} MiB");
-    }
-    file.write(&args.json)?;
-    println!("wrote {}", args.json.display());
-    Ok(())
+    write_bench_file(&file, &args.json)
 }

@@ -88,20 +88,21 @@ fn bench_train_reports_every_phase_per_step() {
     );
 
     let phases = ["data wait", "forward", "backward", "optimizer", "densify"];
-    let mut phase_medians = 0.0;
+    let mut phase_minima = 0.0;
     let mut shares = 0.0;
     for phase in phases {
         let r = result(&file, phase);
         assert_eq!(r["frames"], 3, "{r}");
-        let (median, _, _) = times(r);
-        phase_medians += median;
+        let (_, min, _) = times(r);
+        phase_minima += min;
         shares += r["metrics"]["share"].as_f64().expect("share");
     }
     for busy in ["forward", "backward", "optimizer"] {
         assert!(times(result(&file, busy)).0 > 0.0, "{busy} took no time");
     }
-    // The phases are parts of the step.
-    assert!(phase_medians <= step_max * 1.01, "{file}");
+    // The phases are parts of each step, so the sum of their minima is at most any step's time
+    // (a sum of medians is not: the medians of different phases can come from different steps).
+    assert!(phase_minima <= step_max * 1.01, "{file}");
     assert!((shares - 1.0).abs() < 1e-6, "shares add to {shares}");
 
     // The second evaluation at the same step renders nothing.
