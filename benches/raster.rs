@@ -4,7 +4,9 @@
 //! its own 648x420 intrinsics and at 800x800, first the CPU kernels on host arrays:
 //! - `forward`: projection forward, binning, raster forward (f32);
 //! - `forward_backward`: that, then raster backward (a fixed random `v_rgb`) and projection
-//!   backward.
+//!   backward;
+//! - for camera 0 at 648x420, each stage alone (`stages_cam0_648x420`): `project_forward`,
+//!   `bin` (the per-tile depth sort), `raster_forward`, `raster_backward`, `project_backward`.
 //!
 //! Then the same scene through the public op, `ember::field::render` (projection, binning and
 //! compositing as Burn ops; forward+backward under `Autodiff` with a loss `sum(v_rgb rgb)` and
@@ -110,6 +112,76 @@ struct Case {
     camera: usize,
     cam: CameraParams,
     group: String,
+}
+
+/// The CPU kernels of camera `cam` one stage at a time, each on the previous stages' outputs:
+/// `project_forward`, `bin` (the per-tile depth sort), `raster_forward`, `raster_backward`,
+/// `project_backward`. Returns the group's name.
+fn bench_stages(c: &mut Criterion, s: &Scene, cam: &CameraParams, rng: &mut StdRng) -> String {
+    let name = format!("stages_cam0_{}x{}", cam.width, cam.height);
+    let Ok((p, bins, out)) = forward(s, cam) else {
+        return name;
+    };
+    let pixels = cam.width as usize * cam.height as usize;
+    let v_rgb: Vec<f32> = (0..3 * pixels).map(|_| rng.random::<f32>() - 0.5).collect();
+    let zeros = vec![0.0f32; pixels];
+    let grads = RasterOutputGrads {
+        rgb: &v_rgb,
+        alpha: &zeros,
+        depth: &zeros,
+    };
+    let replay = out.replay();
+    let raster_backward = || {
+        raster::backward(&raster_arrays(&p), &bins, BACKGROUND, &replay, &grads)
+            .expect("the forward accepted this camera")
+    };
+    let g = raster_backward();
+    let pg = ProjectOutputGrads {
+        xy: &g.xy,
+        depth: &g.depth,
+        conic: &g.conic,
+        color: &g.color,
+        opacity: &g.opacity,
+    };
+    let mut group = c.benchmark_group(&name);
+    group.sampling_mode(SamplingMode::Flat);
+    group.bench_function("project_forward", |b| {
+        b.iter(|| black_box(project::forward(&s.arrays(), cam, &OPTIONS).is_ok()))
+    });
+    group.bench_function("bin", |b| {
+        b.iter(|| black_box(raster::bin(&p.xy, &p.depth, &p.radius, cam.width, cam.height).is_ok()))
+    });
+    group.bench_function("raster_forward", |b| {
+        b.iter(|| black_box(raster::forward(&raster_arrays(&p), &bins, BACKGROUND).is_ok()))
+    });
+    group.bench_function("raster_backward", |b| {
+        b.iter(|| black_box(raster_backward()))
+    });
+    group.bench_function("project_backward", |b| {
+        b.iter(|| black_box(project::backward(&s.arrays(), cam, &OPTIONS, &pg).is_ok()))
+    });
+    group.finish();
+    name
+}
+
+/// The markdown table of [`bench_stages`]' medians.
+fn print_stages(root: &Path, group: &str) {
+    println!("\n### CPU kernels by stage ({group})\n");
+    println!("| stage | median (ms) |");
+    println!("|---|---|");
+    for stage in [
+        "project_forward",
+        "bin",
+        "raster_forward",
+        "raster_backward",
+        "project_backward",
+    ] {
+        let ms = median_ms(root, &format!("{group}/{stage}"));
+        println!(
+            "| {stage} | {} |",
+            ms.map_or("n/a".into(), |v| format!("{v:.2}"))
+        );
+    }
 }
 
 /// `render` forward, then forward+backward, of every case on backend `B`.
@@ -259,6 +331,7 @@ fn main() {
         });
         group.finish();
     }
+    let stages = bench_stages(&mut c, &scene, &cases[0].cam, &mut rng);
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
     let mut backends = vec!["ndarray"];
     bench_render::<burn::backend::NdArray<f32>>(
@@ -298,6 +371,7 @@ fn main() {
         "",
         &cases,
     );
+    print_stages(&root, &stages);
     for backend in &backends {
         print_table(
             &root,
