@@ -45,6 +45,9 @@ impl DecodedImage {
     /// without alpha are returned unchanged.
     pub fn over_background(&self, composited_over: [f32; 3], background: [f32; 3]) -> Vec<f32> {
         let mut values = self.to_f32();
+        if background == composited_over {
+            return values;
+        }
         if let Some(transparency) = &self.transparency {
             let shift = [0, 1, 2].map(|c| background[c] - composited_over[c]);
             for (pixel, &t) in values.chunks_exact_mut(3).zip(transparency) {

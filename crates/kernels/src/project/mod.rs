@@ -209,18 +209,17 @@ pub fn project_gaussians<B: SplatBackend>(
     check_setup(k, camera, options)?;
     let device = means.device();
     if n == 0 {
-        return Ok(Projected::from_primitives(
-            // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on
-            // CUDA.
-            Tensor::from_data(
+        // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on CUDA.
+        return Ok(Projected {
+            packed: Tensor::from_data(
                 burn::tensor::TensorData::new(Vec::<f32>::new(), [0, PACKED_WIDTH]),
                 &device,
             ),
-            Tensor::from_data(
+            extents: Tensor::from_data(
                 burn::tensor::TensorData::new(Vec::<i32>::new(), [0, 3]),
                 &device,
             ),
-        ));
+        });
     }
     let out = B::project_forward(
         ProjectInputs {
@@ -233,17 +232,13 @@ pub fn project_gaussians<B: SplatBackend>(
         *camera,
         *options,
     );
-    Ok(Projected::from_primitives(
-        Tensor::from_primitive(TensorPrimitive::Float(out.packed)),
-        Tensor::from_primitive(out.extents),
-    ))
+    Ok(Projected {
+        packed: Tensor::from_primitive(TensorPrimitive::Float(out.packed)),
+        extents: Tensor::from_primitive(out.extents),
+    })
 }
 
 impl<B: Backend> Projected<B> {
-    fn from_primitives(packed: Tensor<B, 2>, extents: Tensor<B, 2, Int>) -> Self {
-        Projected { packed, extents }
-    }
-
     /// The columns `offset..offset + width` of `packed`. The views are made on demand: a
     /// one-column view reshaped to `[N]` is a copy on some backends (ndarray walks it element
     /// by element), which the renderer, needing none of them, should not pay for.
