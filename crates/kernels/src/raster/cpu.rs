@@ -231,6 +231,17 @@ fn tile_span(centre: f64, radius: f64, tiles: u32) -> Option<(u32, u32)> {
     (hi > lo).then_some((lo as u32, hi as u32))
 }
 
+/// An integer key that orders depths as [`f64::total_cmp`] does (`-NaN < -inf < ... < -0 < 0 <
+/// ... < inf < NaN`).
+fn depth_key(depth: f64) -> u64 {
+    let bits = depth.to_bits();
+    if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | 1 << 63
+    }
+}
+
 /// Bins the splats of `xy` `[N, 2]`, `depth` `[N]`, `radius` `[N, 2]` into the tiles of a
 /// `width x height` image (see [binning](super#binning)).
 pub fn bin<T: Real>(
@@ -275,8 +286,11 @@ pub fn bin<T: Real>(
     for t in 0..tiles {
         offsets[t + 1] += offsets[t];
     }
+    // Each entry carries its sort key, so that the per-tile sorts compare integers instead of
+    // reading scattered depths.
+    let keys: Vec<u64> = depth.par_iter().map(|d| depth_key(d.to_f64())).collect();
     let mut cursor = offsets.clone();
-    let mut ids = vec![0u32; offsets[tiles]];
+    let mut entries = vec![(0u64, 0u32); offsets[tiles]];
     for (i, rect) in rects.iter().enumerate() {
         let Some([x0, x1, y0, y1]) = *rect else {
             continue;
@@ -285,24 +299,23 @@ pub fn bin<T: Real>(
             for tx in x0..x1 {
                 let t = ty as usize * tiles_x as usize + tx as usize;
                 // `n` fits in `u32` (checked above).
-                ids[cursor[t]] = i as u32;
+                entries[cursor[t]] = (keys[i], i as u32);
                 cursor[t] += 1;
             }
         }
     }
     let mut segments = Vec::with_capacity(tiles);
-    let mut rest = ids.as_mut_slice();
+    let mut rest = entries.as_mut_slice();
     for t in 0..tiles {
         let (head, tail) = core::mem::take(&mut rest).split_at_mut(offsets[t + 1] - offsets[t]);
         segments.push(head);
         rest = tail;
     }
-    segments.into_par_iter().for_each(|segment| {
-        segment.sort_unstable_by(|&p, &q| {
-            let (dp, dq) = (depth[p as usize].to_f64(), depth[q as usize].to_f64());
-            dp.total_cmp(&dq).then(p.cmp(&q))
-        });
-    });
+    // (depth, index) pairs are distinct, so the unstable sort is deterministic.
+    segments
+        .into_par_iter()
+        .for_each(|segment| segment.sort_unstable());
+    let ids = entries.par_iter().map(|&(_, i)| i).collect();
     Ok(Bins {
         width,
         height,
@@ -964,4 +977,39 @@ pub fn backward<T: Real>(
         }
     }
     Ok(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::depth_key;
+
+    #[test]
+    fn depth_key_orders_like_total_cmp() {
+        let values = [
+            f64::NAN,
+            -f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1e-310,
+            -1e-310,
+            f64::MIN_POSITIVE,
+            1.0,
+            -1.0,
+            2.5,
+            1e300,
+            -1e300,
+            0.01,
+        ];
+        for a in values {
+            for b in values {
+                assert_eq!(
+                    depth_key(a).cmp(&depth_key(b)),
+                    a.total_cmp(&b),
+                    "{a:e} vs {b:e}"
+                );
+            }
+        }
+    }
 }
