@@ -8,7 +8,7 @@
 #                                   # .device-train/ (both git-ignored; each under the 64 MiB a
 #                                   # device call carries)
 #   scripts/device-check.sh run     # there (carry .device): the GPU tests on cuda, then the
-#                                   # cuda rows of the raster, loss and transform benches
+#                                   # cuda rows of the raster, loss, transform and sort benches
 #   scripts/device-check.sh train   # there (carry .device-train): lego_400 on cuda with the
 #                                   # 7k-step schedule, then `trainer bench render` of the result
 #
@@ -28,7 +28,7 @@ build)
   rm -rf .device .device-train
   mkdir -p .device/data/oracle .device/data/garden_points .device-train/data/lego_400
   cp "$(cargo test --release --features cuda --test all --no-run --message-format=json | executable all)" .device/all
-  for bench in raster loss transform; do
+  for bench in raster loss transform sort; do
     cp "$(cargo bench --features cuda --bench "$bench" --no-run --message-format=json | executable "$bench")" \
       ".device/$bench-bench"
   done
@@ -77,6 +77,8 @@ run)
   grep -E "^\|" "$out/bench-loss.log" || tail -20 "$out/bench-loss.log"
   .device/transform-bench --bench cuda_rows_only --warm-up-time 1 --measurement-time 1 >"$out/bench-transform.log" 2>&1 || true
   grep -E "^\|" "$out/bench-transform.log" || tail -20 "$out/bench-transform.log"
+  .device/sort-bench --bench sort_cuda --warm-up-time 1 --measurement-time 1 >"$out/bench-sort.log" 2>&1 || true
+  grep -E "^\| sort_cuda" "$out/bench-sort.log" || tail -20 "$out/bench-sort.log"
   ;;
 train)
   out="${OUT:-/tmp/ember-device-out}"

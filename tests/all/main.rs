@@ -13,6 +13,8 @@ mod project_cpu;
 mod project_gpu;
 mod raster_cpu;
 mod render;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod sort_gpu;
 mod transform_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod transform_gpu;
