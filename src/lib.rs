@@ -70,7 +70,7 @@ pub mod prelude {
     pub use ember_field::{
         Camera, Covariance, FieldError, FieldOptions, GaussianField, GaussianFieldConfig,
         ModelError, RenderError, RenderOptions, RenderOutput, Similarity, SplatAutodiffBackend,
-        SplatBackend, render, transform_camera,
+        SplatBackend, render, render_batch, transform_camera,
     };
     pub use ember_kernels::{ProjectOptions, field_query};
 }

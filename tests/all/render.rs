@@ -5,7 +5,7 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember::field::{Camera, GaussianField, RenderOptions, render};
+use ember::field::{Camera, GaussianField, RenderError, RenderOptions, render, render_batch};
 use ember::kernels::{ProjectOptions, SplatBackend};
 use rand::RngExt;
 use rand::rngs::StdRng;
@@ -621,4 +621,151 @@ fn wgpu_forward_is_deterministic() {
 #[test]
 fn cuda_forward_is_deterministic() {
     forward_is_deterministic::<CudaFused>("cuda forward determinism", &Default::default());
+}
+
+// ---- several cameras at once ----
+
+/// `render_batch` against one `render` per camera on `B`: the stacked images equal the single
+/// renders exactly, and a loss over the batch gives the field the gradient the sum of the
+/// per-camera losses gives it (and each camera's screen-space probe its own view's gradient).
+fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device) {
+    let mut rng = fresh_rng(label);
+    let scene = random_scene(&mut rng, 60);
+    let (width, height) = (37, 29);
+    let cameras: Vec<Camera> = (0..3)
+        .map(|_| test_camera(&mut rng, width, height))
+        .collect();
+    let weights: Vec<Weights> = cameras
+        .iter()
+        .map(|c| random_weights(&mut rng, c))
+        .collect();
+    let options = RenderOptions::default().with_background([0.2, 0.4, 0.6]);
+    let (h, w) = (height as usize, width as usize);
+    let wt = |v: &[f64], shape: [usize; 3]| {
+        Tensor::<Autodiff<B>, 1>::from_data(
+            TensorData::new(v.to_vec(), [v.len()]),
+            (device, float_dtype::<B>()),
+        )
+        .reshape(shape)
+    };
+    let view_loss = |rgb: Tensor<Autodiff<B>, 3>, alpha: Tensor<Autodiff<B>, 2>, c: usize| {
+        (rgb * wt(&weights[c].rgb, [h, w, 3])).sum()
+            + (alpha.unsqueeze_dim::<3>(2) * wt(&weights[c].alpha, [h, w, 1])).sum()
+    };
+
+    let field = field_of::<Autodiff<B>>(&scene, device);
+    let batch = render_batch(&field, &cameras, &options).unwrap();
+    assert_eq!(batch.rgb.dims(), [3, h, w, 3]);
+    assert_eq!(batch.alpha.dims(), [3, h, w]);
+    assert_eq!(batch.depth.dims(), [3, h, w]);
+    assert_eq!(batch.aux.len(), 3);
+    let mut loss = None;
+    for c in 0..3 {
+        let rgb = batch.rgb.clone().narrow(0, c, 1).reshape([h, w, 3]);
+        let alpha = batch.alpha.clone().narrow(0, c, 1).reshape([h, w]);
+        let l = view_loss(rgb, alpha, c);
+        loss = Some(match loss {
+            None => l,
+            Some(acc) => acc + l,
+        });
+    }
+    let grads = loss.unwrap().backward();
+    let batch_means = host(field.means.grad(&grads).unwrap());
+    let batch_screen = host(batch.aux[1].screen_grads.grad(&grads).unwrap());
+
+    let single_field = field_of::<Autodiff<B>>(&scene, device);
+    let singles: Vec<_> = cameras
+        .iter()
+        .map(|camera| render(&single_field, camera, &options).unwrap())
+        .collect();
+    let stacked = |f: &dyn Fn(&ember::field::RenderOutput<Autodiff<B>>) -> Vec<f64>| {
+        singles.iter().flat_map(f).collect::<Vec<f64>>()
+    };
+    assert_eq!(
+        host(batch.rgb.clone().inner()),
+        stacked(&|o| host(o.rgb.clone().inner()))
+    );
+    assert_eq!(
+        host(batch.alpha.clone().inner()),
+        stacked(&|o| host(o.alpha.clone().inner()))
+    );
+    assert_eq!(
+        host(batch.depth.clone().inner()),
+        stacked(&|o| host(o.depth.clone().inner()))
+    );
+    let mut loss = None;
+    for (c, o) in singles.iter().enumerate() {
+        let l = view_loss(o.rgb.clone(), o.alpha.clone(), c);
+        loss = Some(match loss {
+            None => l,
+            Some(acc) => acc + l,
+        });
+    }
+    let grads = loss.unwrap().backward();
+    let single_means = host(single_field.means.grad(&grads).unwrap());
+    let single_screen = host(singles[1].aux.screen_grads.grad(&grads).unwrap());
+    assert!(
+        batch_means.iter().any(|&g| g != 0.0),
+        "{label}: no gradient"
+    );
+    let err = rel_err(&batch_means, &single_means);
+    assert!(err < 1e-5, "{label}: means gradient, relative error {err}");
+    let err = rel_err(&batch_screen, &single_screen);
+    assert!(
+        err < 1e-5,
+        "{label}: camera 1 screen gradient, relative error {err}"
+    );
+}
+
+#[test]
+fn render_batch_matches_single_renders_cpu() {
+    batch_matches_single_renders::<Cpu>("render batch cpu", &Default::default());
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn render_batch_matches_single_renders_wgpu() {
+    batch_matches_single_renders::<WgpuFused>("render batch wgpu", &Default::default());
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn render_batch_matches_single_renders_cuda() {
+    batch_matches_single_renders::<CudaFused>("render batch cuda", &Default::default());
+}
+
+#[test]
+fn render_batch_refuses_bad_camera_lists_and_draws_empty_fields() {
+    let mut rng = fresh_rng("render batch errors");
+    let device = Default::default();
+    let field = field_of::<Cpu>(&random_scene(&mut rng, 5), &device);
+    let options = RenderOptions::default();
+    assert!(matches!(
+        render_batch(&field, &[], &options),
+        Err(RenderError::NoCameras)
+    ));
+    let cameras = [test_camera(&mut rng, 20, 10), test_camera(&mut rng, 21, 10)];
+    match render_batch(&field, &cameras, &options) {
+        Err(RenderError::BatchSize {
+            index: 1,
+            width: 21,
+            height: 10,
+            first_width: 20,
+            first_height: 10,
+        }) => {}
+        other => panic!("expected a batch size error, got {other:?}"),
+    }
+    let empty = field_of::<Cpu>(&random_scene(&mut rng, 0), &device);
+    let cameras = [test_camera(&mut rng, 6, 4), test_camera(&mut rng, 6, 4)];
+    let background = [0.1, 0.7, 0.3];
+    let out = render_batch(&empty, &cameras, &options.with_background(background)).unwrap();
+    assert_eq!(out.rgb.dims(), [2, 4, 6, 3]);
+    let rgb = host(out.rgb);
+    for (i, v) in rgb.iter().enumerate() {
+        assert!(
+            (v - f64::from(background[i % 3])).abs() < 1e-7,
+            "rgb[{i}] = {v}"
+        );
+    }
+    assert!(host(out.alpha).iter().all(|&a| a == 0.0));
 }

@@ -1,5 +1,5 @@
 //! Ember's model layer: the learnable [`GaussianField`], its differentiable queries,
-//! [`render`], and [`Similarity`] transforms of a whole field
+//! [`render`] (and [`render_batch`] for several cameras), and [`Similarity`] transforms of a whole field
 //! ([`GaussianField::transformed`], [`transform_camera`]).
 //!
 //! `ember-field` knows nothing about files; the custom ops it calls live in `ember-kernels`.
@@ -16,7 +16,9 @@ pub use ember_kernels::transform::{Similarity, TransformError};
 pub use ember_kernels::{Covariance, FieldError, FieldOptions, SplatAutodiffBackend, SplatBackend};
 pub use gaussian_field::{GaussianField, GaussianFieldConfig, ModelError};
 pub use init::knn_mean_distance;
-pub use render::{RenderAux, RenderError, RenderOptions, RenderOutput, render};
+pub use render::{
+    BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, render, render_batch,
+};
 pub use transform::transform_camera;
 
 /// A pinhole camera, world to camera, OpenCV axes (the kernels' [`ember_kernels::CameraParams`]).

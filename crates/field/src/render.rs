@@ -19,6 +19,25 @@ pub enum RenderError {
     /// The rasterizer refused the image setup.
     #[error(transparent)]
     Raster(#[from] RasterError),
+    /// [`render_batch`] was given no camera.
+    #[error("render_batch needs at least one camera")]
+    NoCameras,
+    /// [`render_batch`] was given cameras of different image sizes.
+    #[error(
+        "camera {index} is {width}x{height} but camera 0 is {first_width}x{first_height}: a batch shares one image size"
+    )]
+    BatchSize {
+        /// Which camera differs.
+        index: usize,
+        /// Its width, pixels.
+        width: u32,
+        /// Its height, pixels.
+        height: u32,
+        /// Camera 0's width, pixels.
+        first_width: u32,
+        /// Camera 0's height, pixels.
+        first_height: u32,
+    },
 }
 
 /// How to render. The default is classic 3DGS (0.3 px^2 dilation, near plane 0.01, every
@@ -93,13 +112,28 @@ pub fn render<B: ember_kernels::SplatBackend>(
         ember_kernels::project::check_camera(camera)?;
         return empty_render(&setup, &field.means.device());
     }
+    render_with_sh(field, all_sh(field), camera, options, &setup)
+}
+
+/// The field's SH coefficients in one `[N, K, 3]` tensor.
+fn all_sh<B: Backend>(field: &GaussianField<B>) -> Tensor<B, 3> {
     // Burn's `cat` on the cube backends fails on zero-size parts: a degree-0 field (no
     // `sh_rest` coefficients) passes its DC term alone.
-    let sh = if field.sh_rest.dims()[1] == 0 {
+    if field.sh_rest.dims()[1] == 0 {
         field.sh_dc.val()
     } else {
         Tensor::cat(vec![field.sh_dc.val(), field.sh_rest.val()], 1)
-    };
+    }
+}
+
+/// [`render`] of a non-empty field with its coefficients `sh` already assembled.
+fn render_with_sh<B: ember_kernels::SplatBackend>(
+    field: &GaussianField<B>,
+    sh: Tensor<B, 3>,
+    camera: &CameraParams,
+    options: &RenderOptions,
+    setup: &RasterSetup,
+) -> Result<RenderOutput<B>, RenderError> {
     let projected = project_gaussians(
         field.means.val(),
         field.quats.val(),
@@ -110,7 +144,7 @@ pub fn render<B: ember_kernels::SplatBackend>(
         &options.project,
     )?;
     let (visible, radius) = (projected.tiles().greater_elem(0), projected.radius());
-    let raster = rasterize(projected.packed, projected.extents, &setup)?;
+    let raster = rasterize(projected.packed, projected.extents, setup)?;
     let alpha = raster.alpha();
     // Where nothing is drawn the weighted depth is exactly zero; the floor only avoids 0 / 0.
     let depth = raster.weighted_depth() / alpha.clone().clamp_min(1e-10);
@@ -123,6 +157,74 @@ pub fn render<B: ember_kernels::SplatBackend>(
             radius,
             screen_grads: raster.screen_grads,
         },
+    })
+}
+
+/// `C` views of one field, stacked: [`RenderOutput`]'s tensors with a leading camera axis.
+#[derive(Debug, Clone)]
+pub struct BatchRenderOutput<B: Backend> {
+    /// `[C, H, W, 3]`
+    pub rgb: Tensor<B, 4>,
+    /// `[C, H, W]`
+    pub alpha: Tensor<B, 3>,
+    /// `[C, H, W]`
+    pub depth: Tensor<B, 3>,
+    /// Each camera's [`RenderAux`], in camera order: the screen-space gradient probes stay one
+    /// per camera, so that densification can read each view's.
+    pub aux: Vec<RenderAux<B>>,
+}
+
+/// Renders `field` through every camera of `cameras` (all of one image size, `H x W`), as
+/// [`render`] does for one, and stacks the images (see [`BatchRenderOutput`]).
+///
+/// Differentiable like [`render`]: a loss over the stacked images back-propagates into the
+/// field through every view. The SH coefficients are assembled once; each camera is then one
+/// projection and one rasterization (the kernels themselves are not batched across cameras).
+pub fn render_batch<B: ember_kernels::SplatBackend>(
+    field: &GaussianField<B>,
+    cameras: &[CameraParams],
+    options: &RenderOptions,
+) -> Result<BatchRenderOutput<B>, RenderError> {
+    let first = cameras.first().ok_or(RenderError::NoCameras)?;
+    for (index, camera) in cameras.iter().enumerate() {
+        if (camera.width, camera.height) != (first.width, first.height) {
+            return Err(RenderError::BatchSize {
+                index,
+                width: camera.width,
+                height: camera.height,
+                first_width: first.width,
+                first_height: first.height,
+            });
+        }
+    }
+    let sh = (field.num_gaussians() > 0).then(|| all_sh(field));
+    let mut views = Vec::with_capacity(cameras.len());
+    for camera in cameras {
+        let setup =
+            RasterSetup::new(camera.width, camera.height).with_background(options.background);
+        views.push(match &sh {
+            Some(sh) => render_with_sh(field, sh.clone(), camera, options, &setup)?,
+            None => {
+                ember_kernels::project::check_camera(camera)?;
+                empty_render(&setup, &field.means.device())?
+            }
+        });
+    }
+    let mut rgb = Vec::with_capacity(views.len());
+    let mut alpha = Vec::with_capacity(views.len());
+    let mut depth = Vec::with_capacity(views.len());
+    let mut aux = Vec::with_capacity(views.len());
+    for view in views {
+        rgb.push(view.rgb);
+        alpha.push(view.alpha);
+        depth.push(view.depth);
+        aux.push(view.aux);
+    }
+    Ok(BatchRenderOutput {
+        rgb: Tensor::stack(rgb, 0),
+        alpha: Tensor::stack(alpha, 0),
+        depth: Tensor::stack(depth, 0),
+        aux,
     })
 }
 
