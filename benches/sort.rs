@@ -8,7 +8,7 @@
 //!   gathered by the permutation (what the rasterizer would pay without its own sort);
 //! - `exclusive_sum`: [`exclusive_sum`] of `N` random counts below 256.
 //!
-//! The GPU groups run on the unfused CubeCL backend (`ember::kernels::sort::WgpuCube`,
+//! The GPU groups run on the unfused CubeCL backend (`ember::backend::WgpuCube`,
 //! `CudaCube`): with `--features cuda` on cuda, with
 //! `--features wgpu` and `EMBER_BENCH_WGPU=1` on wgpu (lavapipe on a machine without a GPU: its
 //! timings mean nothing). Each GPU iteration ends with `Backend::sync`. The `cpu` groups always
@@ -149,12 +149,12 @@ fn main() {
     let (mut groups, mut backends) = (bench_cpu(&mut c), vec!["cpu"]);
     #[cfg(feature = "cuda")]
     {
-        groups.extend(gpu::bench::<ember::kernels::sort::CudaCube>(&mut c, "cuda"));
+        groups.extend(gpu::bench::<ember::backend::CudaCube>(&mut c, "cuda"));
         backends.push("cuda");
     }
     #[cfg(feature = "wgpu")]
     if std::env::var_os("EMBER_BENCH_WGPU").is_some() {
-        groups.extend(gpu::bench::<ember::kernels::sort::WgpuCube>(&mut c, "wgpu"));
+        groups.extend(gpu::bench::<ember::backend::WgpuCube>(&mut c, "wgpu"));
         backends.push("wgpu");
     }
     c.final_summary();

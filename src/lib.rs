@@ -51,6 +51,12 @@ pub mod backend {
     #[cfg(feature = "cuda")]
     pub type CudaAutodiff = burn::backend::Autodiff<Cuda>;
 
+    /// The unfused CubeCL backends (no Burn fusion): what `kernels::sort` runs on.
+    #[cfg(feature = "cuda")]
+    pub use ember_kernels::CudaCube;
+    #[cfg(feature = "wgpu")]
+    pub use ember_kernels::WgpuCube;
+
     /// The preferred compiled backend: cuda, else wgpu, else ndarray.
     #[cfg(feature = "cuda")]
     pub type Default = Cuda;

@@ -77,11 +77,11 @@ fn check<B: RadixSortBackend>(name: &str) {
 #[cfg(feature = "wgpu")]
 #[test]
 fn sort_and_scan_match_the_host_wgpu() {
-    check::<ember::kernels::sort::WgpuCube>("sort_gpu wgpu");
+    check::<ember::backend::WgpuCube>("sort_gpu wgpu");
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn sort_and_scan_match_the_host_cuda() {
-    check::<ember::kernels::sort::CudaCube>("sort_gpu cuda");
+    check::<ember::backend::CudaCube>("sort_gpu cuda");
 }

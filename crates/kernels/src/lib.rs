@@ -49,6 +49,15 @@ pub use transform::{
 };
 
 use burn::tensor::backend::{AutodiffBackend, Backend};
+
+/// The unfused wgpu backend (`CubeBackend` without Burn's fusion): what the sort functions of
+/// [`sort`] take, and a way to test a kernel apart from the fusion wrapper.
+#[cfg(feature = "wgpu")]
+pub type WgpuCube = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u32>;
+
+/// The unfused CUDA backend, as [`WgpuCube`] (Burn does not re-export the CUDA runtime type).
+#[cfg(feature = "cuda")]
+pub type CudaCube = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
 /// A Burn backend that can run Ember's custom ops.

@@ -30,8 +30,8 @@ pub(crate) mod cube;
 pub type U32Pair<B> = (Tensor<B, 1, Int>, Tensor<B, 1, Int>);
 
 /// The GPU sort and scan as a backend capability, implemented for every `CubeBackend` (the
-/// unfused CubeCL backend of any runtime; [`WgpuCube`] and [`CudaCube`] name the two Ember
-/// builds).
+/// unfused CubeCL backend of any runtime; `ember_kernels::{WgpuCube, CudaCube}` name the two
+/// Ember builds).
 pub trait RadixSortBackend: Backend {
     /// See [`sort_pairs`].
     fn radix_sort_pairs(
@@ -65,14 +65,6 @@ pub fn exclusive_sum<B: RadixSortBackend>(
 ) -> Result<U32Pair<B>, SortError> {
     B::exclusive_sum(values)
 }
-
-/// The unfused wgpu backend.
-#[cfg(feature = "wgpu")]
-pub type WgpuCube = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32, u32>;
-
-/// The unfused CUDA backend (Burn does not re-export the CUDA runtime type).
-#[cfg(feature = "cuda")]
-pub type CudaCube = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
 
 /// Why a sort or scan refused its inputs.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
