@@ -2,18 +2,24 @@
 # The GPU check for a lent NVIDIA machine (no Rust toolchain and no network there, so the
 # binaries are built here and carried there), in three parts:
 #
-#   scripts/device-check.sh build   # here: release test, bench and trainer binaries with
-#                                   # --features cuda (CUDA 13.0 bindings), stripped and
+#   scripts/device-check.sh build   # here: release test and bench binaries with
+#                                   # --features cuda,wgpu and the trainer with --features cuda
+#                                   # (CUDA 13.0 bindings), stripped and
 #                                   # compressed, plus the data they read, into .device/ and
 #                                   # .device-train/ (both git-ignored; each under the 64 MiB a
 #                                   # device call carries)
-#   scripts/device-check.sh run     # there (carry .device): the GPU tests on cuda, then the
-#                                   # cuda rows of the raster, loss, transform and sort benches
+#   scripts/device-check.sh run     # there (carry .device and .gl): the GPU tests on cuda and
+#                                   # wgpu, then the cuda rows of the raster, loss, transform and
+#                                   # sort benches and the wgpu rows of the raster bench
 #   scripts/device-check.sh train   # there (carry .device-train): lego_400 on cuda with the
 #                                   # 7k-step schedule, then `trainer bench render` of the result
 #
-# With the device tool: run(command="scripts/device-check.sh run", carry=[".device"]), then at
-# once run(command="scripts/device-check.sh train", carry=[".device-train"]). Logs go to $OUT.
+# With the device tool: run(command="scripts/device-check.sh run", carry=[".device", ".gl"]),
+# then at once run(command="scripts/device-check.sh train", carry=[".device-train"]). Logs go to
+# $OUT. `.gl` holds the Vulkan and GL loader packages the device lacks (wgpu needs the Vulkan
+# loader; the NVIDIA driver there provides the ICD), downloaded once here as the device README
+# says: `mkdir -p .gl && cd .gl && apt-get -oAPT::Architecture=amd64 download libvulkan1 libegl1
+# libglvnd0 libopengl0 libgl1 libglx0 libgles2` (git-ignored through .git/info/exclude).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,9 +33,9 @@ build)
   export CUDARC_CUDA_VERSION=13000
   rm -rf .device .device-train
   mkdir -p .device/data/oracle .device/data/garden_points .device-train/data/lego_400
-  cp "$(cargo test --release --features cuda --test all --no-run --message-format=json | executable all)" .device/all
+  cp "$(cargo test --release --features cuda,wgpu --test all --no-run --message-format=json | executable all)" .device/all
   for bench in raster loss transform sort; do
-    cp "$(cargo bench --features cuda --bench "$bench" --no-run --message-format=json | executable "$bench")" \
+    cp "$(cargo bench --features cuda,wgpu --bench "$bench" --no-run --message-format=json | executable "$bench")" \
       ".device/$bench-bench"
   done
   cargo build --release --features cuda -p trainer
@@ -52,9 +58,16 @@ run)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$out/gpu.txt"
   gunzip -f .device/*.gz
   export EMBER_DATA_DIR="$PWD/.device/data" EMBER_REQUIRE_DATA=1
-  # The GPU tests compare cuda against the CPU on random inputs and against the gsplat oracle.
-  # (A failing test is reported in the log; the benches still run.)
-  .device/all gpu cuda --test-threads=1 2>&1 | tee "$out/test-cuda.log" | grep -E "^test |result" || true
+  # The Vulkan loader for wgpu (see the top of this file).
+  if ls .gl/*.deb >/dev/null 2>&1; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    [ -f "$icd" ] && export VK_DRIVER_FILES="$icd"
+  fi
+  # The GPU tests compare cuda and wgpu against the CPU on random inputs and against the gsplat
+  # oracle. (A failing test is reported in the log; the benches still run.)
+  .device/all gpu cuda wgpu --test-threads=1 2>&1 | tee "$out/test-gpu.log" | grep -E "^test |result" || true
   # A criterion binary run without `--bench` only tests its benchmarks once. criterion writes
   # under target/. Peak device memory: the largest `used_memory` nvidia-smi
   # reports for the bench process, sampled every 100 ms.
@@ -79,6 +92,10 @@ run)
   grep -E "^\|" "$out/bench-transform.log" || tail -20 "$out/bench-transform.log"
   .device/sort-bench --bench sort_cuda --warm-up-time 1 --measurement-time 1 >"$out/bench-sort.log" 2>&1 || true
   grep -E "^\| sort_cuda" "$out/bench-sort.log" || tail -20 "$out/bench-sort.log"
+  # wgpu on the same card (Vulkan), the rasterizer's render op only.
+  EMBER_BENCH_WGPU=1 .device/raster-bench --bench render_wgpu --warm-up-time 1 --measurement-time 2 \
+    >"$out/bench-raster-wgpu.log" 2>&1 || true
+  grep -E "^\|" "$out/bench-raster-wgpu.log" || tail -20 "$out/bench-raster-wgpu.log"
   ;;
 train)
   out="${OUT:-/tmp/ember-device-out}"
