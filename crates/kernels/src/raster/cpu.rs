@@ -928,6 +928,24 @@ simd::variants!(
     )
 );
 
+/// A backward segment walk (the signature of `backward_segment_body`).
+type SegmentReplay<T> =
+    unsafe fn(&[Footprint<T>], &[u32], usize, usize, SegmentBackward<T>, &mut [LanePartial<T>]);
+
+/// The fastest backward segment walk for `T` on this CPU (as [`forward_segment_fn`]).
+fn backward_segment_fn<T: Real>() -> SegmentReplay<T> {
+    #[cfg(target_arch = "x86_64")]
+    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
+        && std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+    {
+        let walk: SegmentReplay<f32> = avx2::backward_segment;
+        // SAFETY: `T` is `f32` (same `TypeId`), so both are the same function pointer type.
+        return unsafe { core::mem::transmute_copy::<SegmentReplay<f32>, SegmentReplay<T>>(&walk) };
+    }
+    backward_segment::<T>()
+}
+
 /// Backward: the gradient of `sum(image * grad)` over the three images with respect to the
 /// splats, given the forward's `replay` state for the same inputs, bins and `background`.
 pub fn backward<T: Real>(
@@ -937,9 +955,27 @@ pub fn backward<T: Real>(
     replay: &ReplayState<'_, T>,
     grads: &RasterOutputGrads<'_, T>,
 ) -> Result<RasterGrads<T>, RasterError> {
+    backward_with(
+        a,
+        bins,
+        background,
+        replay,
+        grads,
+        backward_segment_fn::<T>(),
+    )
+}
+
+/// [`backward`] with the segment walk `segment_fn`.
+fn backward_with<T: Real>(
+    a: &RasterArrays<'_, T>,
+    bins: &Bins,
+    background: [T; 3],
+    replay: &ReplayState<'_, T>,
+    grads: &RasterOutputGrads<'_, T>,
+    segment_fn: SegmentReplay<T>,
+) -> Result<RasterGrads<T>, RasterError> {
     let n = validate(a, bins)?;
     let footprints = Footprint::all(a);
-    let segment_fn = backward_segment::<T>();
     let count = bins.pixels();
     let lengths = [
         ("grad rgb", grads.rgb.len(), 3, "[H, W, 3]"),
@@ -994,7 +1030,7 @@ pub fn backward<T: Real>(
                     state.behind[l] = t_final * (bg - grads.alpha[i]);
                     state.last[l] = replay.last[i];
                 }
-                // SAFETY: `simd::variants!` returns a build only on CPUs with its features.
+                // SAFETY: `backward_segment_fn` picks a walk only on CPUs with its features.
                 unsafe { segment_fn(&tile.entries, list, px, py, state, &mut tile.partial) };
             }
             tile.partial.iter().map(LanePartial::sum).collect()
@@ -1032,11 +1068,11 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
 
-    /// The explicit AVX2 walk (what `forward` picks for `f32` here) against the portable body,
-    /// bit for bit, on random scenes with thin rotated splats, clamped alphas, transmittance
-    /// stops, a NaN splat and an image size that is not a multiple of 8.
+    /// The explicit AVX2 walks (what `forward` and `backward` pick for `f32` here) against the
+    /// portable bodies, bit for bit, on random scenes with thin rotated splats, clamped alphas,
+    /// transmittance stops, a NaN splat and an image size that is not a multiple of 8.
     #[test]
-    fn avx2_walk_matches_the_portable_one() {
+    fn avx2_walks_match_the_portable_ones() {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(7, |d| d.as_nanos() as u64);
@@ -1092,6 +1128,34 @@ mod tests {
         assert!(
             picked.alpha.iter().any(|&x| x > 0.5),
             "the scene covers pixels"
+        );
+        let pixels = (width * height) as usize;
+        let v_rgb: Vec<f32> = (0..3 * pixels).map(|_| rng.random::<f32>() - 0.5).collect();
+        let v_alpha: Vec<f32> = (0..pixels).map(|_| rng.random::<f32>() - 0.5).collect();
+        let v_depth: Vec<f32> = (0..pixels).map(|_| rng.random::<f32>() - 0.5).collect();
+        let grads = RasterOutputGrads {
+            rgb: &v_rgb,
+            alpha: &v_alpha,
+            depth: &v_depth,
+        };
+        let bg = [0.1, 0.2, 0.3];
+        let replay = portable.replay();
+        let picked = backward(&a, &bins, bg, &replay, &grads).unwrap();
+        let portable =
+            backward_with(&a, &bins, bg, &replay, &grads, backward_segment::<f32>()).unwrap();
+        for (name, x, y) in [
+            ("xy", &picked.xy, &portable.xy),
+            ("conic", &picked.conic, &portable.conic),
+            ("color", &picked.color, &portable.color),
+            ("opacity", &picked.opacity, &portable.opacity),
+            ("depth", &picked.depth, &portable.depth),
+            ("xy_abs", &picked.xy_abs, &portable.xy_abs),
+        ] {
+            assert_eq!(bits(x), bits(y), "{name}");
+        }
+        assert!(
+            picked.color.iter().any(|&g| g != 0.0),
+            "the backward reaches splats"
         );
     }
 

@@ -1,15 +1,19 @@
-//! The forward segment walk for `f32` in explicit AVX2 + FMA intrinsics.
+//! The forward and backward segment walks for `f32` in explicit AVX2 + FMA intrinsics.
 //!
-//! The portable body (`forward_segment_body`) compiles to vector code whose per-lane state
-//! (transmittance, colour, depth, `last`) stays on the stack: LLVM's loop vectoriser stores and
-//! reloads it at every step, and turns the `last` update into a scatter. Here the state lives
-//! in eight-lane registers. The arithmetic is the portable body's, operation for operation
+//! The portable bodies (`forward_segment_body`, `backward_segment_body`) compile to vector code
+//! whose per-lane state (transmittance, colour, depth, `last`; the backward's transmittance and
+//! what lies behind) stays on the stack: LLVM's loop vectoriser stores and reloads it at every
+//! step, and turns the `last` update into a scatter. Here the state lives in eight-lane
+//! registers (the backward's per-entry lane sums stay in memory, as they must). The arithmetic is the portable body's, operation for operation
 //! (the same fused multiply-adds, the same unfused products and sums, the same NaN handling), so
-//! the images are bit-identical to it (`tests::avx2_walk_matches_the_portable_one`).
+//! the images and gradients are bit-identical to it (`tests::avx2_walks_match_the_portable_ones`).
 
 use core::arch::x86_64::*;
 
-use super::{Footprint, MAX_ALPHA, MIN_ALPHA, MIN_TRANSMITTANCE, Pixel, SEGMENT, lane_centres};
+use super::{
+    Footprint, LanePartial, MAX_ALPHA, MIN_ALPHA, MIN_TRANSMITTANCE, Pixel, SEGMENT,
+    SegmentBackward, lane_centres,
+};
 
 /// `exp_f32_fused` (see `real.rs`) on eight lanes.
 #[inline]
@@ -145,5 +149,145 @@ pub(super) unsafe fn forward_segment(
             transmittance: lanes_f[4][l],
             last: lanes_last[l],
         };
+    }
+}
+
+/// `backward_segment_body::<f32>` with the segment's state in registers (same contract; the
+/// per-entry lane sums stay in `partial`).
+///
+/// # Safety
+/// The CPU must have AVX2 and FMA.
+#[target_feature(enable = "avx2,fma")]
+pub(super) unsafe fn backward_segment(
+    entries: &[Footprint<f32>],
+    list: &[u32],
+    px: usize,
+    py: usize,
+    s: SegmentBackward<f32>,
+    partial: &mut [LanePartial<f32>],
+) {
+    let centres = lane_centres::<f32>(px);
+    let load = |v: &[f32; SEGMENT]| {
+        // SAFETY: `v` holds 8 floats.
+        unsafe { _mm256_loadu_ps(v.as_ptr()) }
+    };
+    let cx = load(&centres);
+    let cy = (py as f64 + 0.5) as f32;
+    let (v_r, v_g, v_b, v_depth) = (
+        load(&s.v_rgb[0]),
+        load(&s.v_rgb[1]),
+        load(&s.v_rgb[2]),
+        load(&s.v_depth),
+    );
+    let mut t_state = load(&s.t);
+    let mut behind = load(&s.behind);
+    // SAFETY: `last` holds 8 `u32`.
+    let last = unsafe { _mm256_loadu_si256(s.last.as_ptr().cast()) };
+    let bias = _mm256_set1_epi32(i32::MIN);
+    let one = _mm256_set1_ps(1.0);
+    let zero = _mm256_setzero_ps();
+    let half = _mm256_set1_ps(0.5);
+    let sign = _mm256_set1_ps(-0.0);
+    let (max_alpha, min_alpha) = (
+        _mm256_set1_ps(MAX_ALPHA as f32),
+        _mm256_set1_ps(MIN_ALPHA as f32),
+    );
+    // Entries at or past every lane's `last` were not drawn here.
+    let longest = s.last.iter().copied().max().unwrap_or(0);
+    let end = list.partition_point(|&j| j < longest);
+    for &j in list[..end].iter().rev() {
+        let f = &entries[j as usize];
+        let dy_s = cy - f.y;
+        let dy = _mm256_set1_ps(dy_s);
+        let half_a = _mm256_set1_ps(0.5 * f.a);
+        let b_dy = _mm256_set1_ps(f.b * dy_s);
+        let half_c_dy2 = _mm256_set1_ps(0.5 * f.c * dy_s * dy_s);
+        let (a, b, c) = (
+            _mm256_set1_ps(f.a),
+            _mm256_set1_ps(f.b),
+            _mm256_set1_ps(f.c),
+        );
+        let dx = _mm256_sub_ps(cx, _mm256_set1_ps(f.x));
+        let sigma = _mm256_fmadd_ps(dx, _mm256_fmadd_ps(half_a, dx, b_dy), half_c_dy2);
+        let vis = exp_fused(_mm256_xor_ps(sigma, sign));
+        let raw = _mm256_mul_ps(_mm256_set1_ps(f.opacity), vis);
+        let clamped = _mm256_cmp_ps::<_CMP_GT_OQ>(raw, max_alpha);
+        let alpha = _mm256_blendv_ps(raw, max_alpha, clamped);
+        let drawn = _mm256_and_ps(
+            _mm256_cmp_ps::<_CMP_GE_OQ>(sigma, zero),
+            _mm256_cmp_ps::<_CMP_GE_OQ>(alpha, min_alpha),
+        );
+        // `j < last`, unsigned: both offset by 2^31 for the signed comparison AVX2 has.
+        let before = _mm256_castsi256_ps(_mm256_cmpgt_epi32(
+            _mm256_xor_si256(last, bias),
+            _mm256_set1_epi32((j ^ 0x8000_0000) as i32),
+        ));
+        let ok = _mm256_and_ps(drawn, before);
+        let inv_one_minus = _mm256_div_ps(one, _mm256_sub_ps(one, alpha));
+        let t = _mm256_mul_ps(t_state, inv_one_minus);
+        let w = _mm256_and_ps(ok, _mm256_mul_ps(alpha, t));
+        let own = _mm256_add_ps(
+            _mm256_add_ps(
+                _mm256_add_ps(
+                    _mm256_mul_ps(_mm256_set1_ps(f.color[0]), v_r),
+                    _mm256_mul_ps(_mm256_set1_ps(f.color[1]), v_g),
+                ),
+                _mm256_mul_ps(_mm256_set1_ps(f.color[2]), v_b),
+            ),
+            _mm256_mul_ps(_mm256_set1_ps(f.depth), v_depth),
+        );
+        let v_alpha = _mm256_and_ps(
+            ok,
+            _mm256_sub_ps(_mm256_mul_ps(t, own), _mm256_mul_ps(behind, inv_one_minus)),
+        );
+        behind = _mm256_add_ps(behind, _mm256_mul_ps(w, own));
+        t_state = _mm256_blendv_ps(t_state, t, ok);
+        let free = _mm256_andnot_ps(clamped, one);
+        let v_sigma = _mm256_mul_ps(_mm256_xor_ps(_mm256_mul_ps(free, v_alpha), sign), alpha);
+        let gx = _mm256_mul_ps(
+            _mm256_xor_ps(v_sigma, sign),
+            _mm256_add_ps(_mm256_mul_ps(a, dx), _mm256_mul_ps(b, dy)),
+        );
+        let gy = _mm256_mul_ps(
+            _mm256_xor_ps(v_sigma, sign),
+            _mm256_add_ps(_mm256_mul_ps(b, dx), _mm256_mul_ps(c, dy)),
+        );
+        let half_v_sigma = _mm256_mul_ps(half, v_sigma);
+        let e = &mut partial[j as usize];
+        let add = |acc: &mut [f32; SEGMENT], v: __m256| {
+            // SAFETY: `acc` holds 8 floats.
+            unsafe {
+                _mm256_storeu_ps(
+                    acc.as_mut_ptr(),
+                    _mm256_add_ps(_mm256_loadu_ps(acc.as_ptr()), v),
+                )
+            }
+        };
+        add(&mut e.color[0], _mm256_mul_ps(w, v_r));
+        add(&mut e.color[1], _mm256_mul_ps(w, v_g));
+        add(&mut e.color[2], _mm256_mul_ps(w, v_b));
+        add(&mut e.depth, _mm256_mul_ps(w, v_depth));
+        add(
+            &mut e.opacity,
+            _mm256_mul_ps(_mm256_mul_ps(free, vis), v_alpha),
+        );
+        add(
+            &mut e.conic[0],
+            _mm256_mul_ps(_mm256_mul_ps(half_v_sigma, dx), dx),
+        );
+        add(
+            &mut e.conic[1],
+            _mm256_mul_ps(_mm256_mul_ps(v_sigma, dx), dy),
+        );
+        add(
+            &mut e.conic[2],
+            _mm256_mul_ps(_mm256_mul_ps(half_v_sigma, dy), dy),
+        );
+        add(&mut e.xy[0], gx);
+        add(&mut e.xy[1], gy);
+        add(
+            &mut e.xy_abs,
+            _mm256_sqrt_ps(_mm256_add_ps(_mm256_mul_ps(gx, gx), _mm256_mul_ps(gy, gy))),
+        );
     }
 }
