@@ -504,18 +504,24 @@ fn gradients_match_central_differences() {
 
 // ---- binning, edge cases, determinism ----
 
-/// Every Gaussian composited at every pixel, depth order, no tiles: what the tiled forward
-/// must equal when every radius covers the whole image.
-fn brute_force(s: &Splats<f64>, width: u32, height: u32, bg: [f64; 3]) -> Vec<f64> {
+/// Every Gaussian composited at every pixel (row-major index `i`), depth order, no tiles:
+/// calls `draw(i, g, T alpha)` for every Gaussian `g` drawn at `i`, front to back, and returns
+/// each pixel's final transmittance.
+fn brute_force_walk(
+    s: &Splats<f64>,
+    width: u32,
+    height: u32,
+    mut draw: impl FnMut(usize, usize, f64),
+) -> Vec<f64> {
     let n = s.opacity.len();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&p, &q| s.depth[p].total_cmp(&s.depth[q]).then(p.cmp(&q)));
-    let mut rgb = Vec::new();
+    let mut transmittance = Vec::new();
     for py in 0..height {
         for px in 0..width {
+            let i = (py * width + px) as usize;
             let (cx, cy) = (f64::from(px) + 0.5, f64::from(py) + 0.5);
             let mut t = 1.0;
-            let mut acc = [0.0; 3];
             for &g in &order {
                 let (dx, dy) = (cx - s.xy[2 * g], cy - s.xy[2 * g + 1]);
                 let [a, b, c] = [s.conic[3 * g], s.conic[3 * g + 1], s.conic[3 * g + 2]];
@@ -528,12 +534,27 @@ fn brute_force(s: &Splats<f64>, width: u32, height: u32, bg: [f64; 3]) -> Vec<f6
                 if next <= 1e-4 {
                     break;
                 }
-                for (a, c) in acc.iter_mut().zip(&s.color[3 * g..3 * g + 3]) {
-                    *a += t * alpha * c;
-                }
+                draw(i, g, t * alpha);
                 t = next;
             }
-            rgb.extend((0..3).map(|ch| acc[ch] + t * bg[ch]));
+            transmittance.push(t);
+        }
+    }
+    transmittance
+}
+
+/// The image [`brute_force_walk`] composites: what the tiled forward must equal when every
+/// radius covers the whole image.
+fn brute_force(s: &Splats<f64>, width: u32, height: u32, bg: [f64; 3]) -> Vec<f64> {
+    let mut rgb = vec![0.0; 3 * (width * height) as usize];
+    let t = brute_force_walk(s, width, height, |i, g, w| {
+        for ch in 0..3 {
+            rgb[3 * i + ch] += w * s.color[3 * g + ch];
+        }
+    });
+    for (i, t) in t.iter().enumerate() {
+        for ch in 0..3 {
+            rgb[3 * i + ch] += t * bg[ch];
         }
     }
     rgb
@@ -570,36 +591,14 @@ fn tiled_matches_brute_force_on_odd_sizes() {
 }
 
 /// `d sum(v_rgb rgb) / d color` by brute force: each Gaussian's weight `T alpha` at every
-/// pixel, in the compositing order of [`brute_force`].
+/// pixel, from [`brute_force_walk`].
 fn brute_force_color_grad(s: &Splats<f64>, width: u32, height: u32, v_rgb: &[f64]) -> Vec<f64> {
-    let n = s.opacity.len();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&p, &q| s.depth[p].total_cmp(&s.depth[q]).then(p.cmp(&q)));
-    let mut grad = vec![0.0; 3 * n];
-    for py in 0..height {
-        for px in 0..width {
-            let i = (py * width + px) as usize;
-            let (cx, cy) = (f64::from(px) + 0.5, f64::from(py) + 0.5);
-            let mut t = 1.0;
-            for &g in &order {
-                let (dx, dy) = (cx - s.xy[2 * g], cy - s.xy[2 * g + 1]);
-                let [a, b, c] = [s.conic[3 * g], s.conic[3 * g + 1], s.conic[3 * g + 2]];
-                let sigma = 0.5 * (a * dx * dx + c * dy * dy) + b * dx * dy;
-                let alpha = (s.opacity[g] * (-sigma).exp()).min(0.999);
-                if sigma < 0.0 || alpha < 1.0 / 255.0 {
-                    continue;
-                }
-                let next = t * (1.0 - alpha);
-                if next <= 1e-4 {
-                    break;
-                }
-                for ch in 0..3 {
-                    grad[3 * g + ch] += t * alpha * v_rgb[3 * i + ch];
-                }
-                t = next;
-            }
+    let mut grad = vec![0.0; 3 * s.opacity.len()];
+    brute_force_walk(s, width, height, |i, g, w| {
+        for ch in 0..3 {
+            grad[3 * g + ch] += w * v_rgb[3 * i + ch];
         }
-    }
+    });
     grad
 }
 

@@ -198,23 +198,23 @@ pub fn render_batch<B: ember_kernels::SplatBackend>(
         }
     }
     let sh = (field.num_gaussians() > 0).then(|| all_sh(field));
-    let mut views = Vec::with_capacity(cameras.len());
+    let views = cameras.len();
+    let (mut rgb, mut alpha, mut depth, mut aux) = (
+        Vec::with_capacity(views),
+        Vec::with_capacity(views),
+        Vec::with_capacity(views),
+        Vec::with_capacity(views),
+    );
     for camera in cameras {
         let setup =
             RasterSetup::new(camera.width, camera.height).with_background(options.background);
-        views.push(match &sh {
+        let view = match &sh {
             Some(sh) => render_with_sh(field, sh.clone(), camera, options, &setup)?,
             None => {
                 ember_kernels::project::check_camera(camera)?;
                 empty_render(&setup, &field.means.device())?
             }
-        });
-    }
-    let mut rgb = Vec::with_capacity(views.len());
-    let mut alpha = Vec::with_capacity(views.len());
-    let mut depth = Vec::with_capacity(views.len());
-    let mut aux = Vec::with_capacity(views.len());
-    for view in views {
+        };
         rgb.push(view.rgb);
         alpha.push(view.alpha);
         depth.push(view.depth);

@@ -701,6 +701,15 @@ struct Pixel<T> {
     last: u32,
 }
 
+/// Whether the explicit AVX2 walks of `cpu_avx2.rs` serve `T`: it is `f32` and the CPU has
+/// AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+fn explicit_avx2<T: Real>() -> bool {
+    core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
+        && std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("fma")
+}
+
 /// A forward segment walk (the signature of `forward_segment_body`).
 type SegmentWalk<T> = unsafe fn(&[Footprint<T>], &[u32], usize, usize, &mut [Pixel<T>]);
 
@@ -709,10 +718,7 @@ type SegmentWalk<T> = unsafe fn(&[Footprint<T>], &[u32], usize, usize, &mut [Pix
 /// the portable body.
 fn forward_segment_fn<T: Real>() -> SegmentWalk<T> {
     #[cfg(target_arch = "x86_64")]
-    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
-        && std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
-    {
+    if explicit_avx2::<T>() {
         let walk: SegmentWalk<f32> = avx2::forward_segment;
         // SAFETY: `T` is `f32` (same `TypeId`), so both are the same function pointer type.
         return unsafe { core::mem::transmute_copy::<SegmentWalk<f32>, SegmentWalk<T>>(&walk) };
@@ -935,10 +941,7 @@ type SegmentReplay<T> =
 /// The fastest backward segment walk for `T` on this CPU (as [`forward_segment_fn`]).
 fn backward_segment_fn<T: Real>() -> SegmentReplay<T> {
     #[cfg(target_arch = "x86_64")]
-    if core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
-        && std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
-    {
+    if explicit_avx2::<T>() {
         let walk: SegmentReplay<f32> = avx2::backward_segment;
         // SAFETY: `T` is `f32` (same `TypeId`), so both are the same function pointer type.
         return unsafe { core::mem::transmute_copy::<SegmentReplay<f32>, SegmentReplay<T>>(&walk) };

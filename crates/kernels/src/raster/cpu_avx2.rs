@@ -19,21 +19,7 @@ use super::{
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 fn exp_fused(x: __m256) -> __m256 {
-    const MAGIC: f32 = 12_582_912.0;
-    const LOWEST: f32 = -126.0 * core::f32::consts::LN_2;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const HIGHEST: f32 = 88.5;
-    const C: [f32; 8] = [
-        1.0,
-        1.0,
-        0.5,
-        1.0 / 6.0,
-        1.0 / 24.0,
-        1.0 / 120.0,
-        1.0 / 720.0,
-        1.0 / 5040.0,
-    ];
+    use crate::real::exp_f32_consts::*;
     // `max`/`min` return their second operand when either is NaN: NaN passes, as `clamp`.
     let clamped = _mm256_min_ps(
         _mm256_set1_ps(HIGHEST),
@@ -48,8 +34,8 @@ fn exp_fused(x: __m256) -> __m256 {
         _mm256_set1_ps(LN2_LO),
         _mm256_fmadd_ps(minus_n, _mm256_set1_ps(LN2_HI), clamped),
     );
-    let mut p = _mm256_set1_ps(C[7]);
-    for c in C[..7].iter().rev() {
+    let mut p = _mm256_set1_ps(TAYLOR[7]);
+    for c in TAYLOR[..7].iter().rev() {
         p = _mm256_fmadd_ps(p, u, _mm256_set1_ps(*c));
     }
     let exponent = _mm256_sub_epi32(
@@ -61,7 +47,7 @@ fn exp_fused(x: __m256) -> __m256 {
         _mm256_set1_epi32(127),
     )));
     let value = _mm256_mul_ps(p, scale);
-    let underflow = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(-87.3));
+    let underflow = _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_set1_ps(UNDERFLOW));
     _mm256_andnot_ps(underflow, value)
 }
 
