@@ -109,6 +109,31 @@ pub fn to_f32(v: &[f64]) -> Vec<f32> {
     v.iter().map(|x| *x as f32).collect()
 }
 
+/// SH coefficients `[N, K, 3]` split as the projection takes them: the DC terms `[N, 1, 3]` and
+/// the rest `[N, K - 1, 3]`.
+pub fn split_sh<T: Copy>(sh: &[T], k: usize) -> (Vec<T>, Vec<T>) {
+    let mut dc = Vec::with_capacity(sh.len() / k);
+    let mut rest = Vec::with_capacity(sh.len() - sh.len() / k);
+    for g in sh.chunks_exact(3 * k) {
+        dc.extend_from_slice(&g[..3]);
+        rest.extend_from_slice(&g[3..]);
+    }
+    (dc, rest)
+}
+
+/// The inverse of [`split_sh`]: `[N, K, 3]` from the DC terms and the rest.
+pub fn join_sh<T: Copy>(dc: &[T], rest: &[T]) -> Vec<T> {
+    let per_rest = rest.len() / (dc.len() / 3).max(1);
+    dc.chunks_exact(3)
+        .enumerate()
+        .flat_map(|(i, d)| {
+            d.iter()
+                .chain(&rest[per_rest * i..per_rest * (i + 1)])
+                .copied()
+        })
+        .collect()
+}
+
 // ---- the gsplat oracle ----
 
 /// One gsplat oracle case (`tiny` or `basic`), every tensor as f64.

@@ -8,7 +8,9 @@ use ember::kernels::project::{CameraParams, ProjectError, ProjectOptions};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{OracleCase, fresh_rng, oracle_camera, oracle_err, rel_err, uniform};
+use crate::common::{
+    OracleCase, fresh_rng, join_sh, oracle_camera, oracle_err, rel_err, split_sh, uniform,
+};
 
 /// The inputs of one projection, f64, row-major.
 #[derive(Clone, Debug)]
@@ -820,17 +822,19 @@ fn burn_op_matches_the_cpu_kernels() {
         (&device, DType::F32),
     )
     .require_grad();
-    let sh = Tensor::<Ad, 3>::from_data(
-        TensorData::new(f32s(&scene.sh), [n, scene.k, 3]),
-        (&device, DType::F32),
-    )
-    .require_grad();
+    let (dc, rest) = split_sh(&scene.sh, scene.k);
+    let sh_part = |v: &[f64], k: usize| {
+        Tensor::<Ad, 3>::from_data(TensorData::new(f32s(v), [n, k, 3]), (&device, DType::F32))
+            .require_grad()
+    };
+    let (sh_dc, sh_rest) = (sh_part(&dc, 1), sh_part(&rest, scene.k - 1));
     let projected = project_gaussians(
         means.clone(),
         quats.clone(),
         log_scales.clone(),
         logits.clone(),
-        sh.clone(),
+        sh_dc.clone(),
+        sh_rest.clone(),
         &camera,
         &options,
     )
@@ -922,13 +926,15 @@ fn burn_op_matches_the_cpu_kernels() {
         .convert::<f64>()
         .to_vec()
         .expect("f64");
-    let got_sh: Vec<f64> = sh
-        .grad(&grads)
-        .expect("tracked")
-        .into_data()
-        .convert::<f64>()
-        .to_vec()
-        .expect("f64");
+    let read3 = |t: &Tensor<Ad, 3>| -> Vec<f64> {
+        t.grad(&grads)
+            .expect("tracked")
+            .into_data()
+            .convert::<f64>()
+            .to_vec()
+            .expect("f64")
+    };
+    let got_sh = join_sh(&read3(&sh_dc), &read3(&sh_rest));
     for (name, got, expect) in [
         ("means", read2(&means), &expect.means),
         ("quats", read2(&quats), &expect.quats),
@@ -944,12 +950,37 @@ fn burn_op_matches_the_cpu_kernels() {
     let err = project_gaussians(
         means.clone(),
         quats.clone().narrow(1, 0, 3),
-        log_scales,
-        logits,
-        sh,
+        log_scales.clone(),
+        logits.clone(),
+        sh_dc.clone(),
+        sh_rest.clone(),
         &camera,
         &options,
     )
     .unwrap_err();
     assert!(err.to_string().contains("quats"), "{err}");
+    let err = project_gaussians(
+        means.clone(),
+        quats.clone(),
+        log_scales.clone(),
+        logits.clone(),
+        sh_rest.clone(),
+        sh_dc.clone(),
+        &camera,
+        &options,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("sh_dc"), "{err}");
+    let err = project_gaussians(
+        means,
+        quats,
+        log_scales,
+        logits,
+        sh_dc,
+        sh_rest.narrow(1, 0, 2),
+        &camera,
+        &options,
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("SH"), "{err}");
 }

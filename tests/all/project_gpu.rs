@@ -15,7 +15,7 @@ use rand::rngs::StdRng;
 
 #[cfg(feature = "wgpu")]
 use crate::common::{OracleCase, oracle_camera, oracle_err};
-use crate::common::{fresh_rng, rel_err, to_f32, to_f64, uniform};
+use crate::common::{fresh_rng, join_sh, rel_err, split_sh, to_f32, to_f64, uniform};
 
 type Cpu = NdArray<f32>;
 #[cfg(feature = "wgpu")]
@@ -192,15 +192,18 @@ fn run<B: SplatBackend>(
     let log_scales = t2(&scene.log_scales, 3);
     let logits = Tensor::<Ad<B>, 1>::from_data(TensorData::new(to_f32(&scene.logits), [n]), device)
         .require_grad();
-    let sh =
-        Tensor::<Ad<B>, 3>::from_data(TensorData::new(to_f32(&scene.sh), [n, scene.k, 3]), device)
-            .require_grad();
+    let (dc, rest) = split_sh(&scene.sh, scene.k);
+    let sh_part = |v: &[f64], k: usize| {
+        Tensor::<Ad<B>, 3>::from_data(TensorData::new(to_f32(v), [n, k, 3]), device).require_grad()
+    };
+    let (sh_dc, sh_rest) = (sh_part(&dc, 1), sh_part(&rest, scene.k - 1));
     let projected = match project_gaussians(
         means.clone(),
         quats.clone(),
         log_scales.clone(),
         logits.clone(),
-        sh.clone(),
+        sh_dc.clone(),
+        sh_rest.clone(),
         camera,
         options,
     ) {
@@ -223,7 +226,10 @@ fn run<B: SplatBackend>(
             grad2(&quats),
             grad2(&log_scales),
             host(logits.grad(&grads).expect("tracked input")),
-            host(sh.grad(&grads).expect("tracked input")),
+            join_sh(
+                &host(sh_dc.grad(&grads).expect("tracked input")),
+                &host(sh_rest.grad(&grads).expect("tracked input")),
+            ),
         ],
     }
 }

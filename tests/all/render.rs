@@ -10,7 +10,9 @@ use ember::kernels::{ProjectOptions, SplatBackend};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{OracleCase, fresh_rng, oracle_camera, oracle_err, rel_err, uniform};
+use crate::common::{
+    OracleCase, fresh_rng, join_sh, oracle_camera, oracle_err, rel_err, split_sh, uniform,
+};
 
 type Cpu = NdArray<f32>;
 type Cpu64 = NdArray<f64>;
@@ -74,12 +76,7 @@ fn float_dtype<B: Backend>() -> burn::tensor::DType {
 fn field_of<B: Backend>(scene: &Scene, device: &B::Device) -> GaussianField<B> {
     let n = scene.n();
     let k = scene.k;
-    let dc: Vec<f64> = (0..n)
-        .flat_map(|i| scene.sh[i * k * 3..i * k * 3 + 3].to_vec())
-        .collect();
-    let rest: Vec<f64> = (0..n)
-        .flat_map(|i| scene.sh[i * k * 3 + 3..(i + 1) * k * 3].to_vec())
-        .collect();
+    let (dc, rest) = split_sh(&scene.sh, k);
     // Explicit dtype: Burn's default float dtype is a per-device setting shared by
     // `NdArray<f32>` and `NdArray<f64>`.
     let dtype = float_dtype::<B>();
@@ -134,15 +131,7 @@ pub fn run<B: SplatBackend>(
         Some(g) => host(g),
         None => vec![0.0; scene.n()],
     };
-    let (dc, rest) = (g3(&field.sh_dc), g3(&field.sh_rest));
-    let k = scene.k;
-    let sh: Vec<f64> = (0..scene.n())
-        .flat_map(|i| {
-            let mut row = dc[3 * i..3 * i + 3].to_vec();
-            row.extend_from_slice(&rest[i * (k - 1) * 3..(i + 1) * (k - 1) * 3]);
-            row
-        })
-        .collect();
+    let sh = join_sh(&g3(&field.sh_dc), &g3(&field.sh_rest));
     let screen = match out.aux.screen_grads.grad(&grads) {
         Some(g) => host(g),
         None => vec![0.0; 3 * scene.n()],
@@ -714,6 +703,68 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
     assert!(
         err < 1e-5,
         "{label}: camera 1 screen gradient, relative error {err}"
+    );
+}
+
+/// A field without higher SH bands (`sh_rest` `[N, 0, 3]`, which the projection takes as it
+/// is) renders, with every gradient, as the same field with band 1 stored but not evaluated.
+fn degree_zero_field_renders_like_an_unused_band<B: SplatBackend>(label: &str, device: &B::Device) {
+    let mut rng = fresh_rng(label);
+    let scene = random_scene(&mut rng, 50);
+    let camera = test_camera(&mut rng, 40, 31);
+    let weights = random_weights(&mut rng, &camera);
+    let options = RenderOptions::default().with_background([0.1, 0.5, 0.3]);
+    let bare = Scene {
+        sh: split_sh(&scene.sh, scene.k).0,
+        k: 1,
+        ..scene.clone()
+    };
+    let got = run::<B>(&bare, &camera, &options, &weights, device);
+    let want = run::<B>(
+        &scene,
+        &camera,
+        &options.with_sh_degree(0),
+        &weights,
+        device,
+    );
+    assert!(got.alpha.iter().any(|&a| a > 0.1), "{label}: nothing drawn");
+    for (name, a, b) in [
+        ("rgb", &got.rgb, &want.rgb),
+        ("alpha", &got.alpha, &want.alpha),
+        ("depth", &got.depth, &want.depth),
+        ("screen", &got.screen, &want.screen),
+    ] {
+        let err = rel_err(a, b);
+        assert!(err < 1e-6, "{label}: {name}, relative error {err}");
+    }
+    let (want_dc, want_rest) = split_sh(&want.grads[4], scene.k);
+    assert!(want_rest.iter().all(|&g| g == 0.0), "{label}: unused band");
+    let pairs = got.grads[..4].iter().zip(&want.grads[..4]);
+    for (name, (a, b)) in GRAD_NAMES
+        .iter()
+        .zip(pairs.chain([(&got.grads[4], &want_dc)]))
+    {
+        assert!(b.iter().any(|&g| g != 0.0), "{label}: no {name} gradient");
+        let err = rel_err(a, b);
+        assert!(err < 1e-6, "{label}: d/d{name}, relative error {err}");
+    }
+}
+
+#[test]
+fn degree_zero_field_renders_cpu() {
+    degree_zero_field_renders_like_an_unused_band::<Cpu>(
+        "render_degree_zero_cpu",
+        &Default::default(),
+    );
+}
+
+// No CUDA variant: Burn 0.21's CUDA backend cannot create the `[N, 0, 3]` tensor at all.
+#[cfg(feature = "wgpu")]
+#[test]
+fn degree_zero_field_renders_wgpu() {
+    degree_zero_field_renders_like_an_unused_band::<WgpuFused>(
+        "render_degree_zero_wgpu",
+        &Default::default(),
     );
 }
 

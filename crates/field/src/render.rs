@@ -112,24 +112,12 @@ pub fn render<B: ember_kernels::SplatBackend>(
         ember_kernels::project::check_camera(camera)?;
         return empty_render(&setup, &field.means.device());
     }
-    render_with_sh(field, all_sh(field), camera, options, &setup)
+    render_nonempty(field, camera, options, &setup)
 }
 
-/// The field's SH coefficients in one `[N, K, 3]` tensor.
-fn all_sh<B: Backend>(field: &GaussianField<B>) -> Tensor<B, 3> {
-    // Burn's `cat` on the cube backends fails on zero-size parts: a degree-0 field (no
-    // `sh_rest` coefficients) passes its DC term alone.
-    if field.sh_rest.dims()[1] == 0 {
-        field.sh_dc.val()
-    } else {
-        Tensor::cat(vec![field.sh_dc.val(), field.sh_rest.val()], 1)
-    }
-}
-
-/// [`render`] of a non-empty field with its coefficients `sh` already assembled.
-fn render_with_sh<B: ember_kernels::SplatBackend>(
+/// [`render`] of a non-empty field.
+fn render_nonempty<B: ember_kernels::SplatBackend>(
     field: &GaussianField<B>,
-    sh: Tensor<B, 3>,
     camera: &CameraParams,
     options: &RenderOptions,
     setup: &RasterSetup,
@@ -139,18 +127,18 @@ fn render_with_sh<B: ember_kernels::SplatBackend>(
         field.quats.val(),
         field.log_scales.val(),
         field.opacity_logits.val(),
-        sh,
+        field.sh_dc.val(),
+        field.sh_rest.val(),
         camera,
         &options.project,
     )?;
     let (visible, radius) = (projected.tiles().greater_elem(0), projected.radius());
     let raster = rasterize(projected.packed, projected.extents, setup)?;
-    let alpha = raster.alpha();
     // Where nothing is drawn the weighted depth is exactly zero; the floor only avoids 0 / 0.
-    let depth = raster.weighted_depth() / alpha.clone().clamp_min(1e-10);
+    let depth = raster.weighted_depth / raster.alpha.clone().clamp_min(1e-10);
     Ok(RenderOutput {
-        rgb: raster.rgb(),
-        alpha,
+        rgb: raster.rgb,
+        alpha: raster.alpha,
         depth,
         aux: RenderAux {
             visible,
@@ -178,8 +166,8 @@ pub struct BatchRenderOutput<B: Backend> {
 /// [`render`] does for one, and stacks the images (see [`BatchRenderOutput`]).
 ///
 /// Differentiable like [`render`]: a loss over the stacked images back-propagates into the
-/// field through every view. The SH coefficients are assembled once; each camera is then one
-/// projection and one rasterization (the kernels themselves are not batched across cameras).
+/// field through every view. Each camera is one projection and one rasterization (the kernels
+/// themselves are not batched across cameras).
 pub fn render_batch<B: ember_kernels::SplatBackend>(
     field: &GaussianField<B>,
     cameras: &[CameraParams],
@@ -197,7 +185,6 @@ pub fn render_batch<B: ember_kernels::SplatBackend>(
             });
         }
     }
-    let sh = (field.num_gaussians() > 0).then(|| all_sh(field));
     let views = cameras.len();
     let (mut rgb, mut alpha, mut depth, mut aux) = (
         Vec::with_capacity(views),
@@ -208,12 +195,11 @@ pub fn render_batch<B: ember_kernels::SplatBackend>(
     for camera in cameras {
         let setup =
             RasterSetup::new(camera.width, camera.height).with_background(options.background);
-        let view = match &sh {
-            Some(sh) => render_with_sh(field, sh.clone(), camera, options, &setup)?,
-            None => {
-                ember_kernels::project::check_camera(camera)?;
-                empty_render(&setup, &field.means.device())?
-            }
+        let view = if field.num_gaussians() > 0 {
+            render_nonempty(field, camera, options, &setup)?
+        } else {
+            ember_kernels::project::check_camera(camera)?;
+            empty_render(&setup, &field.means.device())?
         };
         rgb.push(view.rgb);
         alpha.push(view.alpha);

@@ -102,8 +102,9 @@ pub trait SplatBackend: Backend {
     ) -> ProjectGrads<Self>;
 
     /// Forward pass of the rasterizer (see [`raster`] for the contract): the projection's
-    /// `packed [N, PACKED_WIDTH]` and `extents [N, 3]` composited into the image
-    /// `[H, W, IMAGE_CHANNELS]`, with the state the backward replays from.
+    /// `packed [N, PACKED_WIDTH]` and `extents [N, 3]` composited into the flat image
+    /// `[IMAGE_CHANNELS H W]` (the planes `rgb`, `alpha`, `depth`), with the state the
+    /// backward replays from.
     ///
     /// `screen_grads` `[N, 3]` is a probe: its value is ignored, and under `Autodiff` its
     /// gradient receives the backward's screen-space statistics.
@@ -115,7 +116,7 @@ pub trait SplatBackend: Backend {
     ) -> RasterPrimitives<Self>;
 
     /// Backward pass of the rasterizer: the gradient of a scalar loss with respect to `packed`,
-    /// given `grad_image [H, W, IMAGE_CHANNELS]` and the forward's state, and the screen-space
+    /// given `grad_image [IMAGE_CHANNELS H W]` and the forward's state, and the screen-space
     /// statistics `[N, 3]`.
     fn rasterize_backward(
         packed: FloatTensor<Self>,

@@ -17,25 +17,25 @@ use crate::SplatBackend;
 #[derive(Debug)]
 struct ProjectBackward;
 
-/// What the backward needs: the five inputs (checkpointed, not copied), camera and options.
+/// What the backward needs: the six inputs (checkpointed, not copied), camera and options.
 #[derive(Debug, Clone)]
 struct ProjectState {
-    inputs: [NodeId; 5],
+    inputs: [NodeId; 6],
     camera: CameraParams,
     options: ProjectOptions,
 }
 
-impl<B: SplatBackend> Backward<B, 5> for ProjectBackward {
+impl<B: SplatBackend> Backward<B, 6> for ProjectBackward {
     type State = ProjectState;
 
     fn backward(
         self,
-        ops: Ops<Self::State, 5>,
+        ops: Ops<Self::State, 6>,
         grads: &mut Gradients,
         checkpointer: &mut Checkpointer,
     ) {
         let grad_packed = grads.consume::<B>(&ops.node);
-        let [means, quats, log_scales, opacity_logits, sh] = ops
+        let [means, quats, log_scales, opacity_logits, sh_dc, sh_rest] = ops
             .state
             .inputs
             .map(|id| checkpointer.retrieve_node_output::<FloatTensor<B>>(id));
@@ -45,17 +45,22 @@ impl<B: SplatBackend> Backward<B, 5> for ProjectBackward {
                 quats,
                 log_scales,
                 opacity_logits,
-                sh,
+                sh_dc,
+                sh_rest,
             },
             grad_packed,
             ops.state.camera,
             ops.state.options,
         );
-        for (node, grad) in
-            ops.parents
-                .into_iter()
-                .zip([g.means, g.quats, g.log_scales, g.opacity_logits, g.sh])
-        {
+        let grads_in_order = [
+            g.means,
+            g.quats,
+            g.log_scales,
+            g.opacity_logits,
+            g.sh_dc,
+            g.sh_rest,
+        ];
+        for (node, grad) in ops.parents.into_iter().zip(grads_in_order) {
             if let Some(node) = node {
                 grads.register::<B>(node.id, grad);
             }
@@ -74,15 +79,25 @@ pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
         quats,
         log_scales,
         opacity_logits,
-        sh,
+        sh_dc,
+        sh_rest,
     } = inputs;
-    let nodes = [&means, &quats, &log_scales, &opacity_logits, &sh].map(|t| t.node.clone());
+    let tracked = [
+        &means,
+        &quats,
+        &log_scales,
+        &opacity_logits,
+        &sh_dc,
+        &sh_rest,
+    ];
+    let nodes = tracked.map(|t| t.node.clone());
     let inner = ProjectInputs {
         means: means.primitive.clone(),
         quats: quats.primitive.clone(),
         log_scales: log_scales.primitive.clone(),
         opacity_logits: opacity_logits.primitive.clone(),
-        sh: sh.primitive.clone(),
+        sh_dc: sh_dc.primitive.clone(),
+        sh_rest: sh_rest.primitive.clone(),
     };
     match ProjectBackward
         .prepare::<C>(nodes)
@@ -91,8 +106,7 @@ pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
     {
         OpsKind::Tracked(mut prep) => {
             let state = ProjectState {
-                inputs: [&means, &quats, &log_scales, &opacity_logits, &sh]
-                    .map(|t| prep.checkpoint(t)),
+                inputs: tracked.map(|t| prep.checkpoint(t)),
                 camera,
                 options,
             };
@@ -125,7 +139,8 @@ pub(crate) fn backward<B: SplatBackend, C: CheckpointStrategy>(
             quats: inputs.quats.primitive,
             log_scales: inputs.log_scales.primitive,
             opacity_logits: inputs.opacity_logits.primitive,
-            sh: inputs.sh.primitive,
+            sh_dc: inputs.sh_dc.primitive,
+            sh_rest: inputs.sh_rest.primitive,
         },
         grad_packed.primitive,
         camera,
@@ -136,6 +151,7 @@ pub(crate) fn backward<B: SplatBackend, C: CheckpointStrategy>(
         quats: Autodiff::<B, C>::from_inner(g.quats),
         log_scales: Autodiff::<B, C>::from_inner(g.log_scales),
         opacity_logits: Autodiff::<B, C>::from_inner(g.opacity_logits),
-        sh: Autodiff::<B, C>::from_inner(g.sh),
+        sh_dc: Autodiff::<B, C>::from_inner(g.sh_dc),
+        sh_rest: Autodiff::<B, C>::from_inner(g.sh_rest),
     }
 }

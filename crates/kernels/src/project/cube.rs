@@ -334,7 +334,8 @@ fn project_one<F: Float>(
     quats: &Tensor<F>,
     log_scales: &Tensor<F>,
     opacity_logits: &Tensor<F>,
-    sh: &Tensor<F>,
+    sh_dc: &Tensor<F>,
+    sh_rest: &Tensor<F>,
     cam: Cam<F>,
     basis: &mut Array<F>,
     i: usize,
@@ -356,10 +357,14 @@ fn project_one<F: Float>(
     ok = ok && finite::<F>(q_raw.y) && finite::<F>(q_raw.z);
     ok = ok && finite::<F>(log_scale.x) && finite::<F>(log_scale.y);
     ok = ok && finite::<F>(log_scale.z) && finite::<F>(logit);
-    let sh_base = 3 * coeffs * i;
+    let rest_base = 3 * comptime![coeffs - 1] * i;
     #[unroll]
-    for j in 0..3 * used {
-        ok = ok && finite::<F>(sh[sh_base + j]);
+    for j in 0..3usize {
+        ok = ok && finite::<F>(sh_dc[3 * i + j]);
+    }
+    #[unroll]
+    for j in 0..comptime![3 * (used - 1)] {
+        ok = ok && finite::<F>(sh_rest[rest_base + j]);
     }
 
     let p = vec3::<F>(
@@ -454,16 +459,17 @@ fn project_one<F: Float>(
     let dir = scaled::<F>(view, one / dist);
     sh_basis::<F>(dir, basis, degree);
     let half = F::new(0.5);
-    let mut red = half;
-    let mut green = half;
-    let mut blue = half;
+    let dc_basis = basis[0];
+    let mut red = half + dc_basis * sh_dc[3 * i];
+    let mut green = half + dc_basis * sh_dc[3 * i + 1];
+    let mut blue = half + dc_basis * sh_dc[3 * i + 2];
     #[unroll]
-    for kk in 0..used {
+    for kk in 1..used {
         let bk = basis[kk];
-        let c = sh_base + 3 * kk;
-        red += bk * sh[c];
-        green += bk * sh[c + 1];
-        blue += bk * sh[c + 2];
+        let c = rest_base + 3 * (kk - 1);
+        red += bk * sh_rest[c];
+        green += bk * sh_rest[c + 1];
+        blue += bk * sh_rest[c + 2];
     }
     State::<F> {
         kept: ok,
@@ -513,7 +519,8 @@ fn forward_kernel<F: Float, I: Int>(
     quats: &Tensor<F>,
     log_scales: &Tensor<F>,
     opacity_logits: &Tensor<F>,
-    sh: &Tensor<F>,
+    sh_dc: &Tensor<F>,
+    sh_rest: &Tensor<F>,
     packed: &mut Tensor<F>,
     extents: &mut Tensor<I>,
     camera: Sequence<f32>,
@@ -533,7 +540,8 @@ fn forward_kernel<F: Float, I: Int>(
         quats,
         log_scales,
         opacity_logits,
-        sh,
+        sh_dc,
+        sh_rest,
         cam,
         &mut basis,
         i,
@@ -580,13 +588,15 @@ fn backward_kernel<F: Float>(
     quats: &Tensor<F>,
     log_scales: &Tensor<F>,
     opacity_logits: &Tensor<F>,
-    sh: &Tensor<F>,
+    sh_dc: &Tensor<F>,
+    sh_rest: &Tensor<F>,
     grad_packed: &Tensor<F>,
     v_means: &mut Tensor<F>,
     v_quats: &mut Tensor<F>,
     v_log_scales: &mut Tensor<F>,
     v_logits: &mut Tensor<F>,
-    v_sh: &mut Tensor<F>,
+    v_sh_dc: &mut Tensor<F>,
+    v_sh_rest: &mut Tensor<F>,
     camera: Sequence<f32>,
     #[comptime] degree: u32,
     #[comptime] coeffs: usize,
@@ -603,7 +613,7 @@ fn backward_kernel<F: Float>(
     let two = F::new(2.0);
     let half = F::new(0.5);
     let used = comptime![((degree + 1) * (degree + 1)) as usize];
-    let sh_base = 3 * coeffs * i;
+    let rest_base = 3 * comptime![coeffs - 1] * i;
     let cam = load_camera::<F>(&camera);
     let mut basis = Array::<F>::new(16usize);
     let g = project_one::<F>(
@@ -611,7 +621,8 @@ fn backward_kernel<F: Float>(
         quats,
         log_scales,
         opacity_logits,
-        sh,
+        sh_dc,
+        sh_rest,
         cam,
         &mut basis,
         i,
@@ -626,9 +637,10 @@ fn backward_kernel<F: Float>(
             v_quats[4 * i + j] = zero;
         }
         v_logits[i] = zero;
+        store3::<F>(v_sh_dc, 3 * i, vec3::<F>(zero, zero, zero));
         #[unroll]
-        for j in 0..3 * coeffs {
-            v_sh[sh_base + j] = zero;
+        for j in 0..comptime![3 * (coeffs - 1)] {
+            v_sh_rest[rest_base + j] = zero;
         }
         terminate!();
     }
@@ -743,14 +755,21 @@ fn backward_kernel<F: Float>(
         select(g.raw_color.z > zero, up_color.z, zero),
     );
     let mut s_dir = Array::<F>::new(16usize);
+    store3::<F>(v_sh_dc, 3 * i, scaled::<F>(g_raw, basis[0]));
+    s_dir[0] = dot::<F>(load3::<F>(sh_dc, 3 * i), g_raw);
     #[unroll]
-    for kk in 0..used {
-        store3::<F>(v_sh, sh_base + 3 * kk, scaled::<F>(g_raw, basis[kk]));
-        s_dir[kk] = dot::<F>(load3::<F>(sh, sh_base + 3 * kk), g_raw);
+    for kk in 1..used {
+        let c = rest_base + 3 * (kk - 1);
+        store3::<F>(v_sh_rest, c, scaled::<F>(g_raw, basis[kk]));
+        s_dir[kk] = dot::<F>(load3::<F>(sh_rest, c), g_raw);
     }
     #[unroll]
     for kk in used..coeffs {
-        store3::<F>(v_sh, sh_base + 3 * kk, vec3::<F>(zero, zero, zero));
+        store3::<F>(
+            v_sh_rest,
+            rest_base + 3 * (kk - 1),
+            vec3::<F>(zero, zero, zero),
+        );
     }
     if comptime![view_dir_grad && degree > 0] {
         let gd = sh_basis_vjp::<F>(g.dir, &s_dir, degree);
@@ -805,7 +824,10 @@ struct Setup<R: CubeRuntime> {
     quats: CubeTensor<R>,
     log_scales: CubeTensor<R>,
     opacity_logits: CubeTensor<R>,
-    sh: CubeTensor<R>,
+    sh_dc: CubeTensor<R>,
+    /// `sh_rest`, or `sh_dc` standing in for an empty one (a zero-size binding is not
+    /// portable; the kernels read no rest coefficient when `coeffs == 1`).
+    sh_rest: CubeTensor<R>,
     n: usize,
     coeffs: usize,
     degree: u32,
@@ -821,9 +843,14 @@ impl<R: CubeRuntime> Setup<R> {
         options: &ProjectOptions,
     ) -> Self {
         let means = into_contiguous(inputs.means);
-        let sh = into_contiguous(inputs.sh);
+        let sh_dc = into_contiguous(inputs.sh_dc);
         let n = means.shape()[0];
-        let coeffs = sh.shape()[1];
+        let coeffs = inputs.sh_rest.shape()[1] + 1;
+        let sh_rest = if coeffs == 1 {
+            sh_dc.clone()
+        } else {
+            into_contiguous(inputs.sh_rest)
+        };
         // `project_gaussians` has checked the setup; an unchecked call uses every stored band.
         let degree = check_setup(coeffs, camera, options).unwrap_or(match coeffs {
             1 => 0,
@@ -839,7 +866,8 @@ impl<R: CubeRuntime> Setup<R> {
             quats: into_contiguous(inputs.quats),
             log_scales: into_contiguous(inputs.log_scales),
             opacity_logits: into_contiguous(inputs.opacity_logits),
-            sh,
+            sh_dc,
+            sh_rest,
             n,
             coeffs,
             degree,
@@ -875,7 +903,8 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEl
         s.quats.clone().into_tensor_arg(),
         s.log_scales.clone().into_tensor_arg(),
         s.opacity_logits.clone().into_tensor_arg(),
-        s.sh.clone().into_tensor_arg(),
+        s.sh_dc.clone().into_tensor_arg(),
+        s.sh_rest.clone().into_tensor_arg(),
         packed.clone().into_tensor_arg(),
         extents.clone().into_tensor_arg(),
         camera_args::<R>(&camera, &options),
@@ -894,14 +923,22 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolE
     camera: CameraParams,
     options: ProjectOptions,
 ) -> ProjectGrads<CubeBackend<R, F, I, BT>> {
+    // An empty `sh_rest` is its own (empty) gradient; the kernel then writes no rest
+    // coefficient, into a one-element stand-in.
+    let empty_rest = (inputs.sh_rest.shape()[1] == 0).then(|| inputs.sh_rest.clone());
     let s = Setup::new(inputs, &camera, &options);
     let grad_packed = into_contiguous(grad_packed);
+    let v_sh_rest = match &empty_rest {
+        Some(_) => s.output([1], s.dtype),
+        None => s.output([s.n, s.coeffs - 1, 3], s.dtype),
+    };
     let grads: ProjectGrads<CubeBackend<R, F, I, BT>> = ProjectGrads {
         means: s.output([s.n, 3], s.dtype),
         quats: s.output([s.n, 4], s.dtype),
         log_scales: s.output([s.n, 3], s.dtype),
         opacity_logits: s.output([s.n], s.dtype),
-        sh: s.output([s.n, s.coeffs, 3], s.dtype),
+        sh_dc: s.output([s.n, 1, 3], s.dtype),
+        sh_rest: empty_rest.unwrap_or_else(|| v_sh_rest.clone()),
     };
     backward_kernel::launch::<R>(
         &s.means.client,
@@ -911,13 +948,15 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolE
         s.quats.clone().into_tensor_arg(),
         s.log_scales.clone().into_tensor_arg(),
         s.opacity_logits.clone().into_tensor_arg(),
-        s.sh.clone().into_tensor_arg(),
+        s.sh_dc.clone().into_tensor_arg(),
+        s.sh_rest.clone().into_tensor_arg(),
         grad_packed.into_tensor_arg(),
         grads.means.clone().into_tensor_arg(),
         grads.quats.clone().into_tensor_arg(),
         grads.log_scales.clone().into_tensor_arg(),
         grads.opacity_logits.clone().into_tensor_arg(),
-        grads.sh.clone().into_tensor_arg(),
+        grads.sh_dc.clone().into_tensor_arg(),
+        v_sh_rest.into_tensor_arg(),
         camera_args::<R>(&camera, &options),
         s.degree,
         s.coeffs,

@@ -16,7 +16,8 @@ use super::{
 };
 use crate::SplatBackend;
 
-/// The recorded forward: inputs `[means, quats, log_scales, opacity_logits, sh]`, outputs
+/// The recorded forward: inputs `[means, quats, log_scales, opacity_logits, sh_dc, sh_rest]`,
+/// outputs
 /// `[packed, extents]`.
 #[derive(Debug)]
 struct ForwardOp<B> {
@@ -29,30 +30,30 @@ struct ForwardOp<B> {
 /// The inputs of a recorded call, read back from the handle container.
 fn inputs<B: FusionBackend>(
     h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>,
-    [means, quats, log_scales, opacity_logits, sh]: [&TensorIr; 5],
+    [means, quats, log_scales, opacity_logits, sh_dc, sh_rest]: [&TensorIr; 6],
 ) -> ProjectInputs<B> {
     ProjectInputs {
         means: h.get_float_tensor::<B>(means),
         quats: h.get_float_tensor::<B>(quats),
         log_scales: h.get_float_tensor::<B>(log_scales),
         opacity_logits: h.get_float_tensor::<B>(opacity_logits),
-        sh: h.get_float_tensor::<B>(sh),
+        sh_dc: h.get_float_tensor::<B>(sh_dc),
+        sh_rest: h.get_float_tensor::<B>(sh_rest),
     }
 }
 
 impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
-        let ([means, quats, log_scales, opacity_logits, sh], [packed, extents]) =
-            self.desc.as_fixed();
-        let inputs = inputs::<B>(h, [means, quats, log_scales, opacity_logits, sh]);
+        let (inputs_ir, [packed, extents]) = self.desc.as_fixed::<6, 2>();
+        let inputs = inputs::<B>(h, inputs_ir.each_ref());
         let out = B::project_forward(inputs, self.camera, self.options);
         h.register_float_tensor::<B>(&packed.id, out.packed);
         h.register_int_tensor::<B>(&extents.id, out.extents);
     }
 }
 
-/// The recorded backward: inputs `[means, quats, log_scales, opacity_logits, sh, grad_packed]`,
-/// outputs the gradients of the first five.
+/// The recorded backward: inputs `[means, quats, log_scales, opacity_logits, sh_dc, sh_rest,
+/// grad_packed]`, outputs the gradients of the first six.
 #[derive(Debug)]
 struct BackwardOp<B> {
     desc: CustomOpIr,
@@ -63,12 +64,32 @@ struct BackwardOp<B> {
 
 impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for BackwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
-        let ([means, quats, log_scales, opacity_logits, sh, grad_packed], outputs) =
-            self.desc.as_fixed::<6, 5>();
-        let inputs = inputs::<B>(h, [means, quats, log_scales, opacity_logits, sh]);
+        let (
+            [
+                means,
+                quats,
+                log_scales,
+                opacity_logits,
+                sh_dc,
+                sh_rest,
+                grad_packed,
+            ],
+            outputs,
+        ) = self.desc.as_fixed::<7, 6>();
+        let inputs = inputs::<B>(
+            h,
+            [means, quats, log_scales, opacity_logits, sh_dc, sh_rest],
+        );
         let grad_packed = h.get_float_tensor::<B>(grad_packed);
         let g = B::project_backward(inputs, grad_packed, self.camera, self.options);
-        let grads = [g.means, g.quats, g.log_scales, g.opacity_logits, g.sh];
+        let grads = [
+            g.means,
+            g.quats,
+            g.log_scales,
+            g.opacity_logits,
+            g.sh_dc,
+            g.sh_rest,
+        ];
         for (ir, tensor) in outputs.iter().zip(grads) {
             h.register_float_tensor::<B>(&ir.id, tensor);
         }
@@ -95,12 +116,19 @@ pub(crate) fn forward<B: FusionBackend + SplatBackend>(
         quats,
         log_scales,
         opacity_logits,
-        sh,
+        sh_dc,
+        sh_rest,
     } = inputs;
     let client = means.client.clone();
     let n = means.shape[0];
-    let streams =
-        OperationStreams::with_inputs([&means, &quats, &log_scales, &opacity_logits, &sh]);
+    let streams = OperationStreams::with_inputs([
+        &means,
+        &quats,
+        &log_scales,
+        &opacity_logits,
+        &sh_dc,
+        &sh_rest,
+    ]);
     let packed = TensorIr::uninit(
         client.create_empty_handle(),
         [n, PACKED_WIDTH].into(),
@@ -118,7 +146,8 @@ pub(crate) fn forward<B: FusionBackend + SplatBackend>(
             quats.into_ir(),
             log_scales.into_ir(),
             opacity_logits.into_ir(),
-            sh.into_ir(),
+            sh_dc.into_ir(),
+            sh_rest.into_ir(),
         ],
         &[packed, extents],
     );
@@ -146,7 +175,8 @@ pub(crate) fn backward<B: FusionBackend + SplatBackend>(
         quats,
         log_scales,
         opacity_logits,
-        sh,
+        sh_dc,
+        sh_rest,
     } = inputs;
     let client = means.client.clone();
     let streams = OperationStreams::with_inputs([
@@ -154,7 +184,8 @@ pub(crate) fn backward<B: FusionBackend + SplatBackend>(
         &quats,
         &log_scales,
         &opacity_logits,
-        &sh,
+        &sh_dc,
+        &sh_rest,
         &grad_packed,
     ]);
     let outputs = [
@@ -162,7 +193,8 @@ pub(crate) fn backward<B: FusionBackend + SplatBackend>(
         output_like(&quats),
         output_like(&log_scales),
         output_like(&opacity_logits),
-        output_like(&sh),
+        output_like(&sh_dc),
+        output_like(&sh_rest),
     ];
     let desc = CustomOpIr::new(
         "ember_project_backward",
@@ -171,7 +203,8 @@ pub(crate) fn backward<B: FusionBackend + SplatBackend>(
             quats.into_ir(),
             log_scales.into_ir(),
             opacity_logits.into_ir(),
-            sh.into_ir(),
+            sh_dc.into_ir(),
+            sh_rest.into_ir(),
             grad_packed.into_ir(),
         ],
         &outputs,
@@ -182,7 +215,7 @@ pub(crate) fn backward<B: FusionBackend + SplatBackend>(
         options,
         _backend: PhantomData,
     };
-    let [means, quats, log_scales, opacity_logits, sh] = client
+    let [means, quats, log_scales, opacity_logits, sh_dc, sh_rest] = client
         .register(streams, OperationIr::Custom(desc), op)
         .outputs();
     ProjectGrads {
@@ -190,6 +223,7 @@ pub(crate) fn backward<B: FusionBackend + SplatBackend>(
         quats,
         log_scales,
         opacity_logits,
-        sh,
+        sh_dc,
+        sh_rest,
     }
 }

@@ -82,14 +82,23 @@ impl<T: Real + Element> HostInputs<T> {
         Q: QuantElement,
         NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
     {
-        let sh_coeffs = inputs.sh.shape().dims::<3>()[1];
+        let rest_coeffs = inputs.sh_rest.shape().dims::<3>()[1];
+        let dc = to_host::<T, E, I, Q>(inputs.sh_dc);
+        let rest = to_host::<T, E, I, Q>(inputs.sh_rest);
+        // The CPU kernels read one `[N, K, 3]` array: interleaved here, on the host, in one
+        // pass of contiguous copies.
+        let mut sh = Vec::with_capacity(dc.len() + rest.len());
+        for (i, dc) in dc.chunks_exact(3).enumerate() {
+            sh.extend_from_slice(dc);
+            sh.extend_from_slice(&rest[3 * rest_coeffs * i..3 * rest_coeffs * (i + 1)]);
+        }
         HostInputs {
             means: to_host::<T, E, I, Q>(inputs.means),
             quats: to_host::<T, E, I, Q>(inputs.quats),
             log_scales: to_host::<T, E, I, Q>(inputs.log_scales),
             opacity_logits: to_host::<T, E, I, Q>(inputs.opacity_logits),
-            sh: to_host::<T, E, I, Q>(inputs.sh),
-            sh_coeffs,
+            sh,
+            sh_coeffs: rest_coeffs + 1,
         }
     }
 
@@ -168,12 +177,19 @@ where
     };
     let d = cpu::backward(&host.arrays(), &camera, &options, &grads)
         .expect("inputs validated by project_gaussians");
+    let mut sh_dc = Vec::with_capacity(3 * n);
+    let mut sh_rest = Vec::with_capacity(3 * (k - 1) * n);
+    for v in d.sh.chunks_exact(3 * k) {
+        sh_dc.extend_from_slice(&v[..3]);
+        sh_rest.extend_from_slice(&v[3..]);
+    }
     ProjectGrads {
         means: float_tensor::<T, E, I, Q>(d.means, Shape::new([n, 3])),
         quats: float_tensor::<T, E, I, Q>(d.quats, Shape::new([n, 4])),
         log_scales: float_tensor::<T, E, I, Q>(d.log_scales, Shape::new([n, 3])),
         opacity_logits: float_tensor::<T, E, I, Q>(d.opacity_logits, Shape::new([n])),
-        sh: float_tensor::<T, E, I, Q>(d.sh, Shape::new([n, k, 3])),
+        sh_dc: float_tensor::<T, E, I, Q>(sh_dc, Shape::new([n, 1, 3])),
+        sh_rest: float_tensor::<T, E, I, Q>(sh_rest, Shape::new([n, k - 1, 3])),
     }
 }
 

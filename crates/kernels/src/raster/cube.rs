@@ -33,7 +33,10 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
-use super::{IMAGE_CHANNELS, RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
+use super::{
+    IMAGE_ALPHA, IMAGE_CHANNELS, IMAGE_DEPTH, RasterGradPrimitives, RasterPrimitives, RasterSetup,
+    RasterState,
+};
 use crate::project::cpu::TILE_SIZE;
 use crate::project::{PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH};
 use crate::sort::cube::{BLOCK, block_dims, exclusive_sum, sort_pairs, u32_tensor};
@@ -307,12 +310,13 @@ fn rasterize_kernel<F: Float>(
     }
     if inside {
         let pixel = (py * width + px) as usize;
-        let o = pixel * IMAGE_CHANNELS;
+        let pixels = (width * height) as usize;
+        let o = pixel * 3;
         image[o] = r + t * F::cast_from(background[0]);
         image[o + 1] = g + t * F::cast_from(background[1]);
         image[o + 2] = b + t * F::cast_from(background[2]);
-        image[o + 3] = one - t;
-        image[o + 4] = depth;
+        image[IMAGE_ALPHA * pixels + pixel] = one - t;
+        image[IMAGE_DEPTH * pixels + pixel] = depth;
         last[pixel] = stop;
         transmittance[pixel] = t;
     }
@@ -402,12 +406,13 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
     let mut behind = zero;
     if inside {
         let pixel = (py * width + px) as usize;
-        let o = pixel * IMAGE_CHANNELS;
+        let pixels = (width * height) as usize;
+        let o = pixel * 3;
         v_r = grad_image[o];
         v_g = grad_image[o + 1];
         v_b = grad_image[o + 2];
-        let v_alpha = grad_image[o + 3];
-        v_depth = grad_image[o + 4];
+        let v_alpha = grad_image[IMAGE_ALPHA * pixels + pixel];
+        v_depth = grad_image[IMAGE_DEPTH * pixels + pixel];
         t = transmittance[pixel];
         stop = last[pixel];
         // Everything behind the current Gaussian as its alpha sees it: the background and the
@@ -655,7 +660,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEl
     let (offsets, ids) = bin(&packed, &extents, &setup);
     let (w, h) = (setup.width as usize, setup.height as usize);
     let dtype = packed.dtype;
-    let image = float_output(&packed, [h, w, IMAGE_CHANNELS], dtype);
+    let image = float_output(&packed, [IMAGE_CHANNELS * h * w], dtype);
     let transmittance = float_output(&packed, [h, w], dtype);
     let last = float_output(&packed, [h, w], DType::U32);
     let (count, dim) = tile_launch(&setup);
@@ -831,6 +836,7 @@ mod tests {
             t(u(3 * n, -3.5, -1.5)).reshape([n, 3]),
             t(u(n, -1.0, 3.0)).reshape([n]),
             t(u(3 * n, -1.0, 1.0)).reshape([n, 1, 3]),
+            t(u(9 * n, -0.3, 0.3)).reshape([n, 3, 3]),
             &camera,
             &ProjectOptions::default(),
         )
@@ -845,10 +851,7 @@ mod tests {
                 .tensor(),
             setup,
         );
-        let grad_image = t(u(61 * 45 * 5, -1.0, 1.0))
-            .reshape([45, 61, 5])
-            .into_primitive()
-            .tensor();
+        let grad_image = t(u(61 * 45 * 5, -1.0, 1.0)).into_primitive().tensor();
         let host = |p| {
             Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(p))
                 .into_data()

@@ -62,11 +62,15 @@
 //!
 //! # As a Burn op
 //! [`rasterize`] takes the projection's `packed` `[N, PACKED_WIDTH]` floats and `extents`
-//! `[N, 3]` integers (see [`crate::project`]) and returns the image `[H, W, IMAGE_CHANNELS]`:
-//! `rgb` (channels `0..3`), `alpha` (3), alpha-weighted `depth` (4). Under `Autodiff` the image
-//! is differentiable with respect to `packed`, so gradients flow on into the projection; the
-//! screen-space statistics densification needs arrive as the gradient of the probe
-//! [`Rasterized::screen_grads`]. The binning
+//! `[N, 3]` integers (see [`crate::project`]) and returns [`Rasterized`]: `rgb`, `alpha` and
+//! the alpha-weighted `depth`. The backend op behind it writes them into one flat image
+//! `[IMAGE_CHANNELS H W]` of planes: `rgb` `[H, W, 3]` first, then `alpha` `[H, W]` at
+//! `IMAGE_ALPHA H W`, then `depth` `[H, W]` at `IMAGE_DEPTH H W`, so that each output is a
+//! contiguous range of it (a strided view, such as one channel of an interleaved image, is
+//! copied element by element on ndarray: ~25% of a render's forward when the image was
+//! `[H, W, 5]`). Under `Autodiff` the image is differentiable with respect to `packed`, so
+//! gradients flow on into the projection; the screen-space statistics densification needs
+//! arrive as the gradient of the probe [`Rasterized::screen_grads`]. The binning
 //! (`offsets`, `ids`), `last` and `transmittance` travel as an opaque [`RasterState`] from the
 //! forward to the backward.
 
@@ -86,13 +90,14 @@ use burn::tensor::{Int, Tensor, TensorPrimitive};
 use crate::SplatBackend;
 use crate::project::PACKED_WIDTH;
 
-/// Channels of the rasterized image: `rgb` (`0..3`), `alpha`, alpha-weighted `depth`.
+/// Planes of `H W` values in the backend op's flat image: `rgb` (3, pixel-interleaved),
+/// `alpha`, alpha-weighted `depth`.
 pub const IMAGE_CHANNELS: usize = 5;
-/// Offset of `rgb` in an image pixel.
+/// Where `rgb` `[H, W, 3]` starts in the flat image, in units of `H W` values.
 pub const IMAGE_RGB: usize = 0;
-/// Offset of `alpha` in an image pixel.
+/// Where `alpha` `[H, W]` starts in the flat image, in units of `H W` values.
 pub const IMAGE_ALPHA: usize = 3;
-/// Offset of the alpha-weighted `depth` in an image pixel.
+/// Where the alpha-weighted `depth` `[H, W]` starts in the flat image, in units of `H W` values.
 pub const IMAGE_DEPTH: usize = 4;
 
 /// What a rasterization draws into: the image size and the background colour.
@@ -148,7 +153,7 @@ pub struct RasterState<B: Backend> {
 /// The forward's outputs as backend primitives.
 #[derive(Debug, Clone)]
 pub struct RasterPrimitives<B: Backend> {
-    /// `[H, W, IMAGE_CHANNELS]`
+    /// `[IMAGE_CHANNELS H W]`: the planes `rgb`, `alpha`, `depth` (see the module docs).
     pub image: FloatTensor<B>,
     /// For the backward.
     pub state: RasterState<B>,
@@ -164,31 +169,33 @@ pub struct RasterGradPrimitives<B: Backend> {
     pub screen_grads: FloatTensor<B>,
 }
 
-/// The result of [`rasterize`].
+/// The result of [`rasterize`] (`H`, `W`: the setup's height and width).
 #[derive(Debug, Clone)]
 pub struct Rasterized<B: Backend> {
-    /// `[H, W, IMAGE_CHANNELS]`: `rgb`, `alpha`, alpha-weighted `depth`.
-    pub image: Tensor<B, 3>,
-    /// `[N, 3]` zeros whose gradient, after a backward pass through `image`, holds the
+    /// `[H, W, 3]`: composited colour plus `T_final background`.
+    pub rgb: Tensor<B, 3>,
+    /// `[H, W]`: `1 - T_final`.
+    pub alpha: Tensor<B, 2>,
+    /// `[H, W]`: `sum T alpha depth` (divide by `alpha` for the expected depth).
+    pub weighted_depth: Tensor<B, 2>,
+    /// `[N, 3]` zeros whose gradient, after a backward pass through the images, holds the
     /// densification statistics `(dL/dx, dL/dy, xy_abs)` (`xy_abs` = sum over pixels of
     /// `|dL_pixel / dxy|`). Tracked only under `Autodiff`.
     pub screen_grads: Tensor<B, 2>,
 }
 
 impl<B: Backend> Rasterized<B> {
-    /// `[H, W, 3]`
-    pub fn rgb(&self) -> Tensor<B, 3> {
-        self.image.clone().narrow(2, IMAGE_RGB, 3)
-    }
-
-    /// `[H, W]`
-    pub fn alpha(&self) -> Tensor<B, 2> {
-        self.image.clone().narrow(2, IMAGE_ALPHA, 1).squeeze_dim(2)
-    }
-
-    /// `[H, W]`: `sum T alpha depth` (divide by `alpha` for the expected depth).
-    pub fn weighted_depth(&self) -> Tensor<B, 2> {
-        self.image.clone().narrow(2, IMAGE_DEPTH, 1).squeeze_dim(2)
+    /// The outputs as views of the op's flat image `[IMAGE_CHANNELS H W]`.
+    fn from_planes(image: Tensor<B, 1>, screen_grads: Tensor<B, 2>, h: usize, w: usize) -> Self {
+        let pixels = h * w;
+        let plane =
+            |start: usize, planes: usize| image.clone().narrow(0, start * pixels, planes * pixels);
+        Rasterized {
+            rgb: plane(IMAGE_RGB, 3).reshape([h, w, 3]),
+            alpha: plane(IMAGE_ALPHA, 1).reshape([h, w]),
+            weighted_depth: plane(IMAGE_DEPTH, 1).reshape([h, w]),
+            screen_grads,
+        }
     }
 }
 
@@ -233,10 +240,12 @@ pub fn rasterize<B: SplatBackend>(
     let device = packed.device();
     let (h, w) = (setup.height as usize, setup.width as usize);
     if n == 0 {
-        let [r, g, b] = setup.background;
-        let pixel = Tensor::<B, 1>::from_floats([r, g, b, 0.0, 0.0], &device);
         return Ok(Rasterized {
-            image: pixel.reshape([1, 1, IMAGE_CHANNELS]).repeat(&[h, w, 1]),
+            rgb: Tensor::<B, 1>::from_floats(setup.background, &device)
+                .reshape([1, 1, 3])
+                .repeat(&[h, w, 1]),
+            alpha: Tensor::zeros([h, w], &device),
+            weighted_depth: Tensor::zeros([h, w], &device),
             // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on
             // CUDA.
             screen_grads: Tensor::from_data(
@@ -252,10 +261,8 @@ pub fn rasterize<B: SplatBackend>(
         screen_grads.clone().into_primitive().tensor(),
         *setup,
     );
-    Ok(Rasterized {
-        image: Tensor::from_primitive(TensorPrimitive::Float(out.image)),
-        screen_grads,
-    })
+    let image = Tensor::from_primitive(TensorPrimitive::Float(out.image));
+    Ok(Rasterized::from_planes(image, screen_grads, h, w))
 }
 
 /// Why a rasterization was refused.

@@ -67,12 +67,10 @@ where
     let out = cpu::forward(&raster_arrays(&columns), &bins, background(&setup))
         .expect("shapes validated by rasterize");
     let (h, w) = (setup.height as usize, setup.width as usize);
-    let mut image = vec![T::ZERO; h * w * IMAGE_CHANNELS];
-    for (i, px) in image.chunks_exact_mut(IMAGE_CHANNELS).enumerate() {
-        px[IMAGE_RGB..IMAGE_RGB + 3].copy_from_slice(&out.rgb[3 * i..3 * i + 3]);
-        px[IMAGE_ALPHA] = out.alpha[i];
-        px[IMAGE_DEPTH] = out.depth[i];
-    }
+    let mut image = Vec::with_capacity(h * w * IMAGE_CHANNELS);
+    image.extend_from_slice(&out.rgb);
+    image.extend_from_slice(&out.alpha);
+    image.extend_from_slice(&out.depth);
     let offsets: Vec<i64> = bins.offsets().iter().map(|&o| o as i64).collect();
     let mut ids: Vec<i64> = bins.ids().iter().map(|&i| i64::from(i)).collect();
     if ids.is_empty() {
@@ -81,7 +79,7 @@ where
     }
     let last: Vec<i64> = out.last.iter().map(|&l| i64::from(l)).collect();
     RasterPrimitives {
-        image: float_tensor::<T, E, I, Q>(image, Shape::new([h, w, IMAGE_CHANNELS])),
+        image: float_tensor::<T, E, I, Q>(image, Shape::new([IMAGE_CHANNELS * h * w])),
         state: RasterState {
             tile_offsets: int_tensor::<E, I, Q>(offsets.clone(), Shape::new([offsets.len()])),
             ids: int_tensor::<E, I, Q>(ids.clone(), Shape::new([ids.len()])),
@@ -122,21 +120,14 @@ where
         .collect();
     let transmittance = to_host::<T, E, I, Q>(state.transmittance);
     let g = to_host::<T, E, I, Q>(grad_image);
-    let channel = |offset: usize, width: usize| -> Vec<T> {
-        g.chunks_exact(IMAGE_CHANNELS)
-            .flat_map(|px| px[offset..offset + width].iter().copied())
-            .collect()
-    };
+    let pixels = (setup.width * setup.height) as usize;
+    let plane = |start: usize, planes: usize| &g[start * pixels..(start + planes) * pixels];
     let (rgb, alpha, depth) = (
-        channel(IMAGE_RGB, 3),
-        channel(IMAGE_ALPHA, 1),
-        channel(IMAGE_DEPTH, 1),
+        plane(IMAGE_RGB, 3),
+        plane(IMAGE_ALPHA, 1),
+        plane(IMAGE_DEPTH, 1),
     );
-    let grads = RasterOutputGrads {
-        rgb: &rgb,
-        alpha: &alpha,
-        depth: &depth,
-    };
+    let grads = RasterOutputGrads { rgb, alpha, depth };
     let replay = ReplayState {
         last: &last,
         transmittance: &transmittance,
