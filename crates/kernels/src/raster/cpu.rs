@@ -744,35 +744,6 @@ fn forward_with<T: Real>(
 ) -> Result<RasterOutputs<T>, RasterError> {
     validate(a, bins)?;
     let footprints = Footprint::all(a);
-    let tiles: Vec<Vec<Pixel<T>>> = (0..bins.tile_count())
-        .into_par_iter()
-        .map_init(TileSegments::default, |tile, t| {
-            let rect = bins.tile_pixels(t);
-            let (x0, x1, y0, y1) = rect;
-            let tile_w = x1 - x0;
-            // A pixel no Gaussian reaches went through the whole list.
-            let untouched = Pixel {
-                rgb: [T::ZERO; 3],
-                depth: T::ZERO,
-                transmittance: T::ONE,
-                last: bins.tile(t).len() as u32,
-            };
-            let mut pixels = vec![untouched; tile_w * (y1 - y0)];
-            tile.gather(&footprints, bins.tile(t), rect);
-            for (s, list) in tile.segments.iter().enumerate() {
-                // Only segments with pixels have entries.
-                if list.is_empty() {
-                    continue;
-                }
-                let (px, py, width) = TileSegments::<T>::segment_pixels(s, rect);
-                let start = (py - y0) * tile_w + px - x0;
-                let out = &mut pixels[start..start + width];
-                // SAFETY: `forward_segment_fn` picks a walk only on CPUs with its features.
-                unsafe { segment_fn(&tile.entries, list, px, py, out) };
-            }
-            pixels
-        })
-        .collect();
     let count = bins.pixels();
     let width = bins.width as usize;
     let mut out = RasterOutputs {
@@ -782,24 +753,66 @@ fn forward_with<T: Real>(
         last: vec![0; count],
         transmittance: vec![T::ZERO; count],
     };
-    for (t, pixels) in tiles.iter().enumerate() {
-        let (x0, x1, y0, _) = bins.tile_pixels(t);
-        let tile_w = x1 - x0;
-        for (k, p) in pixels.iter().enumerate() {
-            let i = (y0 + k / tile_w) * width + x0 + k % tile_w;
-            for ((o, c), b) in out.rgb[3 * i..3 * i + 3]
-                .iter_mut()
-                .zip(p.rgb)
-                .zip(background)
-            {
-                *o = c + p.transmittance * b;
-            }
-            out.alpha[i] = T::ONE - p.transmittance;
-            out.depth[i] = p.depth;
-            out.last[i] = p.last;
-            out.transmittance[i] = p.transmittance;
-        }
-    }
+    // One task per row of tiles, writing its band of image rows in place (no serial copy of
+    // the tiles into the image afterwards); rayon balances the rows between threads.
+    let band = TILE_SIZE as usize * width;
+    (
+        out.rgb.par_chunks_mut(3 * band),
+        out.alpha.par_chunks_mut(band),
+        out.depth.par_chunks_mut(band),
+        out.last.par_chunks_mut(band),
+        out.transmittance.par_chunks_mut(band),
+    )
+        .into_par_iter()
+        .enumerate()
+        .for_each_init(
+            || (TileSegments::default(), Vec::new()),
+            |(tile, pixels), (ty, (rgb, alpha, depth, last, transmittance))| {
+                let tiles_x = bins.tiles_x as usize;
+                for t in ty * tiles_x..(ty + 1) * tiles_x {
+                    let rect = bins.tile_pixels(t);
+                    let (x0, x1, y0, y1) = rect;
+                    let tile_w = x1 - x0;
+                    // A pixel no Gaussian reaches went through the whole list.
+                    let untouched = Pixel {
+                        rgb: [T::ZERO; 3],
+                        depth: T::ZERO,
+                        transmittance: T::ONE,
+                        last: bins.tile(t).len() as u32,
+                    };
+                    pixels.clear();
+                    pixels.resize(tile_w * (y1 - y0), untouched);
+                    tile.gather(&footprints, bins.tile(t), rect);
+                    for (s, list) in tile.segments.iter().enumerate() {
+                        // Only segments with pixels have entries.
+                        if list.is_empty() {
+                            continue;
+                        }
+                        let (px, py, seg_w) = TileSegments::<T>::segment_pixels(s, rect);
+                        let start = (py - y0) * tile_w + px - x0;
+                        let seg = &mut pixels[start..start + seg_w];
+                        // SAFETY: `forward_segment_fn` picks a walk only on CPUs with its
+                        // features.
+                        unsafe { segment_fn(&tile.entries, list, px, py, seg) };
+                    }
+                    for (row, row_pixels) in pixels.chunks_exact(tile_w).enumerate() {
+                        // Index within the band of image rows `ty * 16..`.
+                        let first = (y0 - ty * TILE_SIZE as usize + row) * width + x0;
+                        for (i, p) in (first..).zip(row_pixels) {
+                            for ((o, c), b) in
+                                rgb[3 * i..3 * i + 3].iter_mut().zip(p.rgb).zip(background)
+                            {
+                                *o = c + p.transmittance * b;
+                            }
+                            alpha[i] = T::ONE - p.transmittance;
+                            depth[i] = p.depth;
+                            last[i] = p.last;
+                            transmittance[i] = p.transmittance;
+                        }
+                    }
+                }
+            },
+        );
     Ok(out)
 }
 
@@ -1047,21 +1060,42 @@ fn backward_with<T: Real>(
         depth: vec![T::ZERO; n],
         xy_abs: vec![T::ZERO; n],
     };
-    for (t, partial) in partials.iter().enumerate() {
-        for (&id, e) in bins.tile(t).iter().zip(partial) {
-            let i = id as usize;
-            for k in 0..2 {
-                g.xy[2 * i + k] += e.xy[k];
+    // One task per contiguous range of Gaussians: each walks every tile in order and adds only
+    // its own Gaussians' partials, so every Gaussian still sums them in tile order, as a
+    // serial reduce would (bit-identical whatever the number of threads).
+    let chunk = n.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    (
+        g.xy.par_chunks_mut(2 * chunk),
+        g.conic.par_chunks_mut(3 * chunk),
+        g.color.par_chunks_mut(3 * chunk),
+        g.opacity.par_chunks_mut(chunk),
+        g.depth.par_chunks_mut(chunk),
+        g.xy_abs.par_chunks_mut(chunk),
+    )
+        .into_par_iter()
+        .enumerate()
+        .for_each(|(part, (xy, conic, color, opacity, depth, xy_abs))| {
+            let ids = part * chunk..part * chunk + opacity.len();
+            for (t, partial) in partials.iter().enumerate() {
+                for (&id, e) in bins.tile(t).iter().zip(partial) {
+                    let id = id as usize;
+                    if !ids.contains(&id) {
+                        continue;
+                    }
+                    let i = id - ids.start;
+                    for k in 0..2 {
+                        xy[2 * i + k] += e.xy[k];
+                    }
+                    for k in 0..3 {
+                        conic[3 * i + k] += e.conic[k];
+                        color[3 * i + k] += e.color[k];
+                    }
+                    opacity[i] += e.opacity;
+                    depth[i] += e.depth;
+                    xy_abs[i] += e.xy_abs;
+                }
             }
-            for k in 0..3 {
-                g.conic[3 * i + k] += e.conic[k];
-                g.color[3 * i + k] += e.color[k];
-            }
-            g.opacity[i] += e.opacity;
-            g.depth[i] += e.depth;
-            g.xy_abs[i] += e.xy_abs;
-        }
-    }
+        });
     Ok(g)
 }
 
