@@ -666,6 +666,66 @@ fn binning_follows_the_tile_rule() {
     assert_eq!(bins.tile(6), &[] as &[u32]);
 }
 
+/// Random scenes (repeated depths, NaN depths, NaN centres, culled and huge boxes, an image
+/// of many tile rows, so that boxes straddle the binning's bands) against a brute force: each
+/// tile lists the Gaussians whose clipped box covers it, by depth (`total_cmp`), ties by index.
+#[test]
+fn binning_matches_brute_force() {
+    let mut rng = fresh_rng("binning_brute_force");
+    for (width, height) in [(300u32, 517u32), (17, 16), (1, 200)] {
+        let n = 3000;
+        let mut xy = uniform(&mut rng, 2 * n, -40.0, f64::from(width.max(height)) + 40.0);
+        // A few depths shared by many Gaussians, a few NaN, the rest random.
+        let mut depth = uniform(&mut rng, n, 0.5, 4.0);
+        for (i, d) in depth.iter_mut().enumerate() {
+            match i % 11 {
+                0 => *d = 2.0,
+                1 if i % 7 == 0 => *d = f64::NAN,
+                _ => {}
+            }
+        }
+        xy[2 * 17] = f64::NAN;
+        let radius: Vec<u32> = (0..2 * n)
+            .map(|k| match rng.random_range(0..20) {
+                0 => 0,
+                1 => 400,
+                _ => rng.random_range(1..40) * u32::from(k % 2 == 0 || rng.random::<bool>()),
+            })
+            .collect();
+        let bins = cpu::bin(&xy, &depth, &radius, width, height).expect("valid arrays");
+        let (tiles_x, tiles_y) = (width.div_ceil(16) as i64, height.div_ceil(16) as i64);
+        let mut want: Vec<Vec<u32>> = vec![Vec::new(); (tiles_x * tiles_y) as usize];
+        for i in 0..n {
+            let (rx, ry) = (f64::from(radius[2 * i]), f64::from(radius[2 * i + 1]));
+            if rx == 0.0 && ry == 0.0 || xy[2 * i].is_nan() || xy[2 * i + 1].is_nan() {
+                continue;
+            }
+            let span = |c: f64, r: f64, tiles: i64| {
+                let lo = (((c - r) / 16.0).floor() as i64).max(0);
+                let hi = (((c + r) / 16.0).ceil() as i64).min(tiles);
+                lo..hi
+            };
+            for ty in span(xy[2 * i + 1], ry, tiles_y) {
+                for tx in span(xy[2 * i], rx, tiles_x) {
+                    want[(ty * tiles_x + tx) as usize].push(i as u32);
+                }
+            }
+        }
+        for (t, list) in want.iter_mut().enumerate() {
+            list.sort_by(|&a, &b| {
+                depth[a as usize]
+                    .total_cmp(&depth[b as usize])
+                    .then(a.cmp(&b))
+            });
+            assert_eq!(bins.tile(t), list.as_slice(), "{width}x{height}, tile {t}");
+        }
+        assert!(
+            bins.ids().len() > n / 20,
+            "{width}x{height}: too few entries to test"
+        );
+    }
+}
+
 #[test]
 fn empty_and_culled_scenes_give_the_background() {
     let bg = [0.25, 0.5, 0.75];

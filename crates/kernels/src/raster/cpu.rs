@@ -228,6 +228,10 @@ fn check_len(
 /// Half-open tile index range of `[centre - radius, centre + radius]`, clipped to `tiles`;
 /// `None` when empty (or NaN).
 fn tile_span(centre: f64, radius: f64, tiles: u32) -> Option<(u32, u32)> {
+    // `max` and `min` ignore a NaN operand: a NaN centre would otherwise span every tile.
+    if centre.is_nan() {
+        return None;
+    }
     let tile = f64::from(TILE_SIZE);
     let lo = ((centre - radius) / tile).floor().max(0.0);
     let hi = ((centre + radius) / tile).ceil().min(f64::from(tiles));
@@ -264,8 +268,8 @@ pub fn bin<T: Real>(
     if u32::try_from(n).is_err() {
         return Err(RasterError::TooMany(n));
     }
-    let tiles_x = width.div_ceil(TILE_SIZE);
-    let tiles_y = height.div_ceil(TILE_SIZE);
+    let tiles_x = width.div_ceil(TILE_SIZE) as usize;
+    let tiles_y = height.div_ceil(TILE_SIZE) as usize;
     let rects: Vec<Option<[u32; 4]>> = (0..n)
         .into_par_iter()
         .map(|i| {
@@ -273,62 +277,94 @@ pub fn bin<T: Real>(
             if rx == 0 && ry == 0 {
                 return None;
             }
-            let (x0, x1) = tile_span(xy[2 * i].to_f64(), f64::from(rx), tiles_x)?;
-            let (y0, y1) = tile_span(xy[2 * i + 1].to_f64(), f64::from(ry), tiles_y)?;
+            let (x0, x1) = tile_span(xy[2 * i].to_f64(), f64::from(rx), tiles_x as u32)?;
+            let (y0, y1) = tile_span(xy[2 * i + 1].to_f64(), f64::from(ry), tiles_y as u32)?;
             Some([x0, x1, y0, y1])
         })
         .collect();
-    let tiles = tiles_x as usize * tiles_y as usize;
-    let mut offsets = vec![0usize; tiles + 1];
-    for [x0, x1, y0, y1] in rects.iter().flatten() {
-        for ty in *y0..*y1 {
-            for tx in *x0..*x1 {
-                offsets[ty as usize * tiles_x as usize + tx as usize + 1] += 1;
+    // The drawn Gaussians front to back: by depth key, ties by index (the pairs are distinct,
+    // so the unstable sort is deterministic). Filling the tiles in this order leaves every
+    // tile's list sorted, with no per-tile sort.
+    let mut order: Vec<(u64, u32)> = (0..n)
+        .into_par_iter()
+        .filter(|&i| rects[i].is_some())
+        // `n` fits in `u32` (checked above).
+        .map(|i| (depth_key(depth[i].to_f64()), i as u32))
+        .collect();
+    order.par_sort_unstable();
+    let drawn: Vec<(u32, [u32; 4])> = order
+        .par_iter()
+        .filter_map(|&(_, i)| Some((i, rects[i as usize]?)))
+        .collect();
+    // Bands of tile rows, a few per thread: each band counts and fills its own tiles (a
+    // contiguous range of tiles, and of entries), walking all drawn Gaussians in order.
+    let rows_per_band = tiles_y
+        .div_ceil(4 * rayon::current_num_threads().max(1))
+        .max(1);
+    let band_tiles = rows_per_band * tiles_x;
+    let tiles = tiles_x * tiles_y;
+    let bands = tiles.div_ceil(band_tiles);
+    let band_rows = |band: usize| band * rows_per_band..(band + 1) * rows_per_band;
+    let mut counts = vec![0usize; tiles];
+    counts
+        .par_chunks_mut(band_tiles)
+        .enumerate()
+        .for_each(|(band, counts)| {
+            for &(_, r) in &drawn {
+                for_band_tiles(r, band_rows(band), tiles_x, |t| counts[t] += 1);
             }
-        }
+        });
+    let mut offsets = Vec::with_capacity(tiles + 1);
+    offsets.push(0);
+    for c in &counts {
+        offsets.push(offsets[offsets.len() - 1] + c);
     }
-    for t in 0..tiles {
-        offsets[t + 1] += offsets[t];
-    }
-    // Each entry carries its sort key, so that the per-tile sorts compare integers instead of
-    // reading scattered depths.
-    let keys: Vec<u64> = depth.par_iter().map(|d| depth_key(d.to_f64())).collect();
-    let mut cursor = offsets.clone();
-    let mut entries = vec![(0u64, 0u32); offsets[tiles]];
-    for (i, rect) in rects.iter().enumerate() {
-        let Some([x0, x1, y0, y1]) = *rect else {
-            continue;
-        };
-        for ty in y0..y1 {
-            for tx in x0..x1 {
-                let t = ty as usize * tiles_x as usize + tx as usize;
-                // `n` fits in `u32` (checked above).
-                entries[cursor[t]] = (keys[i], i as u32);
-                cursor[t] += 1;
-            }
-        }
-    }
-    let mut segments = Vec::with_capacity(tiles);
-    let mut rest = entries.as_mut_slice();
-    for t in 0..tiles {
-        let (head, tail) = core::mem::take(&mut rest).split_at_mut(offsets[t + 1] - offsets[t]);
-        segments.push(head);
+    let mut ids = vec![0u32; offsets[tiles]];
+    let mut parts = Vec::with_capacity(bands);
+    let mut rest = ids.as_mut_slice();
+    for band in 0..bands {
+        let (t0, t1) = (band * band_tiles, ((band + 1) * band_tiles).min(tiles));
+        let (head, tail) = core::mem::take(&mut rest).split_at_mut(offsets[t1] - offsets[t0]);
+        parts.push((band, head));
         rest = tail;
     }
-    // (depth, index) pairs are distinct, so the unstable sort is deterministic.
-    segments
-        .into_par_iter()
-        .for_each(|segment| segment.sort_unstable());
-    let ids = entries.par_iter().map(|&(_, i)| i).collect();
+    parts.into_par_iter().for_each(|(band, part)| {
+        let t0 = band * band_tiles;
+        let t1 = (t0 + band_tiles).min(tiles);
+        let mut cursor: Vec<usize> = offsets[t0..t1].iter().map(|o| o - offsets[t0]).collect();
+        for &(i, r) in &drawn {
+            for_band_tiles(r, band_rows(band), tiles_x, |t| {
+                part[cursor[t]] = i;
+                cursor[t] += 1;
+            });
+        }
+    });
     Ok(Bins {
         width,
         height,
-        tiles_x,
-        tiles_y,
+        tiles_x: tiles_x as u32,
+        tiles_y: tiles_y as u32,
         gaussians: n,
         offsets,
         ids,
     })
+}
+
+/// Calls `visit` with each tile of the tile rectangle `[x0, x1, y0, y1]` (half-open) in the
+/// tile rows `rows`, numbered from the first tile of `rows`, row-major (`tiles_x` per row).
+#[inline(always)]
+fn for_band_tiles(
+    [x0, x1, y0, y1]: [u32; 4],
+    rows: core::ops::Range<usize>,
+    tiles_x: usize,
+    mut visit: impl FnMut(usize),
+) {
+    for ty in (y0 as usize).max(rows.start)..(y1 as usize).min(rows.end) {
+        let row = (ty - rows.start) * tiles_x;
+        for tx in x0 as usize..x1 as usize {
+            visit(row + tx);
+        }
+    }
 }
 
 /// Checks the splat arrays against each other and the bins; returns `N`.
