@@ -8,6 +8,7 @@ mod field_model;
 mod loss;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod loss_gpu;
+mod optim;
 mod project_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod project_gpu;

@@ -17,6 +17,9 @@
 //!
 //! The [`transform`] op (similarity transforms of Gaussian sets, SH bands rotated) has the same
 //! layout without a backward: it edits a scene and its outputs are untracked under `Autodiff`.
+//!
+//! The [`optim`] op (one fused Adam update) has a default implementation in Burn tensor ops,
+//! which the fusion backends fuse; only ndarray overrides it, with one rayon pass.
 
 #![warn(missing_docs)]
 
@@ -25,6 +28,7 @@ pub mod field;
 pub mod loss;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;
+pub mod optim;
 pub mod project;
 mod quat;
 pub mod raster;
@@ -35,6 +39,7 @@ pub mod transform;
 
 pub use field::{Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query};
 pub use loss::{LossError, LossOptions, LossPrimitives, photometric_loss, ssim};
+pub use optim::{AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step};
 pub use project::{
     CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOptions,
     ProjectPrimitives, Projected, project_gaussians,
@@ -143,6 +148,17 @@ pub trait SplatBackend: Backend {
         options: LossOptions,
         with_grad: bool,
     ) -> LossPrimitives<Self>;
+
+    /// One Adam update (see [`optim`] for the formula) of `state` with `grad`, all of one
+    /// shape: the updated parameter and moments. Not differentiable. The default runs Burn
+    /// tensor ops, which the fusion backends fuse into one kernel.
+    fn adam_step(
+        state: AdamPrimitives<Self>,
+        grad: FloatTensor<Self>,
+        step: AdamStep,
+    ) -> AdamPrimitives<Self> {
+        optim::adam_step_tensor_ops(state, grad, step)
+    }
 }
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and

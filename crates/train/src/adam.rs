@@ -9,6 +9,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor};
+use ember_kernels::{AdamStep, SplatBackend, adam_step};
 
 use crate::splats::ParamGroup;
 
@@ -56,33 +57,6 @@ impl<B: Backend> GroupAdam<B> {
         }
     }
 
-    /// One Adam step of `group`: returns the updated parameter.
-    pub fn step(
-        &mut self,
-        group: ParamGroup,
-        param: Tensor<B, 2>,
-        grad: Tensor<B, 2>,
-        lr: f64,
-    ) -> Tensor<B, 2> {
-        let AdamSettings { beta1, beta2, eps } = self.settings;
-        let state = &mut self.states[group.index()];
-        if param.dims()[1] == 0 || param.dims()[0] == 0 {
-            state.steps += 1;
-            return param;
-        }
-        state.steps += 1;
-        let t = state.steps as i32;
-        let m = state.exp_avg.clone() * beta1 + grad.clone() * (1.0 - beta1);
-        let v = state.exp_avg_sq.clone() * beta2 + grad.powi_scalar(2) * (1.0 - beta2);
-        let bias1 = 1.0 - beta1.powi(t);
-        let bias2 = 1.0 - beta2.powi(t);
-        let denom = v.clone().sqrt() / bias2.sqrt() + eps;
-        let updated = param - m.clone() / denom * (lr / bias1);
-        state.exp_avg = m;
-        state.exp_avg_sq = v;
-        updated
-    }
-
     /// Keeps the rows `keep` of every group's moments (in that order) and appends `appended`
     /// zero rows: the state of Gaussians that survive densification follows them, new
     /// Gaussians start with no history (as 3DGS does). Step counts are unchanged.
@@ -126,6 +100,48 @@ impl<B: Backend> GroupAdam<B> {
     /// Whether the moments hold no rows.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl<B: SplatBackend> GroupAdam<B> {
+    /// One Adam step of `group`: returns the updated parameter. The update itself is
+    /// [`ember_kernels::adam_step`] (one fused pass on ndarray, fused tensor ops on the GPU
+    /// backends).
+    ///
+    /// # Panics
+    /// When `grad` and `param` differ in shape from the group's moments (the trainer keeps
+    /// them row-aligned).
+    pub fn step(
+        &mut self,
+        group: ParamGroup,
+        param: Tensor<B, 2>,
+        grad: Tensor<B, 2>,
+        lr: f64,
+    ) -> Tensor<B, 2> {
+        let AdamSettings { beta1, beta2, eps } = self.settings;
+        let state = &mut self.states[group.index()];
+        state.steps += 1;
+        if param.dims()[1] == 0 || param.dims()[0] == 0 {
+            return param;
+        }
+        let step = AdamStep {
+            lr,
+            beta1,
+            beta2,
+            eps,
+            step: u32::try_from(state.steps).unwrap_or(u32::MAX),
+        };
+        let update = adam_step(
+            param,
+            grad,
+            state.exp_avg.clone(),
+            state.exp_avg_sq.clone(),
+            &step,
+        )
+        .unwrap_or_else(|e| panic!("{} group: {e}", group.name()));
+        state.exp_avg = update.exp_avg;
+        state.exp_avg_sq = update.exp_avg_sq;
+        update.param
     }
 }
 

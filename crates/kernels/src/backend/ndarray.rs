@@ -8,12 +8,13 @@ use burn::tensor::ops::{FloatTensor, IntTensor};
 
 use crate::field::{FieldGrads, FieldInputs, FieldOptions};
 use crate::loss::{LossOptions, LossPrimitives};
+use crate::optim::{AdamPrimitives, AdamStep};
 use crate::project::{
     CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::raster::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
 use crate::transform::{Similarity, TransformInputs, TransformPrimitives};
-use crate::{SplatBackend, field, loss, project, raster, transform};
+use crate::{SplatBackend, field, loss, optim, project, raster, transform};
 
 impl<E, I, Q> SplatBackend for NdArray<E, I, Q>
 where
@@ -84,5 +85,13 @@ where
         with_grad: bool,
     ) -> LossPrimitives<Self> {
         loss::ndarray::forward(rendered, target, options, with_grad)
+    }
+
+    fn adam_step(
+        state: AdamPrimitives<Self>,
+        grad: FloatTensor<Self>,
+        step: AdamStep,
+    ) -> AdamPrimitives<Self> {
+        optim::ndarray::adam_step(state, grad, step)
     }
 }
