@@ -45,7 +45,7 @@ pub fn adam_update<T: Real>(
                 *m = *m * beta1 + g * one_minus_beta1;
                 *v = *v * beta2 + (g * g) * one_minus_beta2;
                 let denom = v.sqrt() / sqrt_bias2 + eps;
-                *p = *p - *m / denom * scale;
+                *p -= *m / denom * scale;
             }
         });
 }
