@@ -12,7 +12,7 @@
 //! themselves are gathered on the device.
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -243,13 +243,20 @@ impl<B: Backend> Strategy<B> for AdaptiveDensity<B> {
         }
         let half_w = 0.5 * stats.width as f32;
         let half_h = 0.5 * stats.height as f32;
-        let gx = stats.screen_grads.clone().narrow(1, 0, 1) * half_w;
-        let gy = stats.screen_grads.clone().narrow(1, 1, 1) * half_h;
-        let norm: Tensor<B, 1> = (gx.powi_scalar(2) + gy.powi_scalar(2)).sqrt().reshape([n]);
+        // Columns are copied with `select`, not `narrow`/`max_dim`: on ndarray those walk the
+        // strided views element by element (~7 ms per step at 100k Gaussians, against ~0.5).
+        let device = stats.screen_grads.device();
+        let column =
+            |c: i64| Tensor::<B, 1, Int>::from_data(TensorData::new(vec![c], [1]), &device);
+        let gx = stats.screen_grads.clone().select(1, column(0)).reshape([n]) * half_w;
+        let gy = stats.screen_grads.clone().select(1, column(1)).reshape([n]) * half_h;
+        let norm = (gx.powi_scalar(2) + gy.powi_scalar(2)).sqrt();
         let visible = stats.visible.clone().float();
         self.grad_sum = self.grad_sum.clone() + norm * visible.clone();
         self.visible_steps = self.visible_steps.clone() + visible.clone();
-        let radius: Tensor<B, 1> = stats.radius.clone().max_dim(1).float().reshape([n]);
+        let radius_x = stats.radius.clone().select(1, column(0)).reshape([n]);
+        let radius_y = stats.radius.clone().select(1, column(1)).reshape([n]);
+        let radius = radius_x.max_pair(radius_y).float();
         self.max_radius = self.max_radius.clone().max_pair(radius * visible);
         Ok(())
     }

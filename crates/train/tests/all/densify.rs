@@ -226,3 +226,43 @@ fn mcmc_relocation_preserves_the_composited_opacity() {
         assert!((together - o).abs() < 1e-4, "o {o}, n {n}: {together}");
     }
 }
+
+/// What `observe` accumulates: the NDC norm of each visible Gaussian's screen gradient (both
+/// axes, each scaled by its half image size), the visible steps and the larger radius axis.
+#[test]
+fn observe_accumulates_norms_visibility_and_max_radius() {
+    let n = 4;
+    let mut strategy = AdaptiveDensity::<I>::new(DensifyConfig::default(), n, &Default::default());
+    let (gx, gy) = ([1e-3f32, -2e-3, 0.5, 0.0], [3e-3f32, 0.0, 0.5, -4e-3]);
+    let stats = StepStatistics {
+        screen_grads: tensor2((0..n).flat_map(|i| [gx[i], gy[i], 7.0]).collect(), [n, 3]),
+        radius: Tensor::<I, 2, Int>::from_data(
+            TensorData::new(vec![3i64, 8, 5, 2, 9, 9, 0, 0], [n, 2]),
+            &Default::default(),
+        ),
+        visible: Tensor::<I, 1, Bool>::from_data(
+            TensorData::new(vec![true, true, false, true], [n]),
+            &Default::default(),
+        ),
+        width: 200,
+        height: 100,
+    };
+    strategy.observe(0, &stats).unwrap();
+    strategy.observe(1, &stats).unwrap();
+    let state: std::collections::HashMap<_, _> = strategy
+        .state()
+        .into_iter()
+        .map(|(name, t)| (name, to_host(t.unsqueeze_dim::<2>(1), name).unwrap()))
+        .collect();
+    for i in 0..n {
+        let seen = if i == 2 { 0.0 } else { 1.0 };
+        let norm = ((gx[i] * 100.0).powi(2) + (gy[i] * 50.0).powi(2)).sqrt();
+        let got = state["grad_sum"][i];
+        assert!(
+            (got - 2.0 * seen * norm).abs() <= 1e-6 * norm.max(1.0),
+            "{i}: {got}"
+        );
+        assert_eq!(state["visible_steps"][i], 2.0 * seen);
+    }
+    assert_eq!(state["max_radius"], vec![8.0, 5.0, 0.0, 0.0]);
+}
