@@ -299,8 +299,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The field query's accumulation in f16 and bf16 against f32 (see the module docs).
 fn field_query_precision(splats: &ember::data::Splats) -> Result<(), Box<dyn std::error::Error>> {
+    use ember::field::sh::SH_C0;
     use ember::kernels::field::FieldOptions;
     use ember::kernels::field::cpu::{self as field, FieldArrays};
+    use ember::kernels::transform::Similarity;
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
 
@@ -311,34 +313,18 @@ fn field_query_precision(splats: &ember::data::Splats) -> Result<(), Box<dyn std
     let features: Vec<f32> = (0..n)
         .flat_map(|i| {
             let o = sigmoid(splats.opacity_logits[i]);
-            splats.sh_dc[i].map(|dc| o * (0.5 + 0.282_094_8 * dc).max(0.0))
+            splats.sh_dc[i].map(|dc| o * (0.5 + SH_C0 as f32 * dc).max(0.0))
         })
         .collect();
     // Per Gaussian: the whitening `W = S^-1 R^T` (rows) and a bounding radius for the cutoff.
     let whitening: Vec<([[f32; 3]; 3], f32)> = (0..n)
         .map(|i| {
-            let [w, x, y, z] = splats.quats[i];
-            let norm = (w * w + x * x + y * y + z * z).sqrt().max(1e-12);
-            let [w, x, y, z] = [w / norm, x / norm, y / norm, z / norm];
-            let r = [
-                [
-                    1.0 - 2.0 * (y * y + z * z),
-                    2.0 * (x * y - w * z),
-                    2.0 * (x * z + w * y),
-                ],
-                [
-                    2.0 * (x * y + w * z),
-                    1.0 - 2.0 * (x * x + z * z),
-                    2.0 * (y * z - w * x),
-                ],
-                [
-                    2.0 * (x * z - w * y),
-                    2.0 * (y * z + w * x),
-                    1.0 - 2.0 * (x * x + y * y),
-                ],
-            ];
+            // Row-major R from the normalised quaternion (a zero one gives the identity, as in
+            // the field query).
+            let r = Similarity::rotation(splats.quats[i].map(f64::from)).rotation_matrix();
             let s = splats.log_scales[i].map(f32::exp);
-            let rows = core::array::from_fn(|a| core::array::from_fn(|b| r[b][a] / s[a]));
+            let rows =
+                core::array::from_fn(|a| core::array::from_fn(|b| r[3 * b + a] as f32 / s[a]));
             (rows, CUTOFF * s.iter().fold(0.0f32, |m, v| m.max(*v)))
         })
         .collect();
