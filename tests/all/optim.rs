@@ -43,8 +43,12 @@ fn problem(label: &str, steps: usize) -> Problem {
     }
 }
 
-/// The updates of `p` on `B`: the parameter and both moments.
-fn run<B: SplatBackend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
+/// One update: `(param, grad, exp_avg, exp_avg_sq, settings)` to the new three.
+type Update<B> =
+    fn(Tensor<B, 2>, Tensor<B, 2>, Tensor<B, 2>, Tensor<B, 2>, &AdamStep) -> [Tensor<B, 2>; 3];
+
+/// The updates of `p` on `B` with `update`: the parameter and both moments.
+fn run_with<B: Backend>(p: &Problem, dtype: DType, update: Update<B>) -> [Vec<f64>; 3] {
     let device: B::Device = Default::default();
     let t =
         |v: &[f64]| Tensor::<B, 2>::from_data(TensorData::new(v.to_vec(), SHAPE), (&device, dtype));
@@ -52,31 +56,29 @@ fn run<B: SplatBackend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
     let (mut param, mut m, mut v) = (t(&p.param), t(&zeros), t(&zeros));
     for (step, grad) in (1..).zip(&p.grads) {
         let s = settings(step, 0.01 * f64::from(step));
-        let update = adam_step(param, t(grad), m, v, &s).unwrap();
-        (param, m, v) = (update.param, update.exp_avg, update.exp_avg_sq);
+        [param, m, v] = update(param, t(grad), m, v, &s);
     }
     [host(param), host(m), host(v)]
 }
 
+/// The updates of `p` through the op.
+fn run<B: SplatBackend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
+    run_with::<B>(p, dtype, |param, grad, m, v, s| {
+        let u = adam_step(param, grad, m, v, s).unwrap();
+        [u.param, u.exp_avg, u.exp_avg_sq]
+    })
+}
+
 /// The updates of `p` as Burn tensor ops on ndarray, in the order the op documents.
 fn reference(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
-    type B = NdArray<f64>;
-    let device = Default::default();
-    let t =
-        |v: &[f64]| Tensor::<B, 2>::from_data(TensorData::new(v.to_vec(), SHAPE), (&device, dtype));
-    let zeros = vec![0.0; p.param.len()];
-    let (mut param, mut m, mut v) = (t(&p.param), t(&zeros), t(&zeros));
-    for (step, grad) in (1..).zip(&p.grads) {
-        let s = settings(step, 0.01 * f64::from(step));
-        let g = t(grad);
-        let bias1 = 1.0 - s.beta1.powi(step as i32);
-        let bias2 = 1.0 - s.beta2.powi(step as i32);
-        m = m * s.beta1 + g.clone() * (1.0 - s.beta1);
-        v = v * s.beta2 + (g.clone() * g) * (1.0 - s.beta2);
+    run_with::<NdArray<f64>>(p, dtype, |param, g, m, v, s| {
+        let bias1 = 1.0 - s.beta1.powi(s.step as i32);
+        let bias2 = 1.0 - s.beta2.powi(s.step as i32);
+        let m = m * s.beta1 + g.clone() * (1.0 - s.beta1);
+        let v = v * s.beta2 + (g.clone() * g) * (1.0 - s.beta2);
         let denom = v.clone().sqrt() / bias2.sqrt() + s.eps;
-        param = param - m.clone() / denom * (s.lr / bias1);
-    }
-    [host(param), host(m), host(v)]
+        [param - m.clone() / denom * (s.lr / bias1), m, v]
+    })
 }
 
 #[test]
