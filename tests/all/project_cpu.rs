@@ -911,35 +911,29 @@ fn burn_op_matches_the_cpu_kernels() {
         gw.opacity[i] = row[9];
     }
     let expect = backward(&scene, &camera, &options, &gw);
-    let read2 = |t: &Tensor<Ad, 2>| -> Vec<f64> {
-        t.grad(&grads)
-            .expect("tracked")
+    fn host<B: burn::tensor::backend::Backend, const D: usize>(
+        t: Option<Tensor<B, D>>,
+    ) -> Vec<f64> {
+        t.expect("tracked")
             .into_data()
             .convert::<f64>()
             .to_vec()
             .expect("f64")
-    };
-    let got_logits: Vec<f64> = logits
-        .grad(&grads)
-        .expect("tracked")
-        .into_data()
-        .convert::<f64>()
-        .to_vec()
-        .expect("f64");
-    let read3 = |t: &Tensor<Ad, 3>| -> Vec<f64> {
-        t.grad(&grads)
-            .expect("tracked")
-            .into_data()
-            .convert::<f64>()
-            .to_vec()
-            .expect("f64")
-    };
-    let got_sh = join_sh(&read3(&sh_dc), &read3(&sh_rest));
+    }
+    let got_sh = join_sh(&host(sh_dc.grad(&grads)), &host(sh_rest.grad(&grads)));
     for (name, got, expect) in [
-        ("means", read2(&means), &expect.means),
-        ("quats", read2(&quats), &expect.quats),
-        ("log_scales", read2(&log_scales), &expect.log_scales),
-        ("opacity_logits", got_logits, &expect.opacity_logits),
+        ("means", host(means.grad(&grads)), &expect.means),
+        ("quats", host(quats.grad(&grads)), &expect.quats),
+        (
+            "log_scales",
+            host(log_scales.grad(&grads)),
+            &expect.log_scales,
+        ),
+        (
+            "opacity_logits",
+            host(logits.grad(&grads)),
+            &expect.opacity_logits,
+        ),
         ("sh", got_sh, &expect.sh),
     ] {
         let err = rel_err(&got, expect);
@@ -947,40 +941,28 @@ fn burn_op_matches_the_cpu_kernels() {
         assert!(err < 1e-4, "d/d{name}: rel err {err:e}");
     }
     // Bad shapes are named errors.
-    let err = project_gaussians(
-        means.clone(),
-        quats.clone().narrow(1, 0, 3),
-        log_scales.clone(),
-        logits.clone(),
-        sh_dc.clone(),
-        sh_rest.clone(),
-        &camera,
-        &options,
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("quats"), "{err}");
-    let err = project_gaussians(
-        means.clone(),
-        quats.clone(),
-        log_scales.clone(),
-        logits.clone(),
-        sh_rest.clone(),
-        sh_dc.clone(),
-        &camera,
-        &options,
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("sh_dc"), "{err}");
-    let err = project_gaussians(
-        means,
-        quats,
-        log_scales,
-        logits,
-        sh_dc,
-        sh_rest.narrow(1, 0, 2),
-        &camera,
-        &options,
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("SH"), "{err}");
+    let bad_shapes = [
+        (
+            "quats",
+            quats.clone().narrow(1, 0, 3),
+            sh_dc.clone(),
+            sh_rest.clone(),
+        ),
+        ("sh_dc", quats.clone(), sh_rest.clone(), sh_dc.clone()),
+        ("SH", quats, sh_dc, sh_rest.narrow(1, 0, 2)),
+    ];
+    for (named, quats, sh_dc, sh_rest) in bad_shapes {
+        let err = project_gaussians(
+            means.clone(),
+            quats,
+            log_scales.clone(),
+            logits.clone(),
+            sh_dc,
+            sh_rest,
+            &camera,
+            &options,
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains(named), "{err}");
+    }
 }

@@ -35,32 +35,17 @@ impl<B: SplatBackend> Backward<B, 6> for ProjectBackward {
         checkpointer: &mut Checkpointer,
     ) {
         let grad_packed = grads.consume::<B>(&ops.node);
-        let [means, quats, log_scales, opacity_logits, sh_dc, sh_rest] = ops
+        let inputs = ops
             .state
             .inputs
             .map(|id| checkpointer.retrieve_node_output::<FloatTensor<B>>(id));
         let g = B::project_backward(
-            ProjectInputs {
-                means,
-                quats,
-                log_scales,
-                opacity_logits,
-                sh_dc,
-                sh_rest,
-            },
+            ProjectInputs::from_array(inputs),
             grad_packed,
             ops.state.camera,
             ops.state.options,
         );
-        let grads_in_order = [
-            g.means,
-            g.quats,
-            g.log_scales,
-            g.opacity_logits,
-            g.sh_dc,
-            g.sh_rest,
-        ];
-        for (node, grad) in ops.parents.into_iter().zip(grads_in_order) {
+        for (node, grad) in ops.parents.into_iter().zip(g.into_array()) {
             if let Some(node) = node {
                 grads.register::<B>(node.id, grad);
             }
@@ -74,31 +59,9 @@ pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
     camera: CameraParams,
     options: ProjectOptions,
 ) -> ProjectPrimitives<Autodiff<B, C>> {
-    let ProjectInputs {
-        means,
-        quats,
-        log_scales,
-        opacity_logits,
-        sh_dc,
-        sh_rest,
-    } = inputs;
-    let tracked = [
-        &means,
-        &quats,
-        &log_scales,
-        &opacity_logits,
-        &sh_dc,
-        &sh_rest,
-    ];
-    let nodes = tracked.map(|t| t.node.clone());
-    let inner = ProjectInputs {
-        means: means.primitive.clone(),
-        quats: quats.primitive.clone(),
-        log_scales: log_scales.primitive.clone(),
-        opacity_logits: opacity_logits.primitive.clone(),
-        sh_dc: sh_dc.primitive.clone(),
-        sh_rest: sh_rest.primitive.clone(),
-    };
+    let tracked = inputs.into_array();
+    let nodes = tracked.each_ref().map(|t| t.node.clone());
+    let inner = ProjectInputs::from_array(tracked.each_ref().map(|t| t.primitive.clone()));
     match ProjectBackward
         .prepare::<C>(nodes)
         .compute_bound()
@@ -106,7 +69,7 @@ pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
     {
         OpsKind::Tracked(mut prep) => {
             let state = ProjectState {
-                inputs: tracked.map(|t| prep.checkpoint(t)),
+                inputs: tracked.each_ref().map(|t| prep.checkpoint(t)),
                 camera,
                 options,
             };
@@ -133,25 +96,7 @@ pub(crate) fn backward<B: SplatBackend, C: CheckpointStrategy>(
     camera: CameraParams,
     options: ProjectOptions,
 ) -> ProjectGrads<Autodiff<B, C>> {
-    let g = B::project_backward(
-        ProjectInputs {
-            means: inputs.means.primitive,
-            quats: inputs.quats.primitive,
-            log_scales: inputs.log_scales.primitive,
-            opacity_logits: inputs.opacity_logits.primitive,
-            sh_dc: inputs.sh_dc.primitive,
-            sh_rest: inputs.sh_rest.primitive,
-        },
-        grad_packed.primitive,
-        camera,
-        options,
-    );
-    ProjectGrads {
-        means: Autodiff::<B, C>::from_inner(g.means),
-        quats: Autodiff::<B, C>::from_inner(g.quats),
-        log_scales: Autodiff::<B, C>::from_inner(g.log_scales),
-        opacity_logits: Autodiff::<B, C>::from_inner(g.opacity_logits),
-        sh_dc: Autodiff::<B, C>::from_inner(g.sh_dc),
-        sh_rest: Autodiff::<B, C>::from_inner(g.sh_rest),
-    }
+    let inner = ProjectInputs::from_array(inputs.into_array().map(|t| t.primitive));
+    let g = B::project_backward(inner, grad_packed.primitive, camera, options);
+    ProjectGrads::from_array(g.into_array().map(Autodiff::<B, C>::from_inner))
 }

@@ -17,8 +17,7 @@ use super::{
 use crate::SplatBackend;
 
 /// The recorded forward: inputs `[means, quats, log_scales, opacity_logits, sh_dc, sh_rest]`,
-/// outputs
-/// `[packed, extents]`.
+/// outputs `[packed, extents]`.
 #[derive(Debug)]
 struct ForwardOp<B> {
     desc: CustomOpIr,
@@ -30,16 +29,9 @@ struct ForwardOp<B> {
 /// The inputs of a recorded call, read back from the handle container.
 fn inputs<B: FusionBackend>(
     h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>,
-    [means, quats, log_scales, opacity_logits, sh_dc, sh_rest]: [&TensorIr; 6],
+    irs: [&TensorIr; 6],
 ) -> ProjectInputs<B> {
-    ProjectInputs {
-        means: h.get_float_tensor::<B>(means),
-        quats: h.get_float_tensor::<B>(quats),
-        log_scales: h.get_float_tensor::<B>(log_scales),
-        opacity_logits: h.get_float_tensor::<B>(opacity_logits),
-        sh_dc: h.get_float_tensor::<B>(sh_dc),
-        sh_rest: h.get_float_tensor::<B>(sh_rest),
-    }
+    ProjectInputs::from_array(irs.map(|ir| h.get_float_tensor::<B>(ir)))
 }
 
 impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
@@ -64,33 +56,12 @@ struct BackwardOp<B> {
 
 impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for BackwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
-        let (
-            [
-                means,
-                quats,
-                log_scales,
-                opacity_logits,
-                sh_dc,
-                sh_rest,
-                grad_packed,
-            ],
-            outputs,
-        ) = self.desc.as_fixed::<7, 6>();
-        let inputs = inputs::<B>(
-            h,
-            [means, quats, log_scales, opacity_logits, sh_dc, sh_rest],
-        );
+        let (irs, outputs) = self.desc.as_fixed::<7, 6>();
+        let [input_irs @ .., grad_packed] = irs.each_ref();
+        let inputs = inputs::<B>(h, input_irs);
         let grad_packed = h.get_float_tensor::<B>(grad_packed);
         let g = B::project_backward(inputs, grad_packed, self.camera, self.options);
-        let grads = [
-            g.means,
-            g.quats,
-            g.log_scales,
-            g.opacity_logits,
-            g.sh_dc,
-            g.sh_rest,
-        ];
-        for (ir, tensor) in outputs.iter().zip(grads) {
+        for (ir, tensor) in outputs.iter().zip(g.into_array()) {
             h.register_float_tensor::<B>(&ir.id, tensor);
         }
     }
@@ -111,28 +82,17 @@ pub(crate) fn forward<B: FusionBackend + SplatBackend>(
     camera: CameraParams,
     options: ProjectOptions,
 ) -> ProjectPrimitives<Fusion<B>> {
-    let ProjectInputs {
-        means,
-        quats,
-        log_scales,
-        opacity_logits,
-        sh_dc,
-        sh_rest,
-    } = inputs;
-    let client = means.client.clone();
-    let n = means.shape[0];
-    let streams = OperationStreams::with_inputs([
-        &means,
-        &quats,
-        &log_scales,
-        &opacity_logits,
-        &sh_dc,
-        &sh_rest,
-    ]);
+    let inputs = inputs.into_array();
+    let (client, n, dtype) = (
+        inputs[0].client.clone(),
+        inputs[0].shape[0],
+        inputs[0].dtype,
+    );
+    let streams = OperationStreams::with_inputs(&inputs);
     let packed = TensorIr::uninit(
         client.create_empty_handle(),
         [n, PACKED_WIDTH].into(),
-        means.dtype,
+        dtype,
     );
     let extents = TensorIr::uninit(
         client.create_empty_handle(),
@@ -141,14 +101,7 @@ pub(crate) fn forward<B: FusionBackend + SplatBackend>(
     );
     let desc = CustomOpIr::new(
         "ember_project_forward",
-        &[
-            means.into_ir(),
-            quats.into_ir(),
-            log_scales.into_ir(),
-            opacity_logits.into_ir(),
-            sh_dc.into_ir(),
-            sh_rest.into_ir(),
-        ],
+        &inputs.map(|t| t.into_ir()),
         &[packed, extents],
     );
     let op = ForwardOp::<B> {
@@ -170,60 +123,24 @@ pub(crate) fn backward<B: FusionBackend + SplatBackend>(
     camera: CameraParams,
     options: ProjectOptions,
 ) -> ProjectGrads<Fusion<B>> {
-    let ProjectInputs {
-        means,
-        quats,
-        log_scales,
-        opacity_logits,
-        sh_dc,
-        sh_rest,
-    } = inputs;
-    let client = means.client.clone();
-    let streams = OperationStreams::with_inputs([
-        &means,
-        &quats,
-        &log_scales,
-        &opacity_logits,
-        &sh_dc,
-        &sh_rest,
-        &grad_packed,
-    ]);
-    let outputs = [
-        output_like(&means),
-        output_like(&quats),
-        output_like(&log_scales),
-        output_like(&opacity_logits),
-        output_like(&sh_dc),
-        output_like(&sh_rest),
-    ];
-    let desc = CustomOpIr::new(
-        "ember_project_backward",
-        &[
-            means.into_ir(),
-            quats.into_ir(),
-            log_scales.into_ir(),
-            opacity_logits.into_ir(),
-            sh_dc.into_ir(),
-            sh_rest.into_ir(),
-            grad_packed.into_ir(),
-        ],
-        &outputs,
-    );
+    let inputs = inputs.into_array();
+    let client = inputs[0].client.clone();
+    let streams = OperationStreams::with_inputs(inputs.iter().chain([&grad_packed]));
+    let outputs = inputs.each_ref().map(output_like);
+    let irs: Vec<TensorIr> = inputs
+        .into_iter()
+        .chain([grad_packed])
+        .map(|t| t.into_ir())
+        .collect();
+    let desc = CustomOpIr::new("ember_project_backward", &irs, &outputs);
     let op = BackwardOp::<B> {
         desc: desc.clone(),
         camera,
         options,
         _backend: PhantomData,
     };
-    let [means, quats, log_scales, opacity_logits, sh_dc, sh_rest] = client
+    let grads: [FloatTensor<Fusion<B>>; 6] = client
         .register(streams, OperationIr::Custom(desc), op)
         .outputs();
-    ProjectGrads {
-        means,
-        quats,
-        log_scales,
-        opacity_logits,
-        sh_dc,
-        sh_rest,
-    }
+    ProjectGrads::from_array(grads)
 }

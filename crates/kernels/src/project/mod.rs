@@ -119,6 +119,35 @@ pub struct ProjectInputs<B: Backend> {
     pub sh_rest: FloatTensor<B>,
 }
 
+impl<B: Backend> ProjectInputs<B> {
+    /// The six inputs in their documented order: `means, quats, log_scales, opacity_logits,
+    /// sh_dc, sh_rest` (what the wrappers hand on as a list).
+    pub fn into_array(self) -> [FloatTensor<B>; 6] {
+        [
+            self.means,
+            self.quats,
+            self.log_scales,
+            self.opacity_logits,
+            self.sh_dc,
+            self.sh_rest,
+        ]
+    }
+
+    /// The inverse of [`ProjectInputs::into_array`].
+    pub fn from_array(
+        [means, quats, log_scales, opacity_logits, sh_dc, sh_rest]: [FloatTensor<B>; 6],
+    ) -> Self {
+        ProjectInputs {
+            means,
+            quats,
+            log_scales,
+            opacity_logits,
+            sh_dc,
+            sh_rest,
+        }
+    }
+}
+
 /// The outputs of the projection as backend primitives.
 #[derive(Debug, Clone)]
 pub struct ProjectPrimitives<B: Backend> {
@@ -143,6 +172,34 @@ pub struct ProjectGrads<B: Backend> {
     pub sh_dc: FloatTensor<B>,
     /// `[N, K - 1, 3]` (`K - 1` may be zero)
     pub sh_rest: FloatTensor<B>,
+}
+
+impl<B: Backend> ProjectGrads<B> {
+    /// The six gradients in the order of [`ProjectInputs::into_array`].
+    pub fn into_array(self) -> [FloatTensor<B>; 6] {
+        [
+            self.means,
+            self.quats,
+            self.log_scales,
+            self.opacity_logits,
+            self.sh_dc,
+            self.sh_rest,
+        ]
+    }
+
+    /// The inverse of [`ProjectGrads::into_array`].
+    pub fn from_array(
+        [means, quats, log_scales, opacity_logits, sh_dc, sh_rest]: [FloatTensor<B>; 6],
+    ) -> Self {
+        ProjectGrads {
+            means,
+            quats,
+            log_scales,
+            opacity_logits,
+            sh_dc,
+            sh_rest,
+        }
+    }
 }
 
 /// The projection of `N` Gaussians as tensors. Every float output is differentiable (they are

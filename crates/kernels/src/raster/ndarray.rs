@@ -120,7 +120,7 @@ where
         .collect();
     let transmittance = to_host::<T, E, I, Q>(state.transmittance);
     let g = to_host::<T, E, I, Q>(grad_image);
-    let pixels = (setup.width * setup.height) as usize;
+    let pixels = setup.width as usize * setup.height as usize;
     let plane = |start: usize, planes: usize| &g[start * pixels..(start + planes) * pixels];
     let (rgb, alpha, depth) = (
         plane(IMAGE_RGB, 3),

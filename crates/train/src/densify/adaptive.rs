@@ -248,14 +248,15 @@ impl<B: Backend> Strategy<B> for AdaptiveDensity<B> {
         let device = stats.screen_grads.device();
         let column =
             |c: i64| Tensor::<B, 1, Int>::from_data(TensorData::new(vec![c], [1]), &device);
-        let gx = stats.screen_grads.clone().select(1, column(0)).reshape([n]) * half_w;
-        let gy = stats.screen_grads.clone().select(1, column(1)).reshape([n]) * half_h;
+        let (x, y) = (column(0), column(1));
+        let gx = stats.screen_grads.clone().select(1, x.clone()).reshape([n]) * half_w;
+        let gy = stats.screen_grads.clone().select(1, y.clone()).reshape([n]) * half_h;
         let norm = (gx.powi_scalar(2) + gy.powi_scalar(2)).sqrt();
         let visible = stats.visible.clone().float();
         self.grad_sum = self.grad_sum.clone() + norm * visible.clone();
         self.visible_steps = self.visible_steps.clone() + visible.clone();
-        let radius_x = stats.radius.clone().select(1, column(0)).reshape([n]);
-        let radius_y = stats.radius.clone().select(1, column(1)).reshape([n]);
+        let radius_x = stats.radius.clone().select(1, x).reshape([n]);
+        let radius_y = stats.radius.clone().select(1, y).reshape([n]);
         let radius = radius_x.max_pair(radius_y).float();
         self.max_radius = self.max_radius.clone().max_pair(radius * visible);
         Ok(())
