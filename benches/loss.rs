@@ -77,6 +77,7 @@ fn main() {
     let started = SystemTime::now();
     let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut c = Criterion::default()
+        .output_directory(&root)
         .sample_size(10)
         .warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(3))
