@@ -2,8 +2,10 @@
 //! and over the float type (the launch takes the tensors' runtime dtype).
 //!
 //! One unit per (frame, Gaussian), the arithmetic of `cpu.rs`. The per-frame constants
-//! ([`frame_params`](super::frame_params), computed on the host in `f64`) are uploaded as a
-//! `[F, PARAMS_WIDTH]` tensor. Without SH (`K = 0`) a second kernel, without the SH arguments,
+//! ([`frame_params`](super::frame_params), computed on the host in `f64`) are uploaded as one
+//! flat `[F * PARAMS_WIDTH]` tensor: CUDA's allocator pads the rows of a 2-D upload to an
+//! aligned pitch (400 bytes become 512), so a `[F, PARAMS_WIDTH]` tensor indexed densely reads
+//! the wrong constants for every frame after the first. Without SH (`K = 0`) a second kernel, without the SH arguments,
 //! runs: zero-sized buffers are not bound.
 
 use burn::tensor::ops::FloatTensorOps;
@@ -120,7 +122,7 @@ fn transform_kernel<F: Float>(
 ) {
     let o = ABSOLUTE_POS;
     let n = means.shape(0);
-    if o >= n * params.shape(0) {
+    if o >= n * (params.len() / PARAMS_WIDTH) {
         terminate!();
     }
     let g = o % n;
@@ -181,7 +183,7 @@ fn transform_kernel_no_sh<F: Float>(
 ) {
     let o = ABSOLUTE_POS;
     let n = means.shape(0);
-    if o >= n * params.shape(0) {
+    if o >= n * (params.len() / PARAMS_WIDTH) {
         terminate!();
     }
     let g = o % n;
@@ -209,7 +211,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEl
         .map(|v| v as f32)
         .collect();
     let params = CubeBackend::<R, F, I, BT>::float_from_data(
-        TensorData::new(host, [frames, PARAMS_WIDTH]).convert_dtype(dtype),
+        TensorData::new(host, [frames * PARAMS_WIDTH]).convert_dtype(dtype),
         &means.device,
     );
     let output = |shape: Vec<usize>| -> CubeTensor<R> {
