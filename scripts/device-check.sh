@@ -9,8 +9,9 @@
 #                                   # .device-train/ (both git-ignored; each under the 64 MiB a
 #                                   # device call carries)
 #   scripts/device-check.sh run     # there (carry .device and .gl): the GPU tests on cuda and
-#                                   # wgpu, then the cuda rows of the raster, loss, transform and
-#                                   # sort benches and the wgpu rows of the raster bench
+#                                   # wgpu, then the cuda rows of the raster, field, transform
+#                                   # and sort benches (raster and field forwards also with f16
+#                                   # sums) and the wgpu rows of the raster bench
 #   scripts/device-check.sh train   # there (carry .device-train): lego_400 on cuda with the
 #                                   # 7k-step schedule, then `trainer bench render` of the result
 #
@@ -34,7 +35,7 @@ build)
   rm -rf .device .device-train
   mkdir -p .device/data/oracle .device/data/garden_points .device-train/data/lego_400
   cp "$(cargo test --release --features cuda,wgpu --test all --no-run --message-format=json | executable all)" .device/all
-  for bench in raster loss transform sort; do
+  for bench in raster field transform sort; do
     cp "$(cargo bench --features cuda,wgpu --bench "$bench" --no-run --message-format=json | executable "$bench")" \
       ".device/$bench-bench"
   done
@@ -67,7 +68,8 @@ run)
   fi
   # The GPU tests compare cuda and wgpu against the CPU on random inputs and against the gsplat
   # oracle. (A failing test is reported in the log; the benches still run.)
-  .device/all gpu cuda wgpu --test-threads=1 2>&1 | tee "$out/test-gpu.log" | grep -E "^test |result" || true
+  timeout 240 .device/all gpu cuda wgpu --test-threads=1 2>&1 | tee "$out/test-gpu.log" \
+    | grep -E "^test |result|panicked|worst|error" || true
   # A criterion binary run without `--bench` only tests its benchmarks once. criterion writes
   # under target/. Peak device memory: the largest `used_memory` nvidia-smi
   # reports for the bench process, sampled every 100 ms.
@@ -81,21 +83,49 @@ run)
     done
     echo "peak device memory (nvidia-smi used_memory): ${max} MiB"
   }
+  # The device tool returns at most 8 files: every bench's log goes into one file.
+  bench() { # a name, then the bench binary's arguments: runs it, prints its tables
+    local log="/tmp/$1.log"
+    shift
+    "$@" >"$log" 2>&1 || echo "$1: exit $?"
+    { echo "=== $* (EMBER_HALF_SUMS=${EMBER_HALF_SUMS:-})"; cat "$log"; } >>"$out/benches.log"
+    grep -E "^\|" "$log" || tail -20 "$log"
+  }
   .device/raster-bench --bench render_cuda --warm-up-time 1 --measurement-time 2 \
-    >"$out/bench-raster-cuda.log" 2>&1 &
+    >/tmp/bench-raster-cuda.log 2>&1 &
   peak $! | tee "$out/raster-memory.txt"
   wait || true
-  grep -E "^\|" "$out/bench-raster-cuda.log" || tail -20 "$out/bench-raster-cuda.log"
-  .device/loss-bench --bench loss_cuda --warm-up-time 1 --measurement-time 2 >"$out/bench-loss.log" 2>&1 || true
-  grep -E "^\|" "$out/bench-loss.log" || tail -20 "$out/bench-loss.log"
-  .device/transform-bench --bench cuda_rows_only --warm-up-time 1 --measurement-time 1 >"$out/bench-transform.log" 2>&1 || true
-  grep -E "^\|" "$out/bench-transform.log" || tail -20 "$out/bench-transform.log"
-  .device/sort-bench --bench sort_cuda --warm-up-time 1 --measurement-time 1 >"$out/bench-sort.log" 2>&1 || true
-  grep -E "^\| sort_cuda" "$out/bench-sort.log" || tail -20 "$out/bench-sort.log"
+  { echo "=== raster-bench --bench render_cuda"; cat /tmp/bench-raster-cuda.log; } >>"$out/benches.log"
+  grep -E "^\|" /tmp/bench-raster-cuda.log || tail -20 /tmp/bench-raster-cuda.log
+  # An earlier build's raster bench, when one is carried in .device-old/ (git-ignored), for an
+  # A/B of a kernel change on the same card in the same call.
+  if [ -f .device-old/raster-bench.gz ]; then
+    gunzip -f .device-old/raster-bench.gz
+    bench bench-raster-cuda-old .device-old/raster-bench --bench render_cuda --warm-up-time 1 \
+      --measurement-time 2
+  fi
+  # The half-precision sums measurement (crates/kernels/src/half_sums.rs): the forwards with
+  # f16 running sums, then the f32 forwards again to bound the drift between runs.
+  EMBER_HALF_SUMS=1 bench bench-raster-cuda-f16 .device/raster-bench --bench "render_cuda_.*/forward$" \
+    --warm-up-time 1 --measurement-time 2
+  bench bench-raster-cuda-f32 .device/raster-bench --bench "render_cuda_.*/forward$" \
+    --warm-up-time 1 --measurement-time 2
+  field="cuda/N10000_P4096/forward/full/fused|cuda/N100000_P100000_cutoff3/forward/full/fused"
+  bench bench-field-cuda-f32 .device/field-bench --bench "$field" --warm-up-time 1
+  EMBER_HALF_SUMS=1 bench bench-field-cuda-f16 .device/field-bench --bench "$field" --warm-up-time 1
+  bench bench-transform .device/transform-bench --bench cuda_rows_only --warm-up-time 1 --measurement-time 1
+  bench bench-sort .device/sort-bench --bench sort_cuda --warm-up-time 1 --measurement-time 1
   # wgpu on the same card (Vulkan), the rasterizer's render op only.
-  EMBER_BENCH_WGPU=1 .device/raster-bench --bench render_wgpu --warm-up-time 1 --measurement-time 2 \
-    >"$out/bench-raster-wgpu.log" 2>&1 || true
-  grep -E "^\|" "$out/bench-raster-wgpu.log" || tail -20 "$out/bench-raster-wgpu.log"
+  EMBER_BENCH_WGPU=1 bench bench-raster-wgpu .device/raster-bench --bench render_wgpu --warm-up-time 1 \
+    --measurement-time 2
+  # Where the GPU time of one render goes: Nsight Compute's per-kernel durations over the
+  # bench's set-up renders (every case, forward and forward+backward) and one forward.
+  if command -v ncu >/dev/null; then
+    timeout 90 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+      .device/raster-bench "render_cuda_cam0_800x800/forward$" >"$out/ncu-raster.log" 2>&1 \
+      || echo "ncu: exit $?"
+    grep -cE "^  [A-Za-z_]" "$out/ncu-raster.log" || true
+  fi
   ;;
 train)
   out="${OUT:-/tmp/ember-device-out}"

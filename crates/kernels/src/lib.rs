@@ -25,6 +25,8 @@
 
 mod backend;
 pub mod field;
+#[cfg(feature = "cube")]
+mod half_sums;
 pub mod loss;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;

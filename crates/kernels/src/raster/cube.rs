@@ -22,9 +22,11 @@
 //! Same layout, back to front: each unit replays its pixel from its `last` entry with the
 //! transmittance recovered by division, and adds its contributions to the per-Gaussian
 //! gradient rows with atomic float additions: native where the runtime has them (CUDA), else
-//! a compare-and-swap loop on the `f32` bits (WGSL). The sums are therefore not
-//! bit-reproducible run to run on the GPU (the CPU's are). The batches start at the largest
-//! `last` of the tile's pixels.
+//! a compare-and-swap loop on the `f32` bits (WGSL). Where the runtime has plane (warp)
+//! operations, the units of a plane sum their contributions first and one of them adds the
+//! sums, so a Gaussian drawn on a whole tile costs 8 atomic rows instead of 256. The sums are
+//! therefore not bit-reproducible run to run on the GPU (the CPU's are). The batches start at
+//! the largest `last` of the tile's pixels.
 
 use burn::tensor::{DType, Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
@@ -38,7 +40,9 @@ use super::{
     RasterState,
 };
 use crate::project::cpu::TILE_SIZE;
-use crate::project::{PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH};
+use crate::project::{
+    PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH, PACKED_XY,
+};
 use crate::sort::cube::{BLOCK, block_dims, exclusive_sum, sort_pairs, u32_tensor};
 
 /// Below this alpha a Gaussian is skipped at a pixel.
@@ -227,7 +231,7 @@ fn offset_sigma<F: Float>(rows: &SharedMemory<F>, r: usize, cx: F, cy: F) -> (F,
 /// One cube per tile, one unit per pixel: the forward compositing (see the module docs).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn rasterize_kernel<F: Float>(
+fn rasterize_kernel<F: Float, S: Float>(
     packed: &Tensor<F>,
     offsets: &Tensor<u32>,
     ids: &Tensor<u32>,
@@ -237,7 +241,7 @@ fn rasterize_kernel<F: Float>(
     background: Sequence<f32>,
     width: u32,
     height: u32,
-    #[define(F)] _dtype: StorageType,
+    #[define(F, S)] _dtypes: [StorageType; 2],
 ) {
     let tiles_x = CUBE_COUNT_X;
     let tile = (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
@@ -250,12 +254,12 @@ fn rasterize_kernel<F: Float>(
     let start = offsets[tile] as usize;
     let end = offsets[tile + 1] as usize;
 
-    let one = F::new(1.0);
+    let one = S::new(1.0);
     let mut t = one;
-    let mut r = F::new(0.0);
-    let mut g = F::new(0.0);
-    let mut b = F::new(0.0);
-    let mut depth = F::new(0.0);
+    let mut r = S::new(0.0);
+    let mut g = S::new(0.0);
+    let mut b = S::new(0.0);
+    let mut depth = S::new(0.0);
     let mut stop = (end - start) as u32;
     let mut done = !inside;
 
@@ -286,17 +290,17 @@ fn rasterize_kernel<F: Float>(
                     );
                     // Comparisons with NaN are false: a NaN pair is skipped, as on the CPU.
                     if sigma >= F::new(0.0) && alpha >= F::new(MIN_ALPHA) {
-                        let next = t * (one - alpha);
-                        if next <= F::new(MIN_TRANSMITTANCE) {
+                        let next = t * (one - S::cast_from(alpha));
+                        if next <= S::new(MIN_TRANSMITTANCE) {
                             stop = (lo - start + k) as u32;
                             done = true;
                             k = count;
                         } else {
-                            let w = alpha * t;
-                            r += w * rows[row + PACKED_COLOR];
-                            g += w * rows[row + PACKED_COLOR + 1];
-                            b += w * rows[row + PACKED_COLOR + 2];
-                            depth += w * rows[row + PACKED_DEPTH];
+                            let w = S::cast_from(alpha) * t;
+                            r += w * S::cast_from(rows[row + PACKED_COLOR]);
+                            g += w * S::cast_from(rows[row + PACKED_COLOR + 1]);
+                            b += w * S::cast_from(rows[row + PACKED_COLOR + 2]);
+                            depth += w * S::cast_from(rows[row + PACKED_DEPTH]);
                             t = next;
                         }
                     }
@@ -312,13 +316,14 @@ fn rasterize_kernel<F: Float>(
         let pixel = (py * width + px) as usize;
         let pixels = (width * height) as usize;
         let o = pixel * 3;
-        image[o] = r + t * F::cast_from(background[0]);
-        image[o + 1] = g + t * F::cast_from(background[1]);
-        image[o + 2] = b + t * F::cast_from(background[2]);
-        image[IMAGE_ALPHA * pixels + pixel] = one - t;
-        image[IMAGE_DEPTH * pixels + pixel] = depth;
+        let t_final = F::cast_from(t);
+        image[o] = F::cast_from(r) + t_final * F::cast_from(background[0]);
+        image[o + 1] = F::cast_from(g) + t_final * F::cast_from(background[1]);
+        image[o + 2] = F::cast_from(b) + t_final * F::cast_from(background[2]);
+        image[IMAGE_ALPHA * pixels + pixel] = F::new(1.0) - t_final;
+        image[IMAGE_DEPTH * pixels + pixel] = F::cast_from(depth);
         last[pixel] = stop;
-        transmittance[pixel] = t;
+        transmittance[pixel] = t_final;
     }
 }
 
@@ -368,7 +373,9 @@ impl AtomicAccumulator for u32 {
 }
 
 /// One cube per tile, one unit per pixel: the backward replay (see the module docs), adding
-/// into `grads` `[N, GRAD_WIDTH]` (`f32` bits, zero-initialised).
+/// into `grads` `[N, GRAD_WIDTH]` (`f32` bits, zero-initialised). With `plane_sums` the units
+/// of a plane (warp) first sum their contributions to the Gaussian they all replay, and one of
+/// them adds the sums: one atomic per plane instead of one per pixel.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
@@ -382,6 +389,7 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
     background: Sequence<f32>,
     width: u32,
     height: u32,
+    #[comptime] plane_sums: bool,
     #[define(F)] _dtype: StorageType,
 ) {
     let tiles_x = CUBE_COUNT_X;
@@ -431,15 +439,23 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
     sync_cube();
     let longest = reduce_u32(&mut flags, true) as usize;
 
+    // This pixel's contribution to one Gaussian's gradient row (zero where it adds nothing).
+    let mut d = Array::<F>::new(GRAD_WIDTH);
     let mut hi = start + longest;
     while hi > start {
         let lo = select(hi - start > BLOCK, hi - BLOCK, start);
         load_batch::<F>(packed, ids, &mut rows, &mut batch_ids, lo, hi);
         sync_cube();
         let count = hi - lo;
+        // Every unit walks the same entries, so the plane operations below see all its units.
         for back in 0..count {
             let k = count - 1 - back;
             let entry = (lo - start + k) as u32;
+            #[unroll]
+            for c in 0..GRAD_WIDTH {
+                d[c] = zero;
+            }
+            let mut drawn = false;
             if entry < stop {
                 let row = k * PACKED_WIDTH;
                 let (dx, dy, sigma) = offset_sigma::<F>(&rows, row, cx, cy);
@@ -448,6 +464,7 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
                 let clamped = raw > F::new(MAX_ALPHA);
                 let alpha = F::min(F::new(MAX_ALPHA), raw);
                 if sigma >= zero && alpha >= F::new(MIN_ALPHA) {
+                    drawn = true;
                     let one_minus = one - alpha;
                     t /= one_minus;
                     let w = alpha * t;
@@ -457,11 +474,10 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
                     let own = cr * v_r + cg * v_g + cb * v_b + rows[row + PACKED_DEPTH] * v_depth;
                     let v_alpha = t * own - behind / one_minus;
                     behind += w * own;
-                    let base = batch_ids[k] as usize * GRAD_WIDTH;
-                    A::accumulate(grads, base + PACKED_COLOR, f32::cast_from(w * v_r));
-                    A::accumulate(grads, base + PACKED_COLOR + 1, f32::cast_from(w * v_g));
-                    A::accumulate(grads, base + PACKED_COLOR + 2, f32::cast_from(w * v_b));
-                    A::accumulate(grads, base + PACKED_DEPTH, f32::cast_from(w * v_depth));
+                    d[PACKED_COLOR] = w * v_r;
+                    d[PACKED_COLOR + 1] = w * v_g;
+                    d[PACKED_COLOR + 2] = w * v_b;
+                    d[PACKED_DEPTH] = w * v_depth;
                     if !clamped {
                         let a = rows[row + PACKED_CONIC];
                         let b = rows[row + PACKED_CONIC + 1];
@@ -469,30 +485,34 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
                         let v_sigma = -v_alpha * alpha;
                         let gx = -v_sigma * (a * dx + b * dy);
                         let gy = -v_sigma * (b * dx + c * dy);
-                        A::accumulate(grads, base + PACKED_OPACITY, f32::cast_from(vis * v_alpha));
-                        A::accumulate(
-                            grads,
-                            base + PACKED_CONIC,
-                            f32::cast_from(half * v_sigma * dx * dx),
-                        );
-                        A::accumulate(
-                            grads,
-                            base + PACKED_CONIC + 1,
-                            f32::cast_from(v_sigma * dx * dy),
-                        );
-                        A::accumulate(
-                            grads,
-                            base + PACKED_CONIC + 2,
-                            f32::cast_from(half * v_sigma * dy * dy),
-                        );
-                        A::accumulate(grads, base, f32::cast_from(gx));
-                        A::accumulate(grads, base + 1, f32::cast_from(gy));
-                        A::accumulate(
-                            grads,
-                            base + PACKED_WIDTH,
-                            f32::cast_from(F::sqrt(gx * gx + gy * gy)),
-                        );
+                        d[PACKED_OPACITY] = vis * v_alpha;
+                        d[PACKED_CONIC] = half * v_sigma * dx * dx;
+                        d[PACKED_CONIC + 1] = v_sigma * dx * dy;
+                        d[PACKED_CONIC + 2] = half * v_sigma * dy * dy;
+                        d[PACKED_XY] = gx;
+                        d[PACKED_XY + 1] = gy;
+                        d[PACKED_WIDTH] = F::sqrt(gx * gx + gy * gy);
                     }
+                }
+            }
+            let base = batch_ids[k] as usize * GRAD_WIDTH;
+            if comptime![plane_sums] {
+                if plane_any(drawn) {
+                    #[unroll]
+                    for c in 0..GRAD_WIDTH {
+                        d[c] = plane_sum(d[c]);
+                    }
+                    if plane_elect() {
+                        #[unroll]
+                        for c in 0..GRAD_WIDTH {
+                            A::accumulate(grads, base + c, f32::cast_from(d[c]));
+                        }
+                    }
+                }
+            } else if drawn {
+                #[unroll]
+                for c in 0..GRAD_WIDTH {
+                    A::accumulate(grads, base + c, f32::cast_from(d[c]));
                 }
             }
         }
@@ -677,7 +697,10 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEl
         background_arg::<R>(&setup),
         setup.width,
         setup.height,
-        dtype.into(),
+        [
+            dtype.into(),
+            crate::half_sums::sums_dtype(&packed.client, dtype).into(),
+        ],
     );
     RasterPrimitives {
         image,
@@ -708,21 +731,33 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolE
     grad_image: CubeTensor<R>,
     setup: RasterSetup,
 ) -> RasterGradPrimitives<CubeBackend<R, F, I, BT>> {
+    let plane_sums = plane_operations(&packed.client);
     if native_float_atomics(&packed.client) {
-        backward_with::<R, F, I, BT, f32>(packed, state, grad_image, setup, DType::F32)
+        backward_with::<R, F, I, BT, f32>(packed, state, grad_image, setup, DType::F32, plane_sums)
     } else {
-        backward_with::<R, F, I, BT, u32>(packed, state, grad_image, setup, DType::U32)
+        backward_with::<R, F, I, BT, u32>(packed, state, grad_image, setup, DType::U32, plane_sums)
     }
 }
 
+/// Whether the runtime has plane (warp) sums. CubeCL's wgpu runtime leaves them off on CPU
+/// adapters such as lavapipe, so there the backward adds per unit.
+fn plane_operations<R: CubeRuntime>(client: &ComputeClient<R>) -> bool {
+    client
+        .properties()
+        .features
+        .plane
+        .contains(cubecl::features::Plane::Ops)
+}
+
 /// The backward with gradient sums accumulated as `A` (see [`AtomicAccumulator`]), a buffer
-/// of `acc_dtype`.
+/// of `acc_dtype`, summed over each plane first with `plane_sums`.
 fn backward_with<R, F, I, BT, A>(
     packed: CubeTensor<R>,
     state: RasterState<CubeBackend<R, F, I, BT>>,
     grad_image: CubeTensor<R>,
     setup: RasterSetup,
     acc_dtype: DType,
+    plane_sums: bool,
 ) -> RasterGradPrimitives<CubeBackend<R, F, I, BT>>
 where
     R: CubeRuntime,
@@ -760,6 +795,7 @@ where
         background_arg::<R>(&setup),
         setup.width,
         setup.height,
+        plane_sums,
         dtype.into(),
     );
     let grad_packed = float_output(&packed, [n, PACKED_WIDTH], dtype);
@@ -788,17 +824,17 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
 
-    use super::{backward_with, native_float_atomics};
+    use super::{backward_with, native_float_atomics, plane_operations};
     use crate::SplatBackend;
     use crate::project::{CameraParams, ProjectOptions, project_gaussians};
     use crate::raster::RasterSetup;
 
     type B = CubeBackend<WgpuRuntime, f32, i32, u32>;
 
-    /// The backward's two accumulators (native float atomics where the runtime has them, the
-    /// compare-and-swap loop everywhere) give the same gradients.
+    /// The backward's ways of adding (native float atomics and plane sums where the runtime has
+    /// them, per-unit compare-and-swap everywhere) give the same gradients.
     #[test]
-    fn native_and_compare_and_swap_accumulation_agree() {
+    fn backward_accumulations_agree() {
         let device = WgpuDevice::default();
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -858,35 +894,62 @@ mod tests {
                 .to_vec::<f32>()
                 .expect("f32")
         };
+        // The reference: per-unit compare-and-swap adds, which every runtime has.
         let swap = backward_with::<_, f32, i32, u32, u32>(
             packed.clone(),
             out.state.clone(),
             grad_image.clone(),
             setup,
             DType::U32,
+            false,
         );
         let swap = host(swap.packed);
         assert!(swap.iter().any(|g| *g != 0.0), "the scene draws nothing");
-        if !native_float_atomics(&packed.client) {
-            println!("this runtime has no native f32 atomics: only the compare-and-swap path ran");
-            return;
-        }
-        let native = backward_with::<_, f32, i32, u32, f32>(
-            packed,
-            out.state,
-            grad_image,
-            setup,
-            DType::F32,
-        );
-        let native = host(native.packed);
         let scale = swap.iter().fold(0.0f32, |m, g| m.max(g.abs()));
-        let worst = swap
-            .iter()
-            .zip(&native)
-            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-        assert!(
-            worst <= 1e-5 * scale,
-            "native vs compare-and-swap: {worst} (scale {scale})"
+        let (native, plane) = (
+            native_float_atomics(&packed.client),
+            plane_operations(&packed.client),
         );
+        let variants = [
+            ("native", true, false),
+            ("compare-and-swap, plane sums", false, true),
+            ("native, plane sums", true, true),
+        ];
+        if !native && !plane {
+            println!("no native f32 atomics and no plane sums here: only the reference ran");
+        }
+        for (name, native_adds, plane_sums) in variants {
+            if (native_adds && !native) || (plane_sums && !plane) {
+                continue;
+            }
+            let grads = if native_adds {
+                backward_with::<_, f32, i32, u32, f32>(
+                    packed.clone(),
+                    out.state.clone(),
+                    grad_image.clone(),
+                    setup,
+                    DType::F32,
+                    plane_sums,
+                )
+            } else {
+                backward_with::<_, f32, i32, u32, u32>(
+                    packed.clone(),
+                    out.state.clone(),
+                    grad_image.clone(),
+                    setup,
+                    DType::U32,
+                    plane_sums,
+                )
+            };
+            let grads = host(grads.packed);
+            let worst = swap
+                .iter()
+                .zip(&grads)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                worst <= 1e-5 * scale,
+                "{name} vs per-unit compare-and-swap: {worst} (scale {scale})"
+            );
+        }
     }
 }
