@@ -9,9 +9,9 @@
 #                                   # .device-train/ (both git-ignored; each under the 64 MiB a
 #                                   # device call carries)
 #   scripts/device-check.sh run     # there (carry .device and .gl): the GPU tests on cuda and
-#                                   # wgpu, then the cuda rows of the raster, field, transform
-#                                   # and sort benches (raster and field forwards also with f16
-#                                   # sums) and the wgpu rows of the raster bench
+#                                   # wgpu, then the cuda rows of the raster, field (forward),
+#                                   # transform and sort benches, the wgpu rows of the raster
+#                                   # bench and an Nsight Compute summary of the raster kernels
 #   scripts/device-check.sh train   # there (carry .device-train): lego_400 on cuda with the
 #                                   # 7k-step schedule, then `trainer bench render` of the result
 #
@@ -88,7 +88,7 @@ run)
     local log="/tmp/$1.log"
     shift
     "$@" >"$log" 2>&1 || echo "$1: exit $?"
-    { echo "=== $* (EMBER_HALF_SUMS=${EMBER_HALF_SUMS:-})"; cat "$log"; } >>"$out/benches.log"
+    { echo "=== $*"; cat "$log"; } >>"$out/benches.log"
     grep -E "^\|" "$log" || tail -20 "$log"
   }
   .device/raster-bench --bench render_cuda --warm-up-time 1 --measurement-time 2 \
@@ -104,15 +104,7 @@ run)
     bench bench-raster-cuda-old .device-old/raster-bench --bench render_cuda --warm-up-time 1 \
       --measurement-time 2
   fi
-  # The half-precision sums measurement (crates/kernels/src/half_sums.rs): the forwards with
-  # f16 running sums, then the f32 forwards again to bound the drift between runs.
-  EMBER_HALF_SUMS=1 bench bench-raster-cuda-f16 .device/raster-bench --bench "render_cuda_.*/forward$" \
-    --warm-up-time 1 --measurement-time 2
-  bench bench-raster-cuda-f32 .device/raster-bench --bench "render_cuda_.*/forward$" \
-    --warm-up-time 1 --measurement-time 2
-  field="cuda/N10000_P4096/forward/full/fused|cuda/N100000_P100000_cutoff3/forward/full/fused"
-  bench bench-field-cuda-f32 .device/field-bench --bench "$field" --warm-up-time 1
-  EMBER_HALF_SUMS=1 bench bench-field-cuda-f16 .device/field-bench --bench "$field" --warm-up-time 1
+  bench bench-field-cuda .device/field-bench --bench "cuda/.*/forward/" --warm-up-time 1
   bench bench-transform .device/transform-bench --bench cuda_rows_only --warm-up-time 1 --measurement-time 1
   bench bench-sort .device/sort-bench --bench sort_cuda --warm-up-time 1 --measurement-time 1
   # wgpu on the same card (Vulkan), the rasterizer's render op only.

@@ -329,8 +329,10 @@ fn check(rng: &mut StdRng, degree: u32, antialiased: bool, view_dir_grad: bool, 
         let plain = run::<WgpuPlain>(&scene, &camera, &options, &weights, &device);
         report.push(format!("wgpu plain {:.2e}", compare(&case, &plain, &want)));
     }
+    // Degree 0 has an `[N, 0, 3]` `sh_rest`, whose zero stride Burn's CUDA runtime refuses
+    // to create ("the provided strides are not supported"; README, known bugs).
     #[cfg(feature = "cuda")]
-    {
+    if degree > 0 {
         let cuda = run::<CudaFused>(&scene, &camera, &options, &weights, &Default::default());
         report.push(format!("cuda {:.2e}", compare(&case, &cuda, &want)));
     }

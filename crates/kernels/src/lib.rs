@@ -25,8 +25,6 @@
 
 mod backend;
 pub mod field;
-#[cfg(feature = "cube")]
-mod half_sums;
 pub mod loss;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;

@@ -348,8 +348,8 @@ fn prepare_kernel<F: Float>(
 /// `gz = -s e z`, `s = g[p] . f[i]` (into `acc[0..3]`).
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn point_pair<F: Float, S: Float>(
-    acc: &mut Array<S>,
+fn point_pair<F: Float>(
+    acc: &mut Array<F>,
     features: &Tensor<F>,
     grad_values: &Tensor<F>,
     p: usize,
@@ -375,14 +375,14 @@ fn point_pair<F: Float, S: Float>(
             z: coef * z.z,
         };
         let gv = w.apply_transposed(gz, diagonal);
-        acc[0] += S::cast_from(gv.x);
-        acc[1] += S::cast_from(gv.y);
-        acc[2] += S::cast_from(gv.z);
+        acc[0] += gv.x;
+        acc[1] += gv.y;
+        acc[2] += gv.z;
     } else {
         #[unroll]
         for j in 0..chunk {
             if c0 + j < channels {
-                acc[j] += S::cast_from(features[i * channels + c0 + j] * e);
+                acc[j] += features[i * channels + c0 + j] * e;
             }
         }
     }
@@ -391,9 +391,9 @@ fn point_pair<F: Float, S: Float>(
 /// Writes a point-major sweep's accumulators: `acc[0..chunk]` into channels `c0..` of `out`
 /// `[P, C]`, or with `grad` `acc[0..3]` into `out` `[P, 3]`.
 #[cube]
-fn write_point<F: Float, S: Float>(
+fn write_point<F: Float>(
     out: &mut Tensor<F>,
-    acc: &Array<S>,
+    acc: &Array<F>,
     p: usize,
     c0: usize,
     #[comptime] chunk: usize,
@@ -402,7 +402,7 @@ fn write_point<F: Float, S: Float>(
     #[unroll]
     for j in 0..chunk {
         if c0 + j < width {
-            out[p * width + c0 + j] = F::cast_from(acc[j]);
+            out[p * width + c0 + j] = acc[j];
         }
     }
 }
@@ -423,7 +423,7 @@ fn point_passes(channels: usize, #[comptime] grad: bool, #[comptime] chunk: usiz
 /// `grad` (the forward passes `features` in its place).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn point_tiles_kernel<F: Float, S: Float>(
+fn point_tiles_kernel<F: Float>(
     points: &Tensor<F>,
     params: &Tensor<F>,
     features: &Tensor<F>,
@@ -432,7 +432,7 @@ fn point_tiles_kernel<F: Float, S: Float>(
     #[comptime] grad: bool,
     #[comptime] diagonal: bool,
     #[comptime] chunk: usize,
-    #[define(F, S)] _dtypes: [StorageType; 2],
+    #[define(F)] _dtype: StorageType,
 ) {
     let num_points = points.shape(0);
     let num_gaussians = params.shape(0);
@@ -442,13 +442,13 @@ fn point_tiles_kernel<F: Float, S: Float>(
     let row = select(active, p, 0);
     let x = load_vec3::<F>(points, row);
     let mut tile = SharedMemory::<F>::new(BLOCK * PARAMS);
-    let mut acc = Array::<S>::new(chunk);
+    let mut acc = Array::<F>::new(chunk);
 
     for pass in 0..point_passes(features.shape(1), grad, chunk) {
         let c0 = pass * chunk;
         #[unroll]
         for j in 0..chunk {
-            acc[j] = S::new(0.0);
+            acc[j] = F::new(0.0);
         }
         let mut start = 0;
         while start < num_gaussians {
@@ -459,7 +459,7 @@ fn point_tiles_kernel<F: Float, S: Float>(
                 let (w, mu) = gaussian_from_tile::<F>(&tile, t * PARAMS);
                 let z = w.apply(sub3::<F>(x, mu), diagonal);
                 let e = (F::new(-0.5) * (z.x * z.x + z.y * z.y + z.z * z.z)).exp();
-                point_pair::<F, S>(
+                point_pair::<F>(
                     &mut acc,
                     features,
                     grad_values,
@@ -479,7 +479,7 @@ fn point_tiles_kernel<F: Float, S: Float>(
             start += BLOCK;
         }
         if active {
-            write_point::<F, S>(out, &acc, p, c0, chunk);
+            write_point::<F>(out, &acc, p, c0, chunk);
         }
     }
 }
@@ -535,7 +535,7 @@ fn level_edge<F: Float>(h0: F, level: u32) -> F {
 /// indices sorted by bucket) and `starts` `[T + 1]` (where each bucket begins in `order`).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn point_grid_kernel<F: Float, S: Float>(
+fn point_grid_kernel<F: Float>(
     points: &Tensor<F>,
     params: &Tensor<F>,
     features: &Tensor<F>,
@@ -551,7 +551,7 @@ fn point_grid_kernel<F: Float, S: Float>(
     #[comptime] grad: bool,
     #[comptime] diagonal: bool,
     #[comptime] chunk: usize,
-    #[define(F, S)] _dtypes: [StorageType; 2],
+    #[define(F)] _dtype: StorageType,
 ) {
     let p = ABSOLUTE_POS;
     if p >= points.shape(0) {
@@ -561,13 +561,13 @@ fn point_grid_kernel<F: Float, S: Float>(
     let h0 = edge[0];
     let occupied = levels[0];
     let k2 = F::cast_from(cutoff_sq);
-    let mut acc = Array::<S>::new(chunk);
+    let mut acc = Array::<F>::new(chunk);
 
     for pass in 0..point_passes(features.shape(1), grad, chunk) {
         let c0 = pass * chunk;
         #[unroll]
         for j in 0..chunk {
-            acc[j] = S::new(0.0);
+            acc[j] = F::new(0.0);
         }
         for level in 0..LEVELS + 1 {
             if (occupied >> level) & 1u32 == 1u32 {
@@ -604,7 +604,7 @@ fn point_grid_kernel<F: Float, S: Float>(
                             let d2 = z.x * z.x + z.y * z.y + z.z * z.z;
                             if d2 <= k2 {
                                 let e = (F::new(-0.5) * d2).exp();
-                                point_pair::<F, S>(
+                                point_pair::<F>(
                                     &mut acc,
                                     features,
                                     grad_values,
@@ -624,7 +624,7 @@ fn point_grid_kernel<F: Float, S: Float>(
                 }
             }
         }
-        write_point::<F, S>(out, &acc, p, c0, chunk);
+        write_point::<F>(out, &acc, p, c0, chunk);
     }
 }
 
@@ -1614,15 +1614,6 @@ impl<R: CubeRuntime> Prepared<R> {
         // The forward never reads `grad_values`; any tensor fills the slot.
         let grad_values = grad_values.unwrap_or(&self.features);
         let chunk = if grad { 3 } else { chunk_for(self.channels) };
-        let dtypes = [
-            self.dtype.into(),
-            if grad {
-                self.dtype
-            } else {
-                crate::half_sums::sums_dtype(client, self.dtype)
-            }
-            .into(),
-        ];
         match grid {
             None => point_tiles_kernel::launch::<R>(
                 client,
@@ -1636,7 +1627,7 @@ impl<R: CubeRuntime> Prepared<R> {
                 grad,
                 self.diagonal,
                 chunk,
-                dtypes,
+                self.dtype.into(),
             ),
             Some(grid) => point_grid_kernel::launch::<R>(
                 client,
@@ -1657,7 +1648,7 @@ impl<R: CubeRuntime> Prepared<R> {
                 grad,
                 self.diagonal,
                 chunk,
-                dtypes,
+                self.dtype.into(),
             ),
         }
     }

@@ -23,8 +23,9 @@
 //! transmittance recovered by division, and adds its contributions to the per-Gaussian
 //! gradient rows with atomic float additions: native where the runtime has them (CUDA), else
 //! a compare-and-swap loop on the `f32` bits (WGSL). Where the runtime has plane (warp)
-//! operations, the units of a plane sum their contributions first and one of them adds the
-//! sums, so a Gaussian drawn on a whole tile costs 8 atomic rows instead of 256. The sums are
+//! operations in divergent control flow (CUDA), the units of a plane sum their contributions
+//! first and one of them adds the sums, so a Gaussian drawn on a whole tile costs 8 atomic
+//! rows instead of 256. The sums are
 //! therefore not bit-reproducible run to run on the GPU (the CPU's are). The batches start at
 //! the largest `last` of the tile's pixels.
 
@@ -231,7 +232,7 @@ fn offset_sigma<F: Float>(rows: &SharedMemory<F>, r: usize, cx: F, cy: F) -> (F,
 /// One cube per tile, one unit per pixel: the forward compositing (see the module docs).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn rasterize_kernel<F: Float, S: Float>(
+fn rasterize_kernel<F: Float>(
     packed: &Tensor<F>,
     offsets: &Tensor<u32>,
     ids: &Tensor<u32>,
@@ -241,7 +242,7 @@ fn rasterize_kernel<F: Float, S: Float>(
     background: Sequence<f32>,
     width: u32,
     height: u32,
-    #[define(F, S)] _dtypes: [StorageType; 2],
+    #[define(F)] _dtype: StorageType,
 ) {
     let tiles_x = CUBE_COUNT_X;
     let tile = (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
@@ -254,12 +255,12 @@ fn rasterize_kernel<F: Float, S: Float>(
     let start = offsets[tile] as usize;
     let end = offsets[tile + 1] as usize;
 
-    let one = S::new(1.0);
+    let one = F::new(1.0);
     let mut t = one;
-    let mut r = S::new(0.0);
-    let mut g = S::new(0.0);
-    let mut b = S::new(0.0);
-    let mut depth = S::new(0.0);
+    let mut r = F::new(0.0);
+    let mut g = F::new(0.0);
+    let mut b = F::new(0.0);
+    let mut depth = F::new(0.0);
     let mut stop = (end - start) as u32;
     let mut done = !inside;
 
@@ -290,17 +291,17 @@ fn rasterize_kernel<F: Float, S: Float>(
                     );
                     // Comparisons with NaN are false: a NaN pair is skipped, as on the CPU.
                     if sigma >= F::new(0.0) && alpha >= F::new(MIN_ALPHA) {
-                        let next = t * (one - S::cast_from(alpha));
-                        if next <= S::new(MIN_TRANSMITTANCE) {
+                        let next = t * (one - alpha);
+                        if next <= F::new(MIN_TRANSMITTANCE) {
                             stop = (lo - start + k) as u32;
                             done = true;
                             k = count;
                         } else {
-                            let w = S::cast_from(alpha) * t;
-                            r += w * S::cast_from(rows[row + PACKED_COLOR]);
-                            g += w * S::cast_from(rows[row + PACKED_COLOR + 1]);
-                            b += w * S::cast_from(rows[row + PACKED_COLOR + 2]);
-                            depth += w * S::cast_from(rows[row + PACKED_DEPTH]);
+                            let w = alpha * t;
+                            r += w * rows[row + PACKED_COLOR];
+                            g += w * rows[row + PACKED_COLOR + 1];
+                            b += w * rows[row + PACKED_COLOR + 2];
+                            depth += w * rows[row + PACKED_DEPTH];
                             t = next;
                         }
                     }
@@ -316,14 +317,13 @@ fn rasterize_kernel<F: Float, S: Float>(
         let pixel = (py * width + px) as usize;
         let pixels = (width * height) as usize;
         let o = pixel * 3;
-        let t_final = F::cast_from(t);
-        image[o] = F::cast_from(r) + t_final * F::cast_from(background[0]);
-        image[o + 1] = F::cast_from(g) + t_final * F::cast_from(background[1]);
-        image[o + 2] = F::cast_from(b) + t_final * F::cast_from(background[2]);
-        image[IMAGE_ALPHA * pixels + pixel] = F::new(1.0) - t_final;
-        image[IMAGE_DEPTH * pixels + pixel] = F::cast_from(depth);
+        image[o] = r + t * F::cast_from(background[0]);
+        image[o + 1] = g + t * F::cast_from(background[1]);
+        image[o + 2] = b + t * F::cast_from(background[2]);
+        image[IMAGE_ALPHA * pixels + pixel] = one - t;
+        image[IMAGE_DEPTH * pixels + pixel] = depth;
         last[pixel] = stop;
-        transmittance[pixel] = t_final;
+        transmittance[pixel] = t;
     }
 }
 
@@ -697,10 +697,7 @@ pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolEl
         background_arg::<R>(&setup),
         setup.width,
         setup.height,
-        [
-            dtype.into(),
-            crate::half_sums::sums_dtype(&packed.client, dtype).into(),
-        ],
+        dtype.into(),
     );
     RasterPrimitives {
         image,
@@ -739,14 +736,15 @@ pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolE
     }
 }
 
-/// Whether the runtime has plane (warp) sums. CubeCL's wgpu runtime leaves them off on CPU
-/// adapters such as lavapipe, so there the backward adds per unit.
+/// Whether the backward can sum over planes (warps). Its plane operations sit in a loop whose
+/// bounds come from shared memory: uniform across the cube, but not provably so to a compiler,
+/// so the runtime must allow plane operations in divergent control flow. CUDA does; WGSL does
+/// not (on an NVIDIA card through wgpu the backward then produced no gradients), and CubeCL
+/// leaves plane operations off on CPU adapters such as lavapipe.
 fn plane_operations<R: CubeRuntime>(client: &ComputeClient<R>) -> bool {
-    client
-        .properties()
-        .features
-        .plane
-        .contains(cubecl::features::Plane::Ops)
+    use cubecl::features::Plane;
+    let plane = client.properties().features.plane;
+    plane.contains(Plane::Ops) && plane.contains(Plane::NonUniformControlFlow)
 }
 
 /// The backward with gradient sums accumulated as `A` (see [`AtomicAccumulator`]), a buffer
