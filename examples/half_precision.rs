@@ -16,7 +16,9 @@
 //! rounding adds) and what that does to the PSNR of a scene trained to 28.4 dB (Ember's CPU lego
 //! run) and 34.8 dB (its H200 run) against its test images, assuming the rounding error is
 //! independent of the model's: `10 log10(1 + MSE_round / MSE_model)`. The experiment's rule is
-//! to keep a precision only if it costs under 0.05 dB and is faster; the speed half needs a GPU.
+//! to keep a precision only if it costs under 0.05 dB and is faster. The speed half was
+//! measured on an H100 (BENCHMARKS.md, "Half-precision sums"): f16 sums were not faster, so
+//! Ember keeps f32 sums everywhere.
 //!
 //! Then the field query on the same splats (`out = sum_i f_i exp(-d_i^2 / 2)`, features
 //! `f_i = opacity_i * colour_i`, 3-sigma cutoff): 8192 points, three quarters near splat centres
