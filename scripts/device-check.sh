@@ -47,8 +47,9 @@ build)
   data="${EMBER_DATA_DIR:-../shared/data}"
   cp -r "$data/oracle/gsplat_cases" .device/data/oracle/
   cp "$data/garden_points/test_garden.npz" .device/data/garden_points/
-  cp -r "$data/lego_400/train" "$data/lego_400/test" "$data"/lego_400/transforms_*.json \
-    .device-train/data/lego_400/
+  # Train and test only: the loader checks every split it finds a transforms file for.
+  cp -r "$data/lego_400/train" "$data/lego_400/test" "$data"/lego_400/transforms_train.json \
+    "$data"/lego_400/transforms_test.json .device-train/data/lego_400/
   cp configs/h100-7k.toml .device-train/
   du -sh .device .device-train
   ;;
