@@ -20,6 +20,13 @@
 //!
 //! The [`optim`] op (one fused Adam update) has a default implementation in Burn tensor ops,
 //! which the fusion backends fuse; only ndarray overrides it, with one rayon pass.
+//!
+//! A CubeCL kernel that indexes a tensor densely (`t[row * width + col]`) must be given a
+//! contiguous one: every input goes through `into_contiguous`, outputs are made with
+//! `empty_device_contiguous_dtype`, and a table uploaded from the host is 1-D (or made
+//! contiguous). CUDA's allocator pads the rows of a 2-D upload to an aligned pitch (a 400-byte
+//! row is stored in 512 bytes) while wgpu's does not, so a missed case passes every wgpu test
+//! and reads the wrong values on CUDA (the transform op did, until a device run caught it).
 
 #![warn(missing_docs)]
 

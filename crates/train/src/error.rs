@@ -77,6 +77,14 @@ pub enum TrainError {
         /// The backend's message.
         message: String,
     },
+    /// Waiting for the device to finish its queued work failed.
+    #[error("waiting for the device after the {phase} phase: {message}")]
+    DeviceSync {
+        /// The phase just queued.
+        phase: &'static str,
+        /// The backend's message.
+        message: String,
+    },
 }
 
 impl TrainError {

@@ -3,7 +3,9 @@
 //! On the GPU backends the device runs asynchronously: a phase's time is when the host finished
 //! queueing it, except where a read-back synchronises (the loss value at the end of the forward
 //! phase, densification's read-backs, evaluation). The totals stay meaningful; the split
-//! between forward, backward and optimizer is exact only on the CPU.
+//! between forward, backward and optimizer is exact only on the CPU, or with
+//! [`Trainer::set_phase_sync`](crate::Trainer::set_phase_sync), which waits for the device at
+//! the end of every phase (and so removes the overlap of host and device work).
 
 use std::time::Duration;
 
@@ -36,6 +38,16 @@ impl Phase {
         Phase::Densify,
         Phase::Eval,
         Phase::Output,
+    ];
+
+    /// The phases of one [`Trainer::step`](crate::Trainer::step), in the order they run
+    /// (densification also runs between backward and optimizer: it observes the gradients).
+    pub const STEP: [Phase; 5] = [
+        Phase::Data,
+        Phase::Forward,
+        Phase::Backward,
+        Phase::Optimizer,
+        Phase::Densify,
     ];
 
     /// The phase's name.

@@ -72,6 +72,8 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     /// Evaluation renders of the current generation.
     pub(crate) eval_cache: ViewCache<EvalRender<Inner<B>>>,
     order: Option<(usize, Vec<usize>)>,
+    /// Wait for the device at the end of each phase of a step (see [`Trainer::set_phase_sync`]).
+    phase_sync: bool,
 }
 
 /// Mixes a seed with a stream id and a counter into one 64-bit seed (SplitMix64 finaliser), so
@@ -172,6 +174,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             generation: 0,
             eval_cache,
             order: None,
+            phase_sync: false,
         })
     }
 
@@ -218,6 +221,26 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     /// Time spent per phase so far.
     pub fn times(&self) -> &PhaseTimes {
         &self.times
+    }
+
+    /// With `on`, [`Trainer::step`] waits for the device at the end of each of its phases, so
+    /// that on a GPU backend every phase's time holds its own device work instead of the time
+    /// to queue it (see [`crate::timing`]). The waits remove the overlap of host and device
+    /// work, so steps get slower; the results do not change. Off by default.
+    pub fn set_phase_sync(&mut self, on: bool) {
+        self.phase_sync = on;
+    }
+
+    /// Adds the time since `started` to `phase`, after waiting for the device with phase sync.
+    fn end_phase(&mut self, phase: Phase, started: Instant) -> Result<(), TrainError> {
+        if self.phase_sync {
+            B::sync(&self.device).map_err(|e| TrainError::DeviceSync {
+                phase: phase.name(),
+                message: format!("{e:?}"),
+            })?;
+        }
+        self.times.add(phase, started.elapsed());
+        Ok(())
     }
 
     pub(crate) fn times_mut(&mut self) -> &mut PhaseTimes {
@@ -337,7 +360,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let shape = [image.height as usize, image.width as usize, 3];
         let pixels = image.over_background(self.scene.background, background);
         let target = Tensor::<B, 3>::from_data(TensorData::new(pixels, shape), &self.device);
-        self.times.add(Phase::Data, t.elapsed());
+        self.end_phase(Phase::Data, t)?;
 
         let t = Instant::now();
         let sh_degree = self.sh_degree_at(step);
@@ -384,7 +407,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                     .elem();
                 psnr_from_mse(mse)
             });
-        self.times.add(Phase::Forward, t.elapsed());
+        self.end_phase(Phase::Forward, t)?;
 
         let t = Instant::now();
         let grads = loss.backward();
@@ -406,7 +429,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             }),
         ];
         let screen_grads = out.aux.screen_grads.grad(&grads);
-        self.times.add(Phase::Backward, t.elapsed());
+        self.end_phase(Phase::Backward, t)?;
 
         let t = Instant::now();
         if let Some(screen_grads) = screen_grads {
@@ -419,7 +442,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             };
             self.strategy.observe(step, &stats)?;
         }
-        self.times.add(Phase::Densify, t.elapsed());
+        self.end_phase(Phase::Densify, t)?;
 
         let t = Instant::now();
         for (group, grad) in ParamGroup::ALL.into_iter().zip(field_grads) {
@@ -429,7 +452,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             let updated = self.adam.step(group, param, grad, lr);
             self.splats.columns[group.index()] = updated;
         }
-        self.times.add(Phase::Optimizer, t.elapsed());
+        self.end_phase(Phase::Optimizer, t)?;
 
         let t = Instant::now();
         let context = RefineContext {
@@ -441,7 +464,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let refine = self
             .strategy
             .refine(context, &mut self.splats, &mut self.adam)?;
-        self.times.add(Phase::Densify, t.elapsed());
+        self.end_phase(Phase::Densify, t)?;
 
         self.step += 1;
         self.generation += 1;

@@ -6,6 +6,9 @@
 //! step `since` those before it), so the numbers are the ones a training run's phase table adds
 //! up. On the GPU backends a phase is the time to queue its work except where a read-back
 //! synchronises (see `ember_train::timing`); the step time is exact (the loss is read back).
+//! `--sync-phases` waits for the device at the end of every phase instead
+//! ([`Trainer::set_phase_sync`]): each phase then holds its own device time, and the step loses
+//! the overlap of host and device work.
 //!
 //! With `--eval`, the held-out views are then evaluated twice at the same step: the first
 //! evaluation renders (`eval`), the second finds every render in the trainer's cache
@@ -27,15 +30,6 @@ use crate::bench::write_bench_file;
 /// Timed steps when `--steps` is not given.
 const DEFAULT_STEPS: usize = 100;
 
-/// The phases of a step, as reported (evaluation and output do not run here).
-const STEP_PHASES: [Phase; 5] = [
-    Phase::Data,
-    Phase::Forward,
-    Phase::Backward,
-    Phase::Optimizer,
-    Phase::Densify,
-];
-
 /// `trainer bench train [--config FILE.toml] [--data PATH] [--steps N] [--set k=v]...`.
 #[derive(Args, Debug)]
 pub struct TrainBenchArgs {
@@ -48,6 +42,10 @@ pub struct TrainBenchArgs {
     /// After the timed steps, evaluate twice (rendering, then from the render cache).
     #[arg(long)]
     eval: bool,
+    /// Wait for the device at the end of every phase, so that on a GPU each phase's time holds
+    /// its own device work (steps get slower: host and device no longer overlap).
+    #[arg(long)]
+    sync_phases: bool,
     /// Where the JSON results go.
     #[arg(long, value_name = "FILE", default_value = "bench-train.json")]
     json: std::path::PathBuf,
@@ -81,6 +79,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     );
     let scene_name = scene.name.clone();
     let mut trainer = Trainer::<Autodiff<Bk>>::new(config, Arc::new(scene), device)?;
+    trainer.set_phase_sync(args.sync_phases);
     let gaussians_start = trainer.num_gaussians();
     for _ in 0..args.warmup {
         trainer.step()?;
@@ -88,7 +87,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
 
     let mut step_ms = Vec::with_capacity(timed);
-    let mut phase_ms: [Vec<f64>; STEP_PHASES.len()] =
+    let mut phase_ms: [Vec<f64>; Phase::STEP.len()] =
         std::array::from_fn(|_| Vec::with_capacity(timed));
     let timed_start = *trainer.times();
     let started = Instant::now();
@@ -98,7 +97,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         trainer.step()?;
         step_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let phases = trainer.times().since(&before);
-        for (samples, phase) in phase_ms.iter_mut().zip(STEP_PHASES) {
+        for (samples, phase) in phase_ms.iter_mut().zip(Phase::STEP) {
             samples.push(phases.get(phase) * 1e3);
         }
     }
@@ -112,7 +111,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
             .context("no step timed")?
             .with_metric("steps_per_s", steps_per_s),
     ];
-    for (samples, phase) in phase_ms.iter().zip(STEP_PHASES) {
+    for (samples, phase) in phase_ms.iter().zip(Phase::STEP) {
         let share = totals.get(phase) / totals.total().max(f64::MIN_POSITIVE);
         results.push(
             BenchResult::from_samples(phase.name(), samples)
@@ -162,7 +161,15 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     let file = BenchFile {
         tool: "trainer bench train".into(),
         backend: Bk::name(device),
-        input: format!("{} on {scene_name}", args.run.origin()),
+        input: format!(
+            "{} on {scene_name}{}",
+            args.run.origin(),
+            if args.sync_phases {
+                ", phases synchronised"
+            } else {
+                ""
+            }
+        ),
         gaussians: trainer.num_gaussians(),
         peak_host_mib: peak_host_mib(),
         results,

@@ -1,8 +1,9 @@
-//! A run resumed from a checkpoint equals an uninterrupted one, bit for bit on the CPU; a NaN
-//! loss stops the run and leaves the last checkpoint intact.
+//! A run resumed from a checkpoint equals an uninterrupted one, bit for bit on the CPU, and so
+//! does a run that waits for the device after every phase; a NaN loss stops the run and leaves
+//! the last checkpoint intact.
 
 use ember_train::splats::{ParamGroup, Splats, to_host};
-use ember_train::{TrainError, Trainer};
+use ember_train::{Phase, TrainError, Trainer};
 
 use crate::common::{self, B};
 
@@ -19,6 +20,23 @@ fn state(trainer: &Trainer<B>) -> Vec<Vec<f32>> {
         out.push(to_host(t, "strategy").unwrap());
     }
     out
+}
+
+#[test]
+fn phase_sync_changes_timing_not_results() {
+    let config = common::tiny_config();
+    let scene = common::scene(&config);
+    let device = Default::default();
+    let mut plain = Trainer::<B>::new(config.clone(), scene.clone(), &device).unwrap();
+    let mut synced = Trainer::<B>::new(config.clone(), scene, &device).unwrap();
+    synced.set_phase_sync(true);
+    for _ in 0..config.steps {
+        assert_eq!(plain.step().unwrap().loss, synced.step().unwrap().loss);
+    }
+    assert_eq!(state(&plain), state(&synced), "identical final state");
+    for phase in Phase::STEP {
+        assert!(synced.times().get(phase) > 0.0, "{} timed", phase.name());
+    }
 }
 
 #[test]

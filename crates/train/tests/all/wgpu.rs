@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use burn::tensor::backend::Backend;
-use ember_train::{SplatAutodiffBackend, TrainScene, Trainer};
+use ember_train::{Phase, SplatAutodiffBackend, TrainScene, Trainer};
 
 use crate::common;
 
@@ -57,4 +57,22 @@ fn tiny_run_on_wgpu_matches_the_cpu() {
         (after - cpu_after).abs() < 0.05,
         "held-out PSNR after 40 steps: wgpu {after} vs cpu {cpu_after}"
     );
+}
+
+/// With phase sync the wgpu steps wait for the device after each phase (a real wait there, a
+/// no-op on the CPU) and still train.
+#[test]
+fn phase_synced_steps_run_on_wgpu() {
+    type B = burn::backend::Autodiff<Wgpu>;
+    let config = common::tiny_config();
+    let device = Default::default();
+    let scene = TrainScene::load::<Wgpu>(&config.data, config.seed, &device).unwrap();
+    let mut trainer = Trainer::<B>::new(config, Arc::new(scene), &device).unwrap();
+    trainer.set_phase_sync(true);
+    for _ in 0..3 {
+        assert!(trainer.step().unwrap().loss.is_finite());
+    }
+    for phase in Phase::STEP {
+        assert!(trainer.times().get(phase) > 0.0, "{} timed", phase.name());
+    }
 }

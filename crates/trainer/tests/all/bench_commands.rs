@@ -49,7 +49,8 @@ fn compare_reads(json: &str, sets: &[&str]) {
 fn bench_train_reports_every_phase_per_step() {
     let json = scratch("bench-train.json");
     let json = json.to_str().expect("utf-8 path");
-    // The built-in scene, shrunk: 3 timed steps after 1 warm-up step, then two evaluations.
+    // The built-in scene, shrunk: 3 timed steps (waiting for the device after each phase) after
+    // 1 warm-up step, then two evaluations.
     let bench = trainer(&[
         "bench",
         "train",
@@ -68,12 +69,15 @@ fn bench_train_reports_every_phase_per_step() {
         "--set",
         "data.procedural.points=200",
         "--eval",
+        "--sync-phases",
         "--json",
         json,
     ]);
     assert!(bench.status.success(), "bench train failed: {bench:?}");
     let file = read_json(json);
     assert_eq!(file["tool"], "trainer bench train");
+    let input = file["input"].as_str().expect("input");
+    assert!(input.ends_with(", phases synchronised"), "{input}");
     assert_eq!(file["gaussians"], 200);
     assert!(file["peak_host_mib"].as_f64().is_some_and(|m| m > 0.0));
 
