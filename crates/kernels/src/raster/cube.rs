@@ -25,9 +25,8 @@
 //! a compare-and-swap loop on the `f32` bits (WGSL). Where the runtime has plane (warp)
 //! operations in divergent control flow (CUDA), the units of a plane sum their contributions
 //! first and one of them adds the sums, so a Gaussian drawn on a whole tile costs 8 atomic
-//! rows instead of 256. The sums are
-//! therefore not bit-reproducible run to run on the GPU (the CPU's are). The batches start at
-//! the largest `last` of the tile's pixels.
+//! rows instead of 256. The sums are therefore not bit-reproducible run to run on the GPU (the
+//! CPU's are). The batches start at the largest `last` of the tile's pixels.
 
 use burn::tensor::{DType, Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
