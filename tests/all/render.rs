@@ -708,7 +708,13 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
 
 /// A field without higher SH bands (`sh_rest` `[N, 0, 3]`, which the projection takes as it
 /// is) renders, with every gradient, as the same field with band 1 stored but not evaluated.
-fn degree_zero_field_renders_like_an_unused_band<B: SplatBackend>(label: &str, device: &B::Device) {
+/// The gradients agree to `grad_tolerance` (relative): tight on the CPU, looser on a GPU,
+/// whose backward adds with atomics in no fixed order.
+fn degree_zero_field_renders_like_an_unused_band<B: SplatBackend>(
+    label: &str,
+    device: &B::Device,
+    grad_tolerance: f64,
+) {
     let mut rng = fresh_rng(label);
     let scene = random_scene(&mut rng, 50);
     let camera = test_camera(&mut rng, 40, 31);
@@ -746,7 +752,10 @@ fn degree_zero_field_renders_like_an_unused_band<B: SplatBackend>(label: &str, d
     {
         assert!(b.iter().any(|&g| g != 0.0), "{label}: no {name} gradient");
         let err = rel_err(a, b);
-        assert!(err < 1e-6, "{label}: d/d{name}, relative error {err}");
+        assert!(
+            err < grad_tolerance,
+            "{label}: d/d{name}, relative error {err}"
+        );
     }
 }
 
@@ -755,6 +764,7 @@ fn degree_zero_field_renders_cpu() {
     degree_zero_field_renders_like_an_unused_band::<Cpu>(
         "render_degree_zero_cpu",
         &Default::default(),
+        1e-6,
     );
 }
 
@@ -762,9 +772,11 @@ fn degree_zero_field_renders_cpu() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn degree_zero_field_renders_wgpu() {
+    // Seen up to 1.8e-6 from the order of the atomic adds (as the batch test allows 1e-5).
     degree_zero_field_renders_like_an_unused_band::<WgpuFused>(
         "render_degree_zero_wgpu",
         &Default::default(),
+        1e-5,
     );
 }
 

@@ -157,50 +157,9 @@ pub struct ProjectPrimitives<B: Backend> {
     pub extents: IntTensor<B>,
 }
 
-/// Gradients of a scalar loss with respect to every [`ProjectInputs`] tensor (same shapes).
-#[derive(Debug, Clone)]
-pub struct ProjectGrads<B: Backend> {
-    /// `[N, 3]`
-    pub means: FloatTensor<B>,
-    /// `[N, 4]`
-    pub quats: FloatTensor<B>,
-    /// `[N, 3]`
-    pub log_scales: FloatTensor<B>,
-    /// `[N]`
-    pub opacity_logits: FloatTensor<B>,
-    /// `[N, 1, 3]`
-    pub sh_dc: FloatTensor<B>,
-    /// `[N, K - 1, 3]` (`K - 1` may be zero)
-    pub sh_rest: FloatTensor<B>,
-}
-
-impl<B: Backend> ProjectGrads<B> {
-    /// The six gradients in the order of [`ProjectInputs::into_array`].
-    pub fn into_array(self) -> [FloatTensor<B>; 6] {
-        [
-            self.means,
-            self.quats,
-            self.log_scales,
-            self.opacity_logits,
-            self.sh_dc,
-            self.sh_rest,
-        ]
-    }
-
-    /// The inverse of [`ProjectGrads::into_array`].
-    pub fn from_array(
-        [means, quats, log_scales, opacity_logits, sh_dc, sh_rest]: [FloatTensor<B>; 6],
-    ) -> Self {
-        ProjectGrads {
-            means,
-            quats,
-            log_scales,
-            opacity_logits,
-            sh_dc,
-            sh_rest,
-        }
-    }
-}
+/// Gradients of a scalar loss with respect to every [`ProjectInputs`] tensor: the same six
+/// fields, shapes and array order.
+pub type ProjectGrads<B> = ProjectInputs<B>;
 
 /// The projection of `N` Gaussians as tensors. Every float output is differentiable (they are
 /// views of `packed`); `radius` and `tiles` are not.
