@@ -16,8 +16,8 @@ use crate::real::Real;
 use crate::simd::{self, lane_sum};
 
 #[cfg(target_arch = "x86_64")]
-#[path = "cpu_avx2.rs"]
-mod avx2;
+#[path = "cpu_simd.rs"]
+mod explicit;
 
 /// Below this alpha a Gaussian is skipped at a pixel.
 const MIN_ALPHA: f64 = 1.0 / 255.0;
@@ -429,18 +429,27 @@ impl<T: Real> Footprint<T> {
 /// Pixels per tile row.
 const ROW: usize = TILE_SIZE as usize;
 
-/// Pixels per segment: the unit a Gaussian is skipped at and evaluated on as one vector (8
-/// lanes, one 256-bit vector of `f32`; half a tile row). Halving the 16-pixel rows evaluates
-/// 1.7x fewer lanes on the garden scene (4.8 M segments against 4.1 M rows meeting a bounding
-/// box, camera 0 at 648x420).
-const SEGMENT: usize = 8;
+/// Pixel columns per segment.
+const SEGMENT_W: usize = 8;
 
-/// Segments per tile row.
-const SEGMENTS_PER_ROW: usize = ROW / SEGMENT;
+/// Pixel rows per segment.
+const SEGMENT_H: usize = 2;
 
-/// Segments per tile, numbered row-major (`row * SEGMENTS_PER_ROW + half`); one bit each in a
-/// `u32`.
-const SEGMENTS: usize = ROW * SEGMENTS_PER_ROW;
+/// Lanes per segment, one pixel each: lane `l` is column `l % 8`, row `l / 8` of the segment.
+///
+/// A segment is the unit a Gaussian is skipped at and evaluated on as one vector: 8x2 pixels,
+/// one 512-bit vector of `f32` (two 256-bit ones with AVX2). Counted on the garden scene
+/// (camera 0 at 648x420, each block kept where some pixel centre has `sigma <= reach`): 8x2
+/// blocks take 2.53 M (Gaussian, block) steps and 40.5 M lanes, against 4.81 M steps and
+/// 38.5 M lanes for 8x1 and 3.16 M steps and 50.5 M lanes for 16x1.
+const LANES: usize = SEGMENT_W * SEGMENT_H;
+
+/// Segments per tile row of segments.
+const SEGMENTS_PER_ROW: usize = ROW / SEGMENT_W;
+
+/// Segments per tile, numbered row-major (`band * SEGMENTS_PER_ROW + half`, `band` the pair of
+/// pixel rows); one bit each in a `u32`.
+const SEGMENTS: usize = (ROW / SEGMENT_H) * SEGMENTS_PER_ROW;
 
 /// The centre of every segment's first pixel in one tile, in pixels (what
 /// [`reached_segments`] offsets).
@@ -453,8 +462,8 @@ impl SegmentGrid {
     /// The grid of the tile whose pixels start at `(x0, y0)`.
     fn new(x0: usize, y0: usize) -> Self {
         SegmentGrid {
-            cx: core::array::from_fn(|s| (x0 + (s % SEGMENTS_PER_ROW) * SEGMENT) as f64 + 0.5),
-            cy: core::array::from_fn(|s| (y0 + s / SEGMENTS_PER_ROW) as f64 + 0.5),
+            cx: core::array::from_fn(|s| (x0 + (s % SEGMENTS_PER_ROW) * SEGMENT_W) as f64 + 0.5),
+            cy: core::array::from_fn(|s| (y0 + (s / SEGMENTS_PER_ROW) * SEGMENT_H) as f64 + 0.5),
         }
     }
 }
@@ -462,9 +471,11 @@ impl SegmentGrid {
 /// The segments (bit `s`, numbered as in [`SEGMENTS`]) of the tile of `grid` where Gaussian `f`
 /// may reach `alpha >= 1/255`: those where `min sigma > reach` cannot be ruled out. On a row
 /// `dy` away from the centre, `sigma` is a parabola in `dx` with its minimum at `-b dy / a`
-/// (when `a > 0`), so its minimum over the segment's pixel centres is at least its value at
-/// that point clamped to the segment; in `f64`, far from the `f32` rounding the lanes make.
-/// NaN, or `a <= 0`, rules nothing out.
+/// (when `a > 0`), so its minimum over a row's pixel centres is at least its value at that
+/// point clamped to the row; a segment is kept when either of its rows is. In `f64`, far from
+/// the `f32` rounding the lanes make. NaN, or `a <= 0`, rules nothing out.
+///
+/// The AVX-512 build (`cpu_simd.rs`) computes the same values in the same order.
 #[inline(always)]
 fn reached_segments<T: Real>(f: &Footprint<T>, grid: &SegmentGrid) -> u32 {
     if f.reach < 0.0 {
@@ -473,18 +484,20 @@ fn reached_segments<T: Real>(f: &Footprint<T>, grid: &SegmentGrid) -> u32 {
     }
     let (x, y) = (f.x.to_f64(), f.y.to_f64());
     let (a, b, c) = (f.a.to_f64(), f.b.to_f64(), f.c.to_f64());
-    if !(a > 0.0) {
+    if !(a > 0.0) || x.is_nan() {
         return u32::MAX;
     }
     let slope = -b / a;
+    let row_reached = |first: f64, dy: f64| {
+        // `max` drops a NaN `slope * dy` (`first` is not NaN); a NaN `sigma` is kept.
+        let d = (slope * dy).max(first).min(first + (SEGMENT_W - 1) as f64);
+        let sigma = (0.5 * a * d + b * dy) * d + 0.5 * c * dy * dy;
+        !(sigma > f.reach)
+    };
     let mut keep = [false; SEGMENTS];
     for ((k, &cx), &cy) in keep.iter_mut().zip(&grid.cx).zip(&grid.cy) {
-        let dy = cy - y;
-        let first = cx - x;
-        // `max`/`min` drop a NaN `slope * dy`; a NaN `sigma` is kept.
-        let d = (slope * dy).max(first).min(first + (SEGMENT - 1) as f64);
-        let sigma = (0.5 * a * d + b * dy) * d + 0.5 * c * dy * dy;
-        *k = !(sigma > f.reach);
+        let (first, dy) = (cx - x, cy - y);
+        *k = row_reached(first, dy) | row_reached(first, dy + 1.0);
     }
     let mut mask = 0;
     for (s, &k) in keep.iter().enumerate() {
@@ -517,11 +530,63 @@ simd::variants!(
     )
 );
 
+/// Segment `s`'s list (`lists[s * stride..][..lens[s]]`): the indices `j` with bit `s` of
+/// `masks[j]`, ascending, for every `s` (`stride >= masks.len()`).
+fn segment_lists(masks: &[u32], lists: &mut [u32], stride: usize, lens: &mut [usize; SEGMENTS]) {
+    *lens = [0; SEGMENTS];
+    for (j, &m) in masks.iter().enumerate() {
+        let mut mask = m;
+        while mask != 0 {
+            let s = mask.trailing_zeros() as usize;
+            // A tile list is at most `N <= u32::MAX` long.
+            lists[s * stride + lens[s]] = j as u32;
+            lens[s] += 1;
+            mask &= mask - 1;
+        }
+    }
+}
+
 /// The segments of a tile of `width x height` pixels that hold any pixel.
 fn present_segments(width: usize, height: usize) -> u32 {
     (0..SEGMENTS)
-        .filter(|s| s / SEGMENTS_PER_ROW < height && (s % SEGMENTS_PER_ROW) * SEGMENT < width)
+        .filter(|s| {
+            (s / SEGMENTS_PER_ROW) * SEGMENT_H < height
+                && (s % SEGMENTS_PER_ROW) * SEGMENT_W < width
+        })
         .fold(0, |mask, s| mask | (1 << s))
+}
+
+/// Where a segment lies in the image: its first pixel, and how many of its columns and rows
+/// hold pixels (the others' lanes are evaluated but never drawn).
+#[derive(Clone, Copy, Debug)]
+struct SegmentPlace {
+    px: usize,
+    py: usize,
+    width: usize,
+    rows: usize,
+}
+
+impl SegmentPlace {
+    /// Whether lane `l` is a pixel of the image.
+    #[inline(always)]
+    fn holds(&self, l: usize) -> bool {
+        l % SEGMENT_W < self.width && l / SEGMENT_W < self.rows
+    }
+
+    /// Lane `l`'s pixel index in a row-major image `image_width` wide.
+    #[inline(always)]
+    fn pixel(&self, l: usize, image_width: usize) -> usize {
+        (self.py + l / SEGMENT_W) * image_width + self.px + l % SEGMENT_W
+    }
+
+    /// Every lane's pixel centre, `(x, y)`.
+    #[inline(always)]
+    fn centres<T: Real>(&self) -> ([T; LANES], [T; LANES]) {
+        (
+            core::array::from_fn(|l| T::from_f64((self.px + l % SEGMENT_W) as f64 + 0.5)),
+            core::array::from_fn(|l| T::from_f64((self.py + l / SEGMENT_W) as f64 + 0.5)),
+        )
+    }
 }
 
 /// A tile's list gathered into contiguous records, and for each of its segments the entries
@@ -530,7 +595,11 @@ fn present_segments(width: usize, height: usize) -> u32 {
 struct TileSegments<T> {
     entries: Vec<Footprint<T>>,
     masks: Vec<u32>,
-    segments: Vec<Vec<u32>>,
+    /// Segment `s`'s entries are `lists[s * stride..][..lens[s]]`; each list has room for
+    /// the whole tile list and 16 more (the AVX-512 build stores 16 at a time).
+    lists: Vec<u32>,
+    stride: usize,
+    lens: [usize; SEGMENTS],
     /// The backward's per-entry lane sums.
     partial: Vec<LanePartial<T>>,
 }
@@ -550,142 +619,111 @@ impl<T: Real> TileSegments<T> {
         self.masks.resize(list.len(), 0);
         let grid = SegmentGrid::new(x0, y0);
         let present = present_segments(x1 - x0, y1 - y0);
-        // SAFETY: `simd::variants!` returns a build only on CPUs with its features.
-        unsafe { segment_masks::<T>()(&self.entries, &grid, present, &mut self.masks) };
-        self.segments.resize_with(SEGMENTS, Vec::new);
-        for segment in &mut self.segments {
-            segment.clear();
+        self.stride = list.len() + 16;
+        if self.lists.len() < SEGMENTS * self.stride {
+            self.lists.resize(SEGMENTS * self.stride, 0);
         }
-        for (j, &m) in self.masks.iter().enumerate() {
-            let mut mask = m;
-            while mask != 0 {
-                let s = mask.trailing_zeros() as usize;
-                // A tile list is at most `N <= u32::MAX` long.
-                self.segments[s].push(j as u32);
-                mask &= mask - 1;
+        #[cfg(target_arch = "x86_64")]
+        if let Some(entries) = explicit::as_f32(&self.entries) {
+            if explicit::avx512_available() {
+                // SAFETY: the CPU has AVX-512F (checked); `lists` holds `SEGMENTS * stride`.
+                unsafe {
+                    explicit::segment_masks_avx512(entries, &grid, present, &mut self.masks);
+                    explicit::segment_lists_avx512(
+                        &self.masks,
+                        &mut self.lists,
+                        self.stride,
+                        &mut self.lens,
+                    );
+                }
+                return;
             }
         }
+        // SAFETY: `simd::variants!` returns a build only on CPUs with its features.
+        unsafe { segment_masks::<T>()(&self.entries, &grid, present, &mut self.masks) };
+        segment_lists(&self.masks, &mut self.lists, self.stride, &mut self.lens);
     }
 
-    /// Segment `s`'s first pixel column and row, and its width in pixels, in the tile
-    /// `(x0, x1, y0, _)`.
-    fn segment_pixels(
-        s: usize,
-        (x0, x1, y0, _): (usize, usize, usize, usize),
-    ) -> (usize, usize, usize) {
-        let px = x0 + (s % SEGMENTS_PER_ROW) * SEGMENT;
-        (
+    /// Segment `s` of the tile `(x0, x1, y0, y1)`.
+    fn place(s: usize, (x0, x1, y0, y1): (usize, usize, usize, usize)) -> SegmentPlace {
+        let px = x0 + (s % SEGMENTS_PER_ROW) * SEGMENT_W;
+        let py = y0 + (s / SEGMENTS_PER_ROW) * SEGMENT_H;
+        SegmentPlace {
             px,
-            y0 + s / SEGMENTS_PER_ROW,
-            x1.saturating_sub(px).min(SEGMENT),
-        )
-    }
-}
-
-/// A [`Footprint`] on the pixel row centred at `cy`: what every lane shares.
-#[derive(Clone, Copy)]
-struct RowSplat<T> {
-    x: T,
-    /// `cy - y`.
-    dy: T,
-    a: T,
-    b: T,
-    c: T,
-    /// `a / 2`, `b dy` and `c dy^2 / 2`: `sigma = dx (a/2 dx + b dy) + c dy^2 / 2`, two fused
-    /// multiply-adds per lane.
-    half_a: T,
-    b_dy: T,
-    half_c_dy2: T,
-    opacity: T,
-    color: [T; 3],
-    depth: T,
-}
-
-impl<T: Real> RowSplat<T> {
-    #[inline(always)]
-    fn new(f: &Footprint<T>, cy: T) -> Self {
-        let half = T::from_f64(0.5);
-        let dy = cy - f.y;
-        RowSplat {
-            x: f.x,
-            dy,
-            a: f.a,
-            b: f.b,
-            c: f.c,
-            half_a: half * f.a,
-            b_dy: f.b * dy,
-            half_c_dy2: half * f.c * dy * dy,
-            opacity: f.opacity,
-            color: f.color,
-            depth: f.depth,
+            py,
+            width: x1.saturating_sub(px).min(SEGMENT_W),
+            rows: y1.saturating_sub(py).min(SEGMENT_H),
         }
     }
 }
 
-/// One lane's view of a [`RowSplat`]: the offset, `exp(-sigma)`, the clamped alpha, whether the
-/// clamp is active, and whether the pair is drawn at all (`sigma >= 0` and `alpha >= 1/255`;
-/// false for NaN). Evaluated with fused multiply-adds (the lanes run in `simd::variants!`).
+/// One lane's view of a [`Footprint`] at the pixel centre `(cx, cy)`: the offsets `dx`, `dy`,
+/// `exp(-sigma)`, the clamped alpha, whether the clamp is active, and whether the pair is
+/// drawn at all (`sigma >= 0` and `alpha >= 1/255`; false for NaN). `sigma = dx (a/2 dx + b
+/// dy) + c dy^2 / 2`: two fused multiply-adds (the lanes run in `simd::variants!`), the
+/// explicit walks of `cpu_simd.rs` round the same way.
 #[inline(always)]
-fn lane_hit<T: Real>(s: &RowSplat<T>, cx: T) -> (T, T, T, bool, bool) {
-    let dx = cx - s.x;
-    let sigma = dx.mul_add(s.half_a.mul_add(dx, s.b_dy), s.half_c_dy2);
+fn lane_hit<T: Real>(f: &Footprint<T>, cx: T, cy: T) -> (T, T, T, T, bool, bool) {
+    let half = T::from_f64(0.5);
+    let dx = cx - f.x;
+    let dy = cy - f.y;
+    let half_c_dy2 = half * f.c * dy * dy;
+    let sigma = dx.mul_add((half * f.a).mul_add(dx, f.b * dy), half_c_dy2);
     let vis = (-sigma).exp_fused();
-    let raw = s.opacity * vis;
+    let raw = f.opacity * vis;
     let max_alpha = T::from_f64(MAX_ALPHA);
     let clamped = raw > max_alpha;
     let alpha = if clamped { max_alpha } else { raw };
     let drawn = sigma >= T::ZERO && alpha >= T::from_f64(MIN_ALPHA);
-    (dx, vis, alpha, clamped, drawn)
-}
-
-/// The centres of the lanes of a segment starting at column `x0`.
-#[inline(always)]
-fn lane_centres<T: Real>(x0: usize) -> [T; SEGMENT] {
-    core::array::from_fn(|l| T::from_f64((x0 + l) as f64 + 0.5))
+    (dx, dy, vis, alpha, clamped, drawn)
 }
 
 /// One segment's forward state, lane per pixel. A lane is live while its `last` is the list
-/// length (lanes past the segment's width start at 0, stopped).
+/// length (lanes outside the image start at 0, stopped).
 struct SegmentForward<T> {
-    t: [T; SEGMENT],
-    rgb: [[T; SEGMENT]; 3],
-    depth: [T; SEGMENT],
-    last: [u32; SEGMENT],
+    t: [T; LANES],
+    rgb: [[T; LANES]; 3],
+    depth: [T; LANES],
+    last: [u32; LANES],
 }
 
-/// Composites the entries `list` of `entries` front to back over the segment whose pixels start
-/// at `(px, py)`, writing its `out.len()` pixels (at most [`SEGMENT`]). Each entry is evaluated
-/// on all lanes at once (branch-free, so that it vectorises); the walk ends when every pixel
-/// has stopped. Each pixel sees the Gaussians in list order with the per-pixel arithmetic, so
-/// results do not depend on the vector width.
+impl<T: Real> SegmentForward<T> {
+    /// The state before the first Gaussian of a list `open` long.
+    fn start(place: &SegmentPlace, open: u32) -> Self {
+        SegmentForward {
+            t: [T::ONE; LANES],
+            rgb: [[T::ZERO; LANES]; 3],
+            depth: [T::ZERO; LANES],
+            last: core::array::from_fn(|l| if place.holds(l) { open } else { 0 }),
+        }
+    }
+}
+
+/// Composites the entries `list` of `entries` front to back over the segment `place`, from the
+/// state `s` (see [`SegmentForward::start`]). Each entry is evaluated on all lanes at once
+/// (branch-free, so that it vectorises); the walk ends when every pixel has stopped. Each pixel
+/// sees the Gaussians in list order with the per-pixel arithmetic, so results do not depend on
+/// the vector width.
 // The lane index addresses the state's per-lane arrays at once.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn forward_segment_body<T: Real>(
     entries: &[Footprint<T>],
     list: &[u32],
-    px: usize,
-    py: usize,
-    out: &mut [Pixel<T>],
+    place: SegmentPlace,
+    s: &mut SegmentForward<T>,
 ) {
     let min_t = T::from_f64(MIN_TRANSMITTANCE);
-    let cx = lane_centres::<T>(px);
-    let cy = T::from_f64(py as f64 + 0.5);
+    let (cx, cy) = place.centres::<T>();
     // A tile list is at most `N <= u32::MAX` long.
     let open = entries.len() as u32;
-    let mut s = SegmentForward {
-        t: [T::ONE; SEGMENT],
-        rgb: [[T::ZERO; SEGMENT]; 3],
-        depth: [T::ZERO; SEGMENT],
-        last: core::array::from_fn(|l| if l < out.len() { open } else { 0 }),
-    };
     for &j in list {
-        let sp = RowSplat::new(&entries[j as usize], cy);
+        let f = &entries[j as usize];
         // Counted in the lane loop: reading `last` back after its masked vector store would
         // stall on store forwarding (it did: 45% of the forward's samples).
         let mut running = 0u32;
-        for l in 0..SEGMENT {
-            let (_, _, alpha, _, drawn) = lane_hit(&sp, cx[l]);
+        for l in 0..LANES {
+            let (_, _, _, alpha, _, drawn) = lane_hit(f, cx[l], cy[l]);
             let live = s.last[l] == open;
             let ok = drawn && live;
             let next = s.t[l] * (T::ONE - alpha);
@@ -694,10 +732,10 @@ fn forward_segment_body<T: Real>(
             let w = T::select(draw, alpha * s.t[l]);
             // Channel by channel: a loop over the channels here compiles to a gather and a
             // scatter per step.
-            s.rgb[0][l] += w * sp.color[0];
-            s.rgb[1][l] += w * sp.color[1];
-            s.rgb[2][l] += w * sp.color[2];
-            s.depth[l] += w * sp.depth;
+            s.rgb[0][l] += w * f.color[0];
+            s.rgb[1][l] += w * f.color[1];
+            s.rgb[2][l] += w * f.color[2];
+            s.depth[l] += w * f.depth;
             s.t[l] = if draw { next } else { s.t[l] };
             s.last[l] = if stop { j } else { s.last[l] };
             running += u32::from(live && !stop);
@@ -705,14 +743,6 @@ fn forward_segment_body<T: Real>(
         if running == 0 {
             break;
         }
-    }
-    for (l, p) in out.iter_mut().enumerate() {
-        *p = Pixel {
-            rgb: [s.rgb[0][l], s.rgb[1][l], s.rgb[2][l]],
-            depth: s.depth[l],
-            transmittance: s.t[l],
-            last: s.last[l],
-        };
     }
 }
 
@@ -722,9 +752,8 @@ simd::variants!(
     (
         entries: &[Footprint<T>],
         list: &[u32],
-        px: usize,
-        py: usize,
-        out: &mut [Pixel<T>],
+        place: SegmentPlace,
+        s: &mut SegmentForward<T>,
     )
 );
 
@@ -737,27 +766,39 @@ struct Pixel<T> {
     last: u32,
 }
 
-/// Whether the explicit AVX2 walks of `cpu_avx2.rs` serve `T`: it is `f32` and the CPU has
-/// AVX2 and FMA.
+/// The explicit walks of `cpu_simd.rs` that serve `T` on this CPU: for `f32` with AVX-512 the
+/// 16-lane ones, with AVX2 and FMA the 8-lane ones; `None` otherwise (and for `f64`).
 #[cfg(target_arch = "x86_64")]
-fn explicit_avx2<T: Real>() -> bool {
-    core::any::TypeId::of::<T>() == core::any::TypeId::of::<f32>()
-        && std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("fma")
+fn explicit_walks<T: Real>() -> Option<(SegmentWalk<T>, SegmentReplay<T>)> {
+    if core::any::TypeId::of::<T>() != core::any::TypeId::of::<f32>() {
+        return None;
+    }
+    let walks: (SegmentWalk<f32>, SegmentReplay<f32>) = if explicit::avx512_available() {
+        (explicit::forward_avx512, explicit::backward_avx512)
+    } else if explicit::avx2_available() {
+        (explicit::forward_avx2, explicit::backward_avx2)
+    } else {
+        return None;
+    };
+    // SAFETY: `T` is `f32` (same `TypeId`), so both are the same function pointer types.
+    Some(unsafe {
+        core::mem::transmute_copy::<
+            (SegmentWalk<f32>, SegmentReplay<f32>),
+            (SegmentWalk<T>, SegmentReplay<T>),
+        >(&walks)
+    })
 }
 
 /// A forward segment walk (the signature of `forward_segment_body`).
-type SegmentWalk<T> = unsafe fn(&[Footprint<T>], &[u32], usize, usize, &mut [Pixel<T>]);
+type SegmentWalk<T> = unsafe fn(&[Footprint<T>], &[u32], SegmentPlace, &mut SegmentForward<T>);
 
-/// The fastest forward segment walk for `T` on this CPU: for `f32` with AVX2 and FMA the one in
-/// explicit intrinsics (state in registers, bit-identical results), else the widest build of
-/// the portable body.
+/// The fastest forward segment walk for `T` on this CPU: for `f32` with AVX-512 or AVX2 and
+/// FMA the one in explicit intrinsics (state in registers, bit-identical results), else the
+/// widest build of the portable body.
 fn forward_segment_fn<T: Real>() -> SegmentWalk<T> {
     #[cfg(target_arch = "x86_64")]
-    if explicit_avx2::<T>() {
-        let walk: SegmentWalk<f32> = avx2::forward_segment;
-        // SAFETY: `T` is `f32` (same `TypeId`), so both are the same function pointer type.
-        return unsafe { core::mem::transmute_copy::<SegmentWalk<f32>, SegmentWalk<T>>(&walk) };
+    if let Some((walk, _)) = explicit_walks::<T>() {
+        return walk;
     }
     forward_segment::<T>()
 }
@@ -809,27 +850,38 @@ fn forward_with<T: Real>(
                     let rect = bins.tile_pixels(t);
                     let (x0, x1, y0, y1) = rect;
                     let tile_w = x1 - x0;
+                    let open = bins.tile(t).len() as u32;
                     // A pixel no Gaussian reaches went through the whole list.
                     let untouched = Pixel {
                         rgb: [T::ZERO; 3],
                         depth: T::ZERO,
                         transmittance: T::ONE,
-                        last: bins.tile(t).len() as u32,
+                        last: open,
                     };
                     pixels.clear();
                     pixels.resize(tile_w * (y1 - y0), untouched);
                     tile.gather(&footprints, bins.tile(t), rect);
-                    for (s, list) in tile.segments.iter().enumerate() {
+                    for s in 0..SEGMENTS {
+                        let list = &tile.lists[s * tile.stride..][..tile.lens[s]];
                         // Only segments with pixels have entries.
                         if list.is_empty() {
                             continue;
                         }
-                        let (px, py, seg_w) = TileSegments::<T>::segment_pixels(s, rect);
-                        let start = (py - y0) * tile_w + px - x0;
-                        let seg = &mut pixels[start..start + seg_w];
+                        let place = TileSegments::<T>::place(s, rect);
+                        let mut state = SegmentForward::start(&place, open);
                         // SAFETY: `forward_segment_fn` picks a walk only on CPUs with its
                         // features.
-                        unsafe { segment_fn(&tile.entries, list, px, py, seg) };
+                        unsafe { segment_fn(&tile.entries, list, place, &mut state) };
+                        for l in (0..LANES).filter(|&l| place.holds(l)) {
+                            let (row, col) = (l / SEGMENT_W, l % SEGMENT_W);
+                            let i = (place.py - y0 + row) * tile_w + place.px - x0 + col;
+                            pixels[i] = Pixel {
+                                rgb: [state.rgb[0][l], state.rgb[1][l], state.rgb[2][l]],
+                                depth: state.depth[l],
+                                transmittance: state.t[l],
+                                last: state.last[l],
+                            };
+                        }
                     }
                     for (row, row_pixels) in pixels.chunks_exact(tile_w).enumerate() {
                         // Index within the band of image rows `ty * 16..`.
@@ -866,13 +918,13 @@ struct Partial<T> {
 /// One segment's backward state, lane per pixel: the loss gradient, the transmittance in
 /// front of the current Gaussian, everything behind it as its alpha sees it (times
 /// `1 - alpha`: the colour and depth drawn behind, the background, the coverage through
-/// `T_final`), and how far the forward went.
+/// `T_final`), and how far the forward went (0 for lanes outside the image: nothing drawn).
 struct SegmentBackward<T> {
-    v_rgb: [[T; SEGMENT]; 3],
-    v_depth: [T; SEGMENT],
-    t: [T; SEGMENT],
-    behind: [T; SEGMENT],
-    last: [u32; SEGMENT],
+    v_rgb: [[T; LANES]; 3],
+    v_depth: [T; LANES],
+    t: [T; LANES],
+    behind: [T; LANES],
+    last: [u32; LANES],
 }
 
 /// One tile entry's gradient sums lane by lane: each segment adds its lanes into the same lanes,
@@ -880,22 +932,22 @@ struct SegmentBackward<T> {
 /// segment.
 #[derive(Clone, Copy)]
 struct LanePartial<T> {
-    xy: [[T; SEGMENT]; 2],
-    conic: [[T; SEGMENT]; 3],
-    color: [[T; SEGMENT]; 3],
-    opacity: [T; SEGMENT],
-    depth: [T; SEGMENT],
-    xy_abs: [T; SEGMENT],
+    xy: [[T; LANES]; 2],
+    conic: [[T; LANES]; 3],
+    color: [[T; LANES]; 3],
+    opacity: [T; LANES],
+    depth: [T; LANES],
+    xy_abs: [T; LANES],
 }
 
 impl<T: Real> LanePartial<T> {
     const ZERO: Self = LanePartial {
-        xy: [[T::ZERO; SEGMENT]; 2],
-        conic: [[T::ZERO; SEGMENT]; 3],
-        color: [[T::ZERO; SEGMENT]; 3],
-        opacity: [T::ZERO; SEGMENT],
-        depth: [T::ZERO; SEGMENT],
-        xy_abs: [T::ZERO; SEGMENT],
+        xy: [[T::ZERO; LANES]; 2],
+        conic: [[T::ZERO; LANES]; 3],
+        color: [[T::ZERO; LANES]; 3],
+        opacity: [T::ZERO; LANES],
+        depth: [T::ZERO; LANES],
+        xy_abs: [T::ZERO; LANES],
     };
 
     /// The lanes added up.
@@ -911,40 +963,39 @@ impl<T: Real> LanePartial<T> {
     }
 }
 
-/// Replays the segment whose pixels start at `(px, py)` back to front over the entries `list`
-/// of `entries`, adding each entry's gradients lane by lane into `partial` (indexed like
-/// `entries`). Lanes are evaluated branch-free, so results are deterministic.
+/// Replays the segment `place` back to front over the entries `list` of `entries`, adding each
+/// entry's gradients lane by lane into `partial` (indexed like `entries`). Lanes are evaluated
+/// branch-free, so results are deterministic; each lane adds into its own accumulators, so the
+/// sums do not depend on how the lanes are grouped into vectors.
 // The lane index addresses a dozen per-lane arrays at once.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 fn backward_segment_body<T: Real>(
     entries: &[Footprint<T>],
     list: &[u32],
-    px: usize,
-    py: usize,
+    place: SegmentPlace,
     mut s: SegmentBackward<T>,
     partial: &mut [LanePartial<T>],
 ) {
     let half = T::from_f64(0.5);
-    let cx = lane_centres::<T>(px);
-    let cy = T::from_f64(py as f64 + 0.5);
+    let (cx, cy) = place.centres::<T>();
     // Entries at or past every lane's `last` were not drawn here.
     let longest = s.last.iter().copied().max().unwrap_or(0);
     let end = list.partition_point(|&j| j < longest);
     for &j in list[..end].iter().rev() {
-        let sp = RowSplat::new(&entries[j as usize], cy);
+        let f = &entries[j as usize];
         let e = &mut partial[j as usize];
-        for l in 0..SEGMENT {
-            let (dx, vis, alpha, clamped, drawn) = lane_hit(&sp, cx[l]);
+        for l in 0..LANES {
+            let (dx, dy, vis, alpha, clamped, drawn) = lane_hit(f, cx[l], cy[l]);
             let ok = drawn && j < s.last[l];
             // One division for the two quantities divided by `1 - alpha`.
             let inv_one_minus = T::ONE / (T::ONE - alpha);
             let t = s.t[l] * inv_one_minus;
             let w = T::select(ok, alpha * t);
-            let own = sp.color[0] * s.v_rgb[0][l]
-                + sp.color[1] * s.v_rgb[1][l]
-                + sp.color[2] * s.v_rgb[2][l]
-                + sp.depth * s.v_depth[l];
+            let own = f.color[0] * s.v_rgb[0][l]
+                + f.color[1] * s.v_rgb[1][l]
+                + f.color[2] * s.v_rgb[2][l]
+                + f.depth * s.v_depth[l];
             let v_alpha = T::select(ok, t * own - s.behind[l] * inv_one_minus);
             s.behind[l] += w * own;
             s.t[l] = if ok { t } else { s.t[l] };
@@ -958,11 +1009,11 @@ fn backward_segment_body<T: Real>(
             e.opacity[l] += free * vis * v_alpha;
             let v_sigma = -(free * v_alpha) * alpha;
             e.conic[0][l] += half * v_sigma * dx * dx;
-            e.conic[1][l] += v_sigma * dx * sp.dy;
-            e.conic[2][l] += half * v_sigma * sp.dy * sp.dy;
+            e.conic[1][l] += v_sigma * dx * dy;
+            e.conic[2][l] += half * v_sigma * dy * dy;
             // d sigma / d xy = -(a dx + b dy, b dx + c dy).
-            let gx = -v_sigma * (sp.a * dx + sp.b * sp.dy);
-            let gy = -v_sigma * (sp.b * dx + sp.c * sp.dy);
+            let gx = -v_sigma * (f.a * dx + f.b * dy);
+            let gy = -v_sigma * (f.b * dx + f.c * dy);
             e.xy[0][l] += gx;
             e.xy[1][l] += gy;
             e.xy_abs[l] += (gx * gx + gy * gy).sqrt();
@@ -976,8 +1027,7 @@ simd::variants!(
     (
         entries: &[Footprint<T>],
         list: &[u32],
-        px: usize,
-        py: usize,
+        place: SegmentPlace,
         s: SegmentBackward<T>,
         partial: &mut [LanePartial<T>],
     )
@@ -985,15 +1035,13 @@ simd::variants!(
 
 /// A backward segment walk (the signature of `backward_segment_body`).
 type SegmentReplay<T> =
-    unsafe fn(&[Footprint<T>], &[u32], usize, usize, SegmentBackward<T>, &mut [LanePartial<T>]);
+    unsafe fn(&[Footprint<T>], &[u32], SegmentPlace, SegmentBackward<T>, &mut [LanePartial<T>]);
 
 /// The fastest backward segment walk for `T` on this CPU (as [`forward_segment_fn`]).
 fn backward_segment_fn<T: Real>() -> SegmentReplay<T> {
     #[cfg(target_arch = "x86_64")]
-    if explicit_avx2::<T>() {
-        let walk: SegmentReplay<f32> = avx2::backward_segment;
-        // SAFETY: `T` is `f32` (same `TypeId`), so both are the same function pointer type.
-        return unsafe { core::mem::transmute_copy::<SegmentReplay<f32>, SegmentReplay<T>>(&walk) };
+    if let Some((_, replay)) = explicit_walks::<T>() {
+        return replay;
     }
     backward_segment::<T>()
 }
@@ -1056,21 +1104,22 @@ fn backward_with<T: Real>(
             tile.gather(&footprints, list, rect);
             tile.partial.clear();
             tile.partial.resize(list.len(), LanePartial::ZERO);
-            for (s, list) in tile.segments.iter().enumerate() {
+            for s in 0..SEGMENTS {
+                let list = &tile.lists[s * tile.stride..][..tile.lens[s]];
                 // Only segments with pixels have entries.
                 if list.is_empty() {
                     continue;
                 }
-                let (px, py, width_s) = TileSegments::<T>::segment_pixels(s, rect);
+                let place = TileSegments::<T>::place(s, rect);
                 let mut state = SegmentBackward {
-                    v_rgb: [[T::ZERO; SEGMENT]; 3],
-                    v_depth: [T::ZERO; SEGMENT],
-                    t: [T::ONE; SEGMENT],
-                    behind: [T::ZERO; SEGMENT],
-                    last: [0; SEGMENT],
+                    v_rgb: [[T::ZERO; LANES]; 3],
+                    v_depth: [T::ZERO; LANES],
+                    t: [T::ONE; LANES],
+                    behind: [T::ZERO; LANES],
+                    last: [0; LANES],
                 };
-                for l in 0..width_s {
-                    let i = py * width + px + l;
+                for l in (0..LANES).filter(|&l| place.holds(l)) {
+                    let i = place.pixel(l, width);
                     let v = [grads.rgb[3 * i], grads.rgb[3 * i + 1], grads.rgb[3 * i + 2]];
                     let t_final = replay.transmittance[i];
                     let bg = background[0] * v[0] + background[1] * v[1] + background[2] * v[2];
@@ -1083,7 +1132,7 @@ fn backward_with<T: Real>(
                     state.last[l] = replay.last[i];
                 }
                 // SAFETY: `backward_segment_fn` picks a walk only on CPUs with its features.
-                unsafe { segment_fn(&tile.entries, list, px, py, state, &mut tile.partial) };
+                unsafe { segment_fn(&tile.entries, list, place, state, &mut tile.partial) };
             }
             tile.partial.iter().map(LanePartial::sum).collect()
         })
@@ -1141,11 +1190,13 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
 
-    /// The explicit AVX2 walks (what `forward` and `backward` pick for `f32` here) against the
-    /// portable bodies, bit for bit, on random scenes with thin rotated splats, clamped alphas,
-    /// transmittance stops, a NaN splat and an image size that is not a multiple of 8.
+    /// The explicit walks (AVX-512 and AVX2, whichever this CPU runs; `forward` and `backward`
+    /// pick one for `f32`) against the portable bodies, bit for bit, on random scenes with thin
+    /// rotated splats, clamped alphas, transmittance stops, a NaN splat and an image size that
+    /// is not a multiple of 8 (nor of 2).
+    #[cfg(target_arch = "x86_64")]
     #[test]
-    fn avx2_walks_match_the_portable_ones() {
+    fn explicit_walks_match_the_portable_ones() {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(7, |d| d.as_nanos() as u64);
@@ -1191,15 +1242,21 @@ mod tests {
             color: &color,
             opacity: &opacity,
         };
-        let picked = forward(&a, &bins, [0.1, 0.2, 0.3]).unwrap();
-        let portable = forward_with(&a, &bins, [0.1, 0.2, 0.3], forward_segment::<f32>()).unwrap();
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&picked.rgb), bits(&portable.rgb));
-        assert_eq!(bits(&picked.depth), bits(&portable.depth));
-        assert_eq!(bits(&picked.transmittance), bits(&portable.transmittance));
-        assert_eq!(picked.last, portable.last);
+        let mut walks: Vec<(&str, SegmentWalk<f32>, SegmentReplay<f32>)> = Vec::new();
+        if explicit::avx512_available() {
+            walks.push((
+                "avx512",
+                explicit::forward_avx512,
+                explicit::backward_avx512,
+            ));
+        }
+        if explicit::avx2_available() {
+            walks.push(("avx2", explicit::forward_avx2, explicit::backward_avx2));
+        }
+        let bg = [0.1, 0.2, 0.3];
+        let portable = forward_with(&a, &bins, bg, forward_segment::<f32>()).unwrap();
         assert!(
-            picked.alpha.iter().any(|&x| x > 0.5),
+            portable.alpha.iter().any(|&x| x > 0.5),
             "the scene covers pixels"
         );
         let pixels = (width * height) as usize;
@@ -1211,25 +1268,107 @@ mod tests {
             alpha: &v_alpha,
             depth: &v_depth,
         };
-        let bg = [0.1, 0.2, 0.3];
         let replay = portable.replay();
-        let picked = backward(&a, &bins, bg, &replay, &grads).unwrap();
-        let portable =
+        let portable_grads =
             backward_with(&a, &bins, bg, &replay, &grads, backward_segment::<f32>()).unwrap();
-        for (name, x, y) in [
-            ("xy", &picked.xy, &portable.xy),
-            ("conic", &picked.conic, &portable.conic),
-            ("color", &picked.color, &portable.color),
-            ("opacity", &picked.opacity, &portable.opacity),
-            ("depth", &picked.depth, &portable.depth),
-            ("xy_abs", &picked.xy_abs, &portable.xy_abs),
-        ] {
-            assert_eq!(bits(x), bits(y), "{name}");
-        }
         assert!(
-            picked.color.iter().any(|&g| g != 0.0),
+            portable_grads.color.iter().any(|&g| g != 0.0),
             "the backward reaches splats"
         );
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        for (walk, forward_fn, backward_fn) in walks {
+            let image = forward_with(&a, &bins, bg, forward_fn).unwrap();
+            assert_eq!(bits(&image.rgb), bits(&portable.rgb), "{walk} rgb");
+            assert_eq!(bits(&image.depth), bits(&portable.depth), "{walk} depth");
+            assert_eq!(
+                bits(&image.transmittance),
+                bits(&portable.transmittance),
+                "{walk} transmittance"
+            );
+            assert_eq!(image.last, portable.last, "{walk} last");
+            let g = backward_with(&a, &bins, bg, &replay, &grads, backward_fn).unwrap();
+            for (name, x, y) in [
+                ("xy", &g.xy, &portable_grads.xy),
+                ("conic", &g.conic, &portable_grads.conic),
+                ("color", &g.color, &portable_grads.color),
+                ("opacity", &g.opacity, &portable_grads.opacity),
+                ("depth", &g.depth, &portable_grads.depth),
+                ("xy_abs", &g.xy_abs, &portable_grads.xy_abs),
+            ] {
+                assert_eq!(bits(x), bits(y), "{walk} {name}");
+            }
+        }
+    }
+
+    /// The AVX-512 segment masks and lists against the portable ones, on random footprints
+    /// around random tiles (thin and wide splats, `a <= 0`, NaN and infinite fields, negative
+    /// reach) and every `present` pattern of a tile cut by the image border.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn explicit_segment_lists_match_the_portable_ones() {
+        if !explicit::avx512_available() {
+            println!("skipped: no AVX-512 on this CPU");
+            return;
+        }
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(11, |d| d.as_nanos() as u64);
+        println!("seed {seed}");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -1.0, 1e-30];
+        for _ in 0..50 {
+            let (x0, y0) = (
+                16 * rng.random_range(0..8usize),
+                16 * rng.random_range(0..8usize),
+            );
+            let n = rng.random_range(1..200usize);
+            let entries: Vec<Footprint<f32>> = (0..n)
+                .map(|_| {
+                    let mut v: [f32; 6] = [
+                        x0 as f32 + rng.random::<f32>() * 40.0 - 12.0,
+                        y0 as f32 + rng.random::<f32>() * 40.0 - 12.0,
+                        rng.random::<f32>() * 2.0,
+                        rng.random::<f32>() - 0.5,
+                        rng.random::<f32>() * 2.0,
+                        rng.random::<f32>(),
+                    ];
+                    if rng.random::<f32>() < 0.1 {
+                        v[rng.random_range(0..6usize)] = specials[rng.random_range(0..6usize)];
+                    }
+                    let arrays = RasterArrays {
+                        xy: &v[..2],
+                        depth: &[1.0],
+                        conic: &v[2..5],
+                        color: &[0.5; 3],
+                        opacity: &v[5..6],
+                    };
+                    Footprint::new(&arrays, 0)
+                })
+                .collect();
+            let grid = SegmentGrid::new(x0, y0);
+            let present = present_segments(rng.random_range(1..=16), rng.random_range(1..=16));
+            let mut portable = vec![0; n];
+            segment_masks_body(&entries, &grid, present, &mut portable);
+            let mut masks = vec![0; n];
+            // SAFETY: the CPU has AVX-512F (checked above).
+            unsafe { explicit::segment_masks_avx512(&entries, &grid, present, &mut masks) };
+            assert_eq!(masks, portable);
+            assert!(
+                masks.iter().any(|&m| m != 0) || n < 5,
+                "some segments are reached"
+            );
+            let stride = n + 16;
+            let (mut lists, mut lens) = (vec![u32::MAX; SEGMENTS * stride], [0; SEGMENTS]);
+            segment_lists(&masks, &mut lists, stride, &mut lens);
+            let (mut wide, mut wide_lens) = (vec![7; SEGMENTS * stride], [3; SEGMENTS]);
+            // SAFETY: as above; `wide` holds `SEGMENTS * stride`.
+            unsafe { explicit::segment_lists_avx512(&masks, &mut wide, stride, &mut wide_lens) };
+            assert_eq!(wide_lens, lens);
+            for s in 0..SEGMENTS {
+                let range = s * stride..s * stride + lens[s];
+                assert_eq!(wide[range.clone()], lists[range], "segment {s}");
+            }
+        }
     }
 
     #[test]
