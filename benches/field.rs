@@ -200,6 +200,7 @@ fn summarise(root: &std::path::Path, backends: &[&str]) {
 }
 
 fn main() {
+    ember::kernels::host_allocator::keep_freed_memory();
     let started = SystemTime::now();
     let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut c = Criterion::default()

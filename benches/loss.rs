@@ -74,6 +74,7 @@ fn bench_backend<B: SplatBackend>(c: &mut Criterion, backend: &str) -> Vec<Strin
 }
 
 fn main() {
+    ember::kernels::host_allocator::keep_freed_memory();
     let started = SystemTime::now();
     let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut c = Criterion::default()

@@ -256,6 +256,7 @@ fn print_table(root: &Path, title: &str, prefix: &str, cases: &[Case]) {
 }
 
 fn main() {
+    ember::kernels::host_allocator::keep_freed_memory();
     let started = SystemTime::now();
     let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let path = garden::data_file();

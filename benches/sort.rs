@@ -138,6 +138,7 @@ mod gpu {
 }
 
 fn main() {
+    ember::kernels::host_allocator::keep_freed_memory();
     let started = SystemTime::now();
     let root = criterion_dir(env!("CARGO_TARGET_TMPDIR"));
     let mut c = Criterion::default()

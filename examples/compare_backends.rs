@@ -151,6 +151,9 @@ fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
 }
 
 fn main() {
+    // Keep freed memory for the next render instead of faulting it in again (see
+    // `ember::kernels::host_allocator`).
+    ember::kernels::host_allocator::keep_freed_memory();
     let scene = scene(7);
     let mut outcomes = Vec::new();
     let mut run_one = |result: Result<Outcome, String>| match result {

@@ -117,6 +117,9 @@ fn depth_to_rgb(depth: &[f32], alpha: &[f32]) -> Vec<f32> {
 }
 
 fn main() {
+    // Keep freed memory for the next render instead of faulting it in again (see
+    // `ember::kernels::host_allocator`).
+    ember::kernels::host_allocator::keep_freed_memory();
     if let Err(e) = run() {
         eprintln!("render_scene: {e}");
         std::process::exit(1);

@@ -59,6 +59,9 @@ save_images = 1
 "#;
 
 fn main() {
+    // Keep freed memory for the next render instead of faulting it in again (see
+    // `ember::kernels::host_allocator`).
+    ember::kernels::host_allocator::keep_freed_memory();
     if let Err(e) = run() {
         eprintln!("train_lego: {e}");
         std::process::exit(1);

@@ -32,6 +32,7 @@
 
 mod backend;
 pub mod field;
+pub mod host_allocator;
 pub mod loss;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;

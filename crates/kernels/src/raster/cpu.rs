@@ -624,20 +624,20 @@ impl<T: Real> TileSegments<T> {
             self.lists.resize(SEGMENTS * self.stride, 0);
         }
         #[cfg(target_arch = "x86_64")]
-        if let Some(entries) = explicit::as_f32(&self.entries) {
-            if explicit::avx512_available() {
-                // SAFETY: the CPU has AVX-512F (checked); `lists` holds `SEGMENTS * stride`.
-                unsafe {
-                    explicit::segment_masks_avx512(entries, &grid, present, &mut self.masks);
-                    explicit::segment_lists_avx512(
-                        &self.masks,
-                        &mut self.lists,
-                        self.stride,
-                        &mut self.lens,
-                    );
-                }
-                return;
+        if let Some(entries) = explicit::as_f32(&self.entries)
+            && explicit::avx512_available()
+        {
+            // SAFETY: the CPU has AVX-512F (checked); `lists` holds `SEGMENTS * stride`.
+            unsafe {
+                explicit::segment_masks_avx512(entries, &grid, present, &mut self.masks);
+                explicit::segment_lists_avx512(
+                    &self.masks,
+                    &mut self.lists,
+                    self.stride,
+                    &mut self.lens,
+                );
             }
+            return;
         }
         // SAFETY: `simd::variants!` returns a build only on CPUs with its features.
         unsafe { segment_masks::<T>()(&self.entries, &grid, present, &mut self.masks) };
@@ -1364,8 +1364,8 @@ mod tests {
             // SAFETY: as above; `wide` holds `SEGMENTS * stride`.
             unsafe { explicit::segment_lists_avx512(&masks, &mut wide, stride, &mut wide_lens) };
             assert_eq!(wide_lens, lens);
-            for s in 0..SEGMENTS {
-                let range = s * stride..s * stride + lens[s];
+            for (s, &len) in lens.iter().enumerate() {
+                let range = s * stride..s * stride + len;
                 assert_eq!(wide[range.clone()], lists[range], "segment {s}");
             }
         }
