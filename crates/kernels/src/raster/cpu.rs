@@ -1316,6 +1316,7 @@ mod tests {
         println!("seed {seed}");
         let mut rng = StdRng::seed_from_u64(seed);
         let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -1.0, 1e-30];
+        let mut reached = 0;
         for _ in 0..50 {
             let (x0, y0) = (
                 16 * rng.random_range(0..8usize),
@@ -1353,10 +1354,7 @@ mod tests {
             // SAFETY: the CPU has AVX-512F (checked above).
             unsafe { explicit::segment_masks_avx512(&entries, &grid, present, &mut masks) };
             assert_eq!(masks, portable);
-            assert!(
-                masks.iter().any(|&m| m != 0) || n < 5,
-                "some segments are reached"
-            );
+            reached += masks.iter().filter(|&&m| m != 0).count();
             let stride = n + 16;
             let (mut lists, mut lens) = (vec![u32::MAX; SEGMENTS * stride], [0; SEGMENTS]);
             segment_lists(&masks, &mut lists, stride, &mut lens);
@@ -1369,6 +1367,10 @@ mod tests {
                 assert_eq!(wide[range.clone()], lists[range], "segment {s}");
             }
         }
+        assert!(
+            reached > 100,
+            "the footprints reach segments ({reached} masks)"
+        );
     }
 
     #[test]
