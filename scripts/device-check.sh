@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check for a lent NVIDIA machine (no Rust toolchain and no network there, so the
-# binaries are built here and carried there), in three parts:
+# binaries are built here and carried there), in four parts:
 #
 #   scripts/device-check.sh build   # here: release test and bench binaries with
 #                                   # --features cuda,wgpu and the trainer with --features cuda
@@ -14,6 +14,8 @@
 #                                   # bench and an Nsight Compute summary of the raster kernels
 #   scripts/device-check.sh train   # there (carry .device-train): lego_400 on cuda with the
 #                                   # 7k-step schedule, then `trainer bench render` of the result
+#   scripts/device-check.sh bench-train  # there (carry .device-train): `trainer bench train`,
+#                                   # 300 and 1500 steps, with and without --sync-phases
 #
 # With the device tool: run(command="scripts/device-check.sh run", carry=[".device", ".gl"]),
 # then at once run(command="scripts/device-check.sh train", carry=[".device-train"]). Logs go to
@@ -137,8 +139,26 @@ train)
   fi
   ls -la "$out" "$out/lego" || true
   ;;
+bench-train)
+  # `trainer bench train` on lego as the BENCHMARKS GPU rows, each step count with and without
+  # `--sync-phases` (every phase waits for the device, so each holds its own GPU time).
+  out="${OUT:-/tmp/ember-device-out}"
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name --format=csv,noheader | tee "$out/gpu.txt"
+  gunzip -f .device-train/trainer.gz
+  cd .device-train
+  for steps in 300 1500; do
+    for sync in "" --sync-phases; do
+      name="bench-train-$steps${sync:+-sync}"
+      timeout 120 ./trainer --backend cuda bench train --config h100-7k.toml --data data/lego_400 \
+        --steps "$steps" $sync --json "$out/$name.json" >"/tmp/$name.log" 2>&1 || echo "$name: exit $?"
+      { echo "=== $name"; cat "/tmp/$name.log"; } >>"$out/bench-train.log"
+      tail -14 "/tmp/$name.log"
+    done
+  done
+  ;;
 *)
-  echo "usage: $0 build|run|train" >&2
+  echo "usage: $0 build|run|train|bench-train" >&2
   exit 2
   ;;
 esac
