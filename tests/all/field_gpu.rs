@@ -24,6 +24,13 @@ type CudaFused = burn::backend::Cuda<f32, i32>;
 /// Relative error allowed between the f32 GPU and f32 CPU results.
 const TOL: f64 = 1e-4;
 
+/// The tolerance of `extreme_scales_match_cpu`: standard deviations from e^-6 to e^4 make the
+/// inverse covariances' condition numbers reach e^20, and the GPU computes in `f32` while the
+/// CPU reference keeps the test's `f64` data. Over 40 runs the worst relative error there was
+/// 2.2e-5 (d/dpoints, full covariance); one seed in a few hundred reaches 3.3e-4 (seed
+/// 508080117055906547).
+const EXTREME_TOL: f64 = 1e-3;
+
 const NAMES: [&str; 5] = ["points", "means", "quats", "log_scales", "features"];
 
 /// What one backend computes for a problem: the plain forward, the forward under autodiff, and
@@ -131,6 +138,18 @@ fn run<B: SplatBackend>(
 
 /// Runs the problem on ndarray and on both wgpu variants and checks every output.
 fn check(label: &str, problem: &Problem, options: FieldOptions, points_grad: bool, layout: Layout) {
+    check_within(label, problem, options, points_grad, layout, TOL);
+}
+
+/// [`check`] with the relative tolerance `tol`.
+fn check_within(
+    label: &str,
+    problem: &Problem,
+    options: FieldOptions,
+    points_grad: bool,
+    layout: Layout,
+    tol: f64,
+) {
     let mut rng = fresh_rng(label);
     let weights = uniform(&mut rng, problem.p * problem.c, -1.0, 1.0);
     let want = run::<Cpu>(
@@ -149,10 +168,14 @@ fn check(label: &str, problem: &Problem, options: FieldOptions, points_grad: boo
         options,
         points_grad,
         layout,
+        tol,
     );
 }
 
-/// Runs the problem on both wgpu variants and compares every output with `want`.
+/// Runs the problem on both wgpu variants and compares every output with `want`, to the
+/// relative tolerance `tol`.
+// The problem's description and the expectation, as the tests spell them out.
+#[allow(clippy::too_many_arguments)]
 fn check_against(
     label: &str,
     problem: &Problem,
@@ -161,6 +184,7 @@ fn check_against(
     options: FieldOptions,
     points_grad: bool,
     layout: Layout,
+    tol: f64,
 ) {
     let mut outcomes: Vec<(&str, Outcome)> = Vec::new();
     #[cfg(feature = "wgpu")]
@@ -193,7 +217,7 @@ fn check_against(
             let err = rel_err(a, b);
             line += &format!(" {what} {err:.1e}");
             assert!(
-                err < TOL,
+                err < tol,
                 "{label} {backend} {what}: relative error {err:e}"
             );
         }
@@ -203,7 +227,7 @@ fn check_against(
                     let err = rel_err(a, b);
                     line += &format!(" d{name} {err:.1e}");
                     assert!(
-                        err < TOL,
+                        err < tol,
                         "{label} {backend} d/d{name}: relative error {err:e}"
                     );
                 }
@@ -448,6 +472,7 @@ fn cutoff_keeps_a_gaussian_whose_scale_overflows() {
         options,
         true,
         Layout::Contiguous,
+        TOL,
     );
 }
 
@@ -633,12 +658,13 @@ fn extreme_scales_match_cpu() {
     for covariance in [Covariance::Full, Covariance::Diagonal] {
         let problem = Problem::random(&mut rng, 23, 31, 2, 1.0, (-6.0, 4.0));
         let options = FieldOptions::default().with_covariance(covariance);
-        check(
+        check_within(
             "extreme scales",
             &problem,
             options,
             true,
             Layout::Contiguous,
+            EXTREME_TOL,
         );
     }
 }
