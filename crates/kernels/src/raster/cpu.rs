@@ -577,10 +577,11 @@ impl SegmentPlace {
         l % SEGMENT_W < self.width && l / SEGMENT_W < self.rows
     }
 
-    /// Lane `l`'s pixel index in a row-major image `image_width` wide.
+    /// Lane `l`'s pixel index in a row-major buffer `width` wide whose first pixel is the
+    /// image's `(x0, y0)` (the image itself from `(0, 0)`, or one tile).
     #[inline(always)]
-    fn pixel(&self, l: usize, image_width: usize) -> usize {
-        (self.py + l / SEGMENT_W) * image_width + self.px + l % SEGMENT_W
+    fn pixel(&self, l: usize, (x0, y0): (usize, usize), width: usize) -> usize {
+        (self.py - y0 + l / SEGMENT_W) * width + self.px - x0 + l % SEGMENT_W
     }
 
     /// Every lane's pixel centre, `(x, y)`.
@@ -877,9 +878,7 @@ fn forward_with<T: Real>(
                         // features.
                         unsafe { segment_fn(&tile.entries, list, place, &mut state) };
                         for l in (0..LANES).filter(|&l| place.holds(l)) {
-                            let (row, col) = (l / SEGMENT_W, l % SEGMENT_W);
-                            let i = (place.py - y0 + row) * tile_w + place.px - x0 + col;
-                            pixels[i] = Pixel {
+                            pixels[place.pixel(l, (x0, y0), tile_w)] = Pixel {
                                 rgb: [state.rgb[0][l], state.rgb[1][l], state.rgb[2][l]],
                                 depth: state.depth[l],
                                 transmittance: state.t[l],
@@ -1123,7 +1122,7 @@ fn backward_with<T: Real>(
                     last: [0; LANES],
                 };
                 for l in (0..LANES).filter(|&l| place.holds(l)) {
-                    let i = place.pixel(l, width);
+                    let i = place.pixel(l, (0, 0), width);
                     let v = [grads.rgb[3 * i], grads.rgb[3 * i + 1], grads.rgb[3 * i + 2]];
                     let t_final = replay.transmittance[i];
                     let bg = background[0] * v[0] + background[1] * v[1] + background[2] * v[2];
