@@ -26,7 +26,8 @@ pub use ember_field as field;
 pub use ember_kernels as kernels;
 pub use ember_train as train;
 
-pub mod splats;
+/// Between splat files and fields (`ember_train::splat_file`).
+pub use ember_train::splat_file as splats;
 
 /// Backend type aliases for the compiled cargo features.
 pub mod backend {

@@ -4,7 +4,6 @@ mod common;
 mod field_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod field_gpu;
-mod field_model;
 mod loss;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod loss_gpu;
@@ -13,7 +12,6 @@ mod project_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod project_gpu;
 mod raster_cpu;
-mod render;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod sort_gpu;
 mod transform_cpu;

@@ -151,11 +151,7 @@ impl BenchFile {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        std::fs::write(&tmp, json).map_err(io(&tmp))?;
-        std::fs::rename(&tmp, path).map_err(io(path))
+        ember_data::write_atomically(path, json.as_bytes()).map_err(io(path))
     }
 
     /// The result named `name`.

@@ -72,12 +72,18 @@ pub use splats::{
     SplatFormat, SplatInfo, Splats, convert, info, read_splats, transform, write_splats,
 };
 
-/// Writes `bytes` to `path` through a temporary file in the same folder and a rename, so an
-/// interrupted write never leaves a truncated file behind.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path` through a temporary file in the same folder (`path` + `.tmp`) and a
+/// rename, so an interrupted write never leaves a truncated file behind; on an error the
+/// temporary file is removed. The error is the I/O cause alone: callers name `path` in their own
+/// error type (the user's path, not the temporary one). Every file Ember writes goes through here.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(|e| DataError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| DataError::io(path, e))
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        // Nothing to report if the temporary file was never created.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
 }

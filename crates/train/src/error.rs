@@ -105,12 +105,7 @@ impl TrainError {
     }
 }
 
-/// Writes `bytes` to `path` through `path.tmp` and a rename, so an interrupted run never leaves
-/// a truncated file behind.
+/// [`ember_data::write_atomically`] with the error naming `path`.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), TrainError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes).map_err(|e| TrainError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| TrainError::io(path, e))
+    ember_data::write_atomically(path, bytes).map_err(|e| TrainError::io(path, e))
 }

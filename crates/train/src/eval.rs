@@ -1,20 +1,22 @@
 //! Held-out evaluation: PSNR and SSIM of renders against the eval views, and side-by-side
-//! images. Renders are kept in the trainer's [`ViewCache`](crate::ViewCache) while the field is
-//! unchanged, so evaluating twice at the same step renders once.
+//! images. An [`Evaluator`] keeps its renders in a [`ViewCache`] while the field is unchanged
+//! (the same generation), so evaluating twice at the same step renders once. It knows the scene
+//! and a field, not the trainer: [`Trainer::evaluate`](crate::Trainer::evaluate) calls it.
 
 use std::path::Path;
 use std::time::Instant;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Tensor};
-use ember_field::{RenderOptions, SplatAutodiffBackend, render};
+use ember_field::{GaussianField, RenderOptions, SplatBackend, render};
 use serde::Serialize;
 
+use crate::config::EvalConfig;
 use crate::error::{TrainError, write_atomically};
 use crate::loss::{psnr_from_mse, ssim};
+use crate::scene::TrainScene;
 use crate::splats::to_host;
-use crate::timing::Phase;
-use crate::trainer::{Inner, Trainer};
+use crate::view_cache::{CacheStats, ViewCache};
 
 /// Metrics of one held-out view.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -96,34 +98,55 @@ pub fn evenly_spaced(n: usize, max: Option<usize>) -> Vec<usize> {
     }
 }
 
-impl<B: SplatAutodiffBackend> Trainer<B> {
-    /// Renders the held-out views (at most `eval.max_views`, evenly spaced) with every SH band
-    /// trained so far and measures PSNR and SSIM against them. Views rendered by an earlier
-    /// evaluation of the same [generation](Trainer::generation) come from the cache.
-    pub fn evaluate(&mut self) -> Result<EvalReport, TrainError> {
+/// Held-out evaluation with its render cache (see the module docs).
+#[derive(Debug)]
+pub struct Evaluator<B: Backend> {
+    config: EvalConfig,
+    cache: ViewCache<EvalRender<B>>,
+}
+
+impl<B: SplatBackend> Evaluator<B> {
+    /// An evaluator with `config.cache_mib` MiB of cached renders.
+    pub fn new(config: &EvalConfig) -> Self {
+        Evaluator {
+            config: config.clone(),
+            cache: ViewCache::new(config.cache_mib << 20),
+        }
+    }
+
+    /// Hits and misses of the render cache.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// Renders the held-out views of `scene` (at most `eval.max_views`, evenly spaced) with
+    /// `sh_degree` bands and measures PSNR and SSIM against them. Views rendered by an earlier
+    /// evaluation of the same `generation` of `field` come from the cache. `step` is reported
+    /// as given.
+    pub fn evaluate(
+        &mut self,
+        scene: &TrainScene,
+        field: &GaussianField<B>,
+        generation: u64,
+        step: usize,
+        sh_degree: usize,
+    ) -> Result<EvalReport, TrainError> {
         let started = Instant::now();
-        let generation = self.generation;
-        let mut field = None;
-        let degree = self.sh_degree_at(self.step.saturating_sub(1));
+        let device = field.means.device();
         let options = RenderOptions::default()
-            .with_background(self.scene.background)
-            .with_sh_degree(degree as u32);
-        let scene = self.scene.clone();
+            .with_background(scene.background)
+            .with_sh_degree(sh_degree as u32);
         let mut views = Vec::new();
         let mut images = Vec::new();
-        for (k, index) in evenly_spaced(scene.eval.len(), self.config.eval.max_views)
+        for (k, index) in evenly_spaced(scene.eval.len(), self.config.max_views)
             .into_iter()
             .enumerate()
         {
             let view = &scene.eval[index];
-            let evaluated = match self.eval_cache.get(index, generation) {
+            let evaluated = match self.cache.get(index, generation) {
                 Some(cached) => cached,
                 None => {
-                    let field = match &field {
-                        Some(field) => field,
-                        None => field.insert(self.field()?),
-                    };
-                    let target = scene.eval_image(index)?.to_tensor::<Inner<B>>(&self.device);
+                    let target = scene.eval_image(index)?.to_tensor::<B>(&device);
                     let out = render(field, &view.camera, &options).map_err(|source| {
                         TrainError::Render {
                             view: view.name.clone(),
@@ -149,7 +172,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                         ssim: s,
                     };
                     let bytes = evaluated.rgb.shape().num_elements() * size_of::<f32>();
-                    self.eval_cache
+                    self.cache
                         .insert(index, generation, evaluated.clone(), bytes);
                     evaluated
                 }
@@ -159,7 +182,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 psnr: evaluated.psnr,
                 ssim: evaluated.ssim,
             });
-            if k < self.config.eval.save_images {
+            if k < self.config.save_images {
                 let truth = scene.eval_image(index)?;
                 let rendered = to_host(evaluated.rgb, "eval render")?;
                 let (w, h) = (truth.width as usize, truth.height as usize);
@@ -182,17 +205,15 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             }
         }
         let n = views.len().max(1) as f32;
-        let report = EvalReport {
-            step: self.step,
+        Ok(EvalReport {
+            step,
             psnr: views.iter().map(|v| v.psnr).sum::<f32>() / n,
             ssim: views.iter().map(|v| v.ssim).sum::<f32>() / n,
-            gaussians: self.splats.len(),
+            gaussians: field.num_gaussians(),
             seconds: started.elapsed().as_secs_f64(),
             views,
             images,
-        };
-        self.times.add(Phase::Eval, started.elapsed());
-        Ok(report)
+        })
     }
 }
 

@@ -18,7 +18,7 @@ use crate::config::TrainConfig;
 use crate::curve::{CurvePoint, curve_svg};
 use crate::error::{TrainError, write_atomically};
 use crate::eval::EvalReport;
-use crate::ply::write_ply;
+use crate::splat_file::write_field;
 use crate::scene::TrainScene;
 use crate::timing::{Phase, PhaseTimes};
 use crate::trainer::{StepReport, Trainer};
@@ -290,7 +290,7 @@ pub fn run<B: SplatAutodiffBackend>(
     observer.on_message(&format!("wrote {}", checkpoint_path.display()));
     if config.output.ply {
         let ply = out.join("splats.ply");
-        write_ply(&trainer.field()?, &ply)?;
+        write_field(&trainer.field()?, &ply)?;
         observer.on_message(&format!("wrote {}", ply.display()));
     }
     trainer.times_mut().add(Phase::Output, t.elapsed());

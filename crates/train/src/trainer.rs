@@ -23,12 +23,12 @@ use crate::adam::{AdamSettings, GroupAdam};
 use crate::config::{InitMode, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
-use crate::eval::EvalRender;
+use crate::eval::{EvalReport, Evaluator};
 use crate::loss::{LossOptions, photometric_loss, psnr_from_mse};
 use crate::scene::TrainScene;
 use crate::splats::{ParamGroup, Splats};
 use crate::timing::{Phase, PhaseTimes};
-use crate::view_cache::{CacheStats, ViewCache};
+use crate::view_cache::CacheStats;
 
 /// The inner (non-autodiff) backend of `B`.
 pub type Inner<B> = <B as AutodiffBackend>::InnerBackend;
@@ -69,8 +69,8 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     pub(crate) times: PhaseTimes,
     /// Changes whenever `splats` do (see [`Trainer::generation`]).
     pub(crate) generation: u64,
-    /// Evaluation renders of the current generation.
-    pub(crate) eval_cache: ViewCache<EvalRender<Inner<B>>>,
+    /// Held-out evaluation, with the renders of the current generation.
+    evaluator: Evaluator<Inner<B>>,
     order: Option<(usize, Vec<usize>)>,
     /// Wait for the device at the end of each phase of a step (see [`Trainer::set_phase_sync`]).
     phase_sync: bool,
@@ -161,7 +161,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         };
         let adam = GroupAdam::new(settings, shapes, device);
         let strategy = strategy_from_config(&config.densify, splats.len(), device);
-        let eval_cache = ViewCache::new(config.eval.cache_mib << 20);
+        let evaluator = Evaluator::new(&config.eval);
         Ok(Trainer {
             config,
             scene,
@@ -172,7 +172,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             device: device.clone(),
             times: PhaseTimes::default(),
             generation: 0,
-            eval_cache,
+            evaluator,
             order: None,
             phase_sync: false,
         })
@@ -256,7 +256,26 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
     /// Hits and misses of the evaluation renders' cache ([`Trainer::evaluate`]).
     pub fn eval_cache_stats(&self) -> CacheStats {
-        self.eval_cache.stats()
+        self.evaluator.cache_stats()
+    }
+
+    /// Renders the held-out views (at most `eval.max_views`, evenly spaced) with every SH band
+    /// trained so far and measures PSNR and SSIM against them (see [`Evaluator::evaluate`]).
+    /// Views rendered by an earlier evaluation of the same [generation](Trainer::generation)
+    /// come from the cache.
+    pub fn evaluate(&mut self) -> Result<EvalReport, TrainError> {
+        let started = Instant::now();
+        let sh_degree = self.sh_degree_at(self.step.saturating_sub(1));
+        let field = self.field()?;
+        let report = self.evaluator.evaluate(
+            &self.scene,
+            &field,
+            self.generation,
+            self.step,
+            sh_degree,
+        )?;
+        self.times.add(Phase::Eval, started.elapsed());
+        Ok(report)
     }
 
     /// The trained field (current parameters).

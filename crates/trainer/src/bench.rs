@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use ember::data::{Dataset, DatasetOptions, read_splats};
-use ember::field::{Camera, RenderOptions, render};
-use ember::kernels::SplatBackend;
-use ember::splats::field_from_splats;
+use ember_data::{Dataset, DatasetOptions, read_splats};
+use ember_field::{Camera, RenderOptions, render};
+use ember_kernels::SplatBackend;
+use ember_train::field_from_splats;
 use ember_bench::{BenchFile, BenchResult, comparison_table, peak_host_mib};
 use ember_train::scene::look_at;
 
@@ -68,7 +68,7 @@ fn orbit(centre: [f64; 3], radius: f64, (width, height): (u32, u32)) -> Vec<Came
 /// Renders every camera `repeats` times (after one untimed pass) and summarises.
 fn time_set<B: SplatBackend>(
     name: &str,
-    field: &ember::field::GaussianField<B>,
+    field: &ember_field::GaussianField<B>,
     cameras: &[Camera],
     repeats: usize,
     device: &B::Device,

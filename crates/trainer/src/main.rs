@@ -297,8 +297,8 @@ fn train<B: ember_train::SplatAutodiffBackend>(
 
 fn main() -> Result<()> {
     // Every step frees and reallocates tens of megabytes of host buffers: keep them in the
-    // heap instead of faulting them in again (see `ember::kernels::host_allocator`).
-    ember::kernels::host_allocator::keep_freed_memory();
+    // heap instead of faulting them in again (see `ember_kernels::host_allocator`).
+    ember_kernels::host_allocator::keep_freed_memory();
     let args = Args::parse();
     if let Some(command) = &args.command {
         use splat_tools::{SplatCommand, render_png};

@@ -1,6 +1,6 @@
-//! The splat-file subcommands: `convert`, `transform`, `info` and `render`, over `ember::data`'s
+//! The splat-file subcommands: `convert`, `transform`, `info` and `render`, over `ember_data`'s
 //! splat readers and writers (3DGS PLY, `.splat`, SPZ; PlayCanvas compressed PLY read only) and
-//! `ember::field::render`.
+//! `ember_field::render`.
 
 use std::path::{Path, PathBuf};
 
@@ -8,11 +8,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use ember::data::{Dataset, DatasetOptions, SplatInfo, convert, info, read_splats, transform};
-use ember::field::{RenderOptions, render};
-use ember::kernels::transform::Similarity;
-use ember::kernels::{CameraParams, SplatBackend};
-use ember::splats::field_from_splats;
+use ember_data::{Dataset, DatasetOptions, SplatInfo, convert, info, read_splats, transform};
+use ember_field::{RenderOptions, render};
+use ember_kernels::transform::Similarity;
+use ember_kernels::{CameraParams, SplatBackend};
+use ember_train::field_from_splats;
 use ember_train::write_atomically;
 
 /// A splat-file operation.

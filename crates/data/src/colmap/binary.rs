@@ -294,7 +294,8 @@ pub fn write_binary(model: &ColmapModel, dir: &Path) -> Result<()> {
         ("images.bin", images),
         ("points3D.bin", points),
     ] {
-        crate::write_atomically(&dir.join(name), &bytes)?;
+        let path = dir.join(name);
+        crate::write_atomically(&path, &bytes).map_err(|e| DataError::io(&path, e))?;
     }
     Ok(())
 }

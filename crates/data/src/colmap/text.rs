@@ -293,7 +293,8 @@ pub fn write_text(model: &ColmapModel, dir: &Path) -> Result<()> {
         ("images.txt", images),
         ("points3D.txt", points),
     ] {
-        crate::write_atomically(&dir.join(name), text.as_bytes())?;
+        let path = dir.join(name);
+        crate::write_atomically(&path, text.as_bytes()).map_err(|e| DataError::io(&path, e))?;
     }
     Ok(())
 }

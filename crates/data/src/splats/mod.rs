@@ -228,7 +228,7 @@ pub fn write_splats(path: &Path, splats: &Splats) -> Result<()> {
             });
         }
     };
-    crate::write_atomically(path, &bytes)
+    crate::write_atomically(path, &bytes).map_err(|e| DataError::io(path, e))
 }
 
 /// What a splat file holds, in brief.

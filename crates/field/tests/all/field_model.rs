@@ -3,7 +3,8 @@
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use ember::prelude::*;
+use ember_field::*;
+use ember_kernels::{ProjectOptions, field_query};
 
 use crate::common::{fresh_rng, uniform};
 
@@ -330,7 +331,7 @@ fn from_points_uses_colours_and_neighbour_scales() {
     assert!(scales.iter().all(|s| (s - 0.5).abs() < 1e-5), "{scales:?}");
     let dc = field.sh_dc.val().into_data().to_vec::<f32>().expect("f32");
     for (d, c) in dc.iter().zip(&colours) {
-        assert!((ember::field::sh::dc_to_rgb(*d as f64) as f32 - c).abs() < 1e-6);
+        assert!((ember_field::sh::dc_to_rgb(*d as f64) as f32 - c).abs() < 1e-6);
     }
     let opacity = field.opacities().into_data().to_vec::<f32>().expect("f32");
     assert!(opacity.iter().all(|o| (o - 0.1).abs() < 1e-6));

@@ -5,8 +5,8 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember::field::{Camera, GaussianField, RenderError, RenderOptions, render, render_batch};
-use ember::kernels::{ProjectOptions, SplatBackend};
+use ember_field::{Camera, GaussianField, RenderError, RenderOptions, render, render_batch};
+use ember_kernels::{ProjectOptions, SplatBackend};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
@@ -667,7 +667,7 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
         .iter()
         .map(|camera| render(&single_field, camera, &options).unwrap())
         .collect();
-    let stacked = |f: &dyn Fn(&ember::field::RenderOutput<Autodiff<B>>) -> Vec<f64>| {
+    let stacked = |f: &dyn Fn(&ember_field::RenderOutput<Autodiff<B>>) -> Vec<f64>| {
         singles.iter().flat_map(f).collect::<Vec<f64>>()
     };
     assert_eq!(
