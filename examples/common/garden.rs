@@ -21,8 +21,8 @@ use ember::kernels::project::cpu::ProjectArrays;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-/// `Y_0^0`, the SH DC basis value.
-const SH_C0: f32 = 0.282_094_8;
+/// `Y_0^0`, the SH DC basis value, in `f32`.
+const SH_C0: f32 = ember::kernels::SH_C0 as f32;
 /// The seed of the random scales, rotations and opacities.
 pub const SEED: u64 = 0x6a7d_e11a;
 

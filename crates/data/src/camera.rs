@@ -151,18 +151,7 @@ impl Pose {
         if !norm.is_finite() || norm < 1e-12 {
             return None;
         }
-        let [w, x, y, z] = q.map(|v| v / norm);
-        let rotation = [
-            1.0 - 2.0 * (y * y + z * z),
-            2.0 * (x * y - w * z),
-            2.0 * (x * z + w * y),
-            2.0 * (x * y + w * z),
-            1.0 - 2.0 * (x * x + z * z),
-            2.0 * (y * z - w * x),
-            2.0 * (x * z - w * y),
-            2.0 * (y * z + w * x),
-            1.0 - 2.0 * (x * x + y * y),
-        ];
+        let rotation = ember_kernels::quat::rotation_matrix(q.map(|v| v / norm));
         Some(Pose {
             rotation,
             translation,

@@ -1,7 +1,6 @@
 //! Spherical-harmonics conventions shared by the model and the renderer.
 
-/// The degree-0 real spherical harmonic, `1 / (2 sqrt(pi))`: colour = `SH_C0 * dc + 0.5`.
-pub const SH_C0: f64 = 0.282_094_791_773_878_14;
+pub use ember_kernels::SH_C0;
 
 /// Number of SH coefficients per colour channel for a degree: `(d + 1)^2`.
 pub fn num_coefficients(degree: usize) -> usize {

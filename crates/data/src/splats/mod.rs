@@ -35,8 +35,8 @@ use ember_kernels::transform::cpu::{GaussianSlices, GaussianSlicesMut, transform
 
 use crate::error::{DataError, Result};
 
-/// The degree-0 real spherical harmonic: `colour = SH_C0 * dc + 0.5`.
-pub const SH_C0: f32 = 0.282_094_8;
+/// The degree-0 real spherical harmonic in `f32` ([`ember_kernels::SH_C0`]): `colour = SH_C0 * dc + 0.5`.
+pub const SH_C0: f32 = ember_kernels::SH_C0 as f32;
 
 /// A set of Gaussians on the host, one entry per Gaussian in every vector.
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -28,18 +28,7 @@ fn bits(splats: &Splats) -> Vec<u32> {
 /// Row-major `R S^2 R^T` of a Gaussian (quaternion normalised here).
 fn covariance(q: [f32; 4], log_scales: [f32; 3]) -> [f64; 9] {
     let n = q.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>().sqrt();
-    let [w, x, y, z] = q.map(|v| f64::from(v) / n);
-    let r = [
-        1.0 - 2.0 * (y * y + z * z),
-        2.0 * (x * y - w * z),
-        2.0 * (x * z + w * y),
-        2.0 * (x * y + w * z),
-        1.0 - 2.0 * (x * x + z * z),
-        2.0 * (y * z - w * x),
-        2.0 * (x * z - w * y),
-        2.0 * (y * z + w * x),
-        1.0 - 2.0 * (x * x + y * y),
-    ];
+    let r = ember_kernels::quat::rotation_matrix(q.map(|v| f64::from(v) / n));
     let s2 = log_scales.map(|v| (2.0 * f64::from(v)).exp());
     std::array::from_fn(|k| {
         let (i, j) = (k / 3, k % 3);

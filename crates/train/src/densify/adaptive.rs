@@ -208,18 +208,7 @@ pub(super) fn rotation_matrix(q: &[f32]) -> [f32; 9] {
     if norm == 0.0 || !norm.is_finite() {
         return [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
     }
-    let [w, x, y, z] = [q[0] / norm, q[1] / norm, q[2] / norm, q[3] / norm];
-    [
-        1.0 - 2.0 * (y * y + z * z),
-        2.0 * (x * y - w * z),
-        2.0 * (x * z + w * y),
-        2.0 * (x * y + w * z),
-        1.0 - 2.0 * (x * x + z * z),
-        2.0 * (y * z - w * x),
-        2.0 * (x * z - w * y),
-        2.0 * (y * z + w * x),
-        1.0 - 2.0 * (x * x + y * y),
-    ]
+    ember_kernels::quat::rotation_matrix([q[0] / norm, q[1] / norm, q[2] / norm, q[3] / norm])
 }
 
 impl<B: Backend> Strategy<B> for AdaptiveDensity<B> {
