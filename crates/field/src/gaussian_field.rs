@@ -3,7 +3,7 @@
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData, activation};
+use burn::tensor::{Int, Tensor, TensorData, activation};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -308,6 +308,83 @@ impl<B: Backend> GaussianField<B> {
         activation::sigmoid(self.opacity_logits.val())
     }
 
+    /// The Gaussians `indices` (`[M]`, any order, repeats allowed) as a new field: row `i` of
+    /// every parameter is row `indices[i]` of this one's. The new parameters are fresh leaves.
+    pub fn select(&self, indices: &Tensor<B, 1, Int>) -> Self {
+        let m = indices.dims()[0];
+        let rows = |t: Tensor<B, 3>| select_rows(t, indices, m);
+        GaussianField {
+            means: Param::from_tensor(select_rows(self.means.val(), indices, m)),
+            quats: Param::from_tensor(select_rows(self.quats.val(), indices, m)),
+            log_scales: Param::from_tensor(select_rows(self.log_scales.val(), indices, m)),
+            opacity_logits: Param::from_tensor(select_rows(self.opacity_logits.val(), indices, m)),
+            sh_dc: Param::from_tensor(rows(self.sh_dc.val())),
+            sh_rest: Param::from_tensor(rows(self.sh_rest.val())),
+            features: self
+                .features
+                .as_ref()
+                .map(|f| Param::from_tensor(select_rows(f.val(), indices, m))),
+        }
+    }
+
+    /// These Gaussians followed by `other`'s (same SH degree and features; checked).
+    pub fn cat(self, other: Self) -> Result<Self, ModelError> {
+        if other.sh_rest.dims()[1] != self.sh_rest.dims()[1]
+            || other.features.as_ref().map(|f| f.dims()[1])
+                != self.features.as_ref().map(|f| f.dims()[1])
+        {
+            return Err(ModelError::Invalid(format!(
+                "cannot append Gaussians with SH degree {} and {:?} feature channels to a field \
+                 with SH degree {} and {:?}",
+                other.sh_degree(),
+                other.features.as_ref().map(|f| f.dims()[1]),
+                self.sh_degree(),
+                self.features.as_ref().map(|f| f.dims()[1]),
+            )));
+        }
+        if other.num_gaussians() == 0 {
+            return Ok(self);
+        }
+        if self.num_gaussians() == 0 {
+            return Ok(other);
+        }
+        let features = match (self.features, other.features) {
+            (Some(a), Some(b)) => Some(Param::from_tensor(cat_rows(a.val(), b.val()))),
+            _ => None,
+        };
+        Ok(GaussianField {
+            means: Param::from_tensor(cat_rows(self.means.val(), other.means.val())),
+            quats: Param::from_tensor(cat_rows(self.quats.val(), other.quats.val())),
+            log_scales: Param::from_tensor(cat_rows(self.log_scales.val(), other.log_scales.val())),
+            opacity_logits: Param::from_tensor(cat_rows(
+                self.opacity_logits.val(),
+                other.opacity_logits.val(),
+            )),
+            sh_dc: Param::from_tensor(cat_rows(self.sh_dc.val(), other.sh_dc.val())),
+            sh_rest: Param::from_tensor(cat_rows(self.sh_rest.val(), other.sh_rest.val())),
+            features,
+        })
+    }
+
+    /// A field of `n` Gaussians with every parameter zero and this one's SH degree and
+    /// features (e.g. optimizer moments for new Gaussians).
+    pub fn zeros(&self, n: usize) -> Self {
+        fn zero<B: Backend, const D: usize>(like: &Param<Tensor<B, D>>, n: usize) -> Param<Tensor<B, D>> {
+            let mut dims = like.dims();
+            dims[0] = n;
+            Param::from_tensor(Tensor::zeros(dims, &like.device()))
+        }
+        GaussianField {
+            means: zero(&self.means, n),
+            quats: zero(&self.quats, n),
+            log_scales: zero(&self.log_scales, n),
+            opacity_logits: zero(&self.opacity_logits, n),
+            sh_dc: zero(&self.sh_dc, n),
+            sh_rest: zero(&self.sh_rest, n),
+            features: self.features.as_ref().map(|f| zero(f, n)),
+        }
+    }
+
     /// Reads every parameter back and reports the first non-finite value by name and index.
     /// (The ops themselves never read back: NaN propagates through them.)
     pub fn validate(&self) -> Result<(), ModelError> {
@@ -379,5 +456,33 @@ impl<B: SplatBackend> GaussianField<B> {
             features.val(),
             options,
         )?)
+    }
+}
+
+/// Rows `indices` of `t` (`m` of them). A tensor without elements is not indexed: the result is
+/// zeros of the selected shape.
+fn select_rows<B: Backend, const D: usize>(
+    t: Tensor<B, D>,
+    indices: &Tensor<B, 1, Int>,
+    m: usize,
+) -> Tensor<B, D> {
+    let mut dims = t.dims();
+    dims[0] = m;
+    if dims.iter().product::<usize>() == 0 {
+        Tensor::zeros(dims, &t.device())
+    } else {
+        t.select(0, indices.clone())
+    }
+}
+
+/// `a`'s rows followed by `b`'s. Tensors without elements are not concatenated: the result is
+/// zeros of the joined shape.
+fn cat_rows<B: Backend, const D: usize>(a: Tensor<B, D>, b: Tensor<B, D>) -> Tensor<B, D> {
+    let mut dims = a.dims();
+    dims[0] += b.dims()[0];
+    if dims.iter().product::<usize>() == 0 {
+        Tensor::zeros(dims, &a.device())
+    } else {
+        Tensor::cat(vec![a, b], 0)
     }
 }

@@ -1,17 +1,21 @@
-//! Adam with one learning rate and one state per [`ParamGroup`], on plain tensors.
+//! Adam with one learning rate and one state per [`ParamGroup`], on the field's own tensors.
 //!
 //! Why not Burn's `OptimizerAdaptor`/`SimpleOptimizer`: the same update, but its state is keyed
 //! by `ParamId` inside record types, while densification must re-index the moments row by row
 //! (select the surviving Gaussians, append zeros for new ones) and checkpoints must store them
-//! next to the parameters. Owning the moments as `[N, columns]` tensors makes both a `select`
-//! and a `cat`. The update is PyTorch's (which 3DGS uses): bias-corrected moments,
+//! next to the parameters. The moments here have the model's layout (each is a
+//! [`GaussianField`] of the parameters' shapes), so densification re-indexes them with the
+//! field's own [`GaussianField::select`] and [`GaussianField::cat`]. The update is PyTorch's
+//! (which 3DGS uses): bias-corrected moments,
 //! `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`, with `t` counted per group.
 
+use burn::module::Param;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor};
-use ember_kernels::{AdamStep, SplatBackend, adam_step};
+use burn::tensor::{Int, Tensor, TensorData};
+use ember_field::GaussianField;
+use ember_kernels::{AdamOps, AdamStep, adam_step};
 
-use crate::splats::ParamGroup;
+use crate::params::ParamGroup;
 
 /// Adam's hyper-parameters (rates come with each step).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -24,15 +28,22 @@ pub struct AdamSettings {
     pub eps: f64,
 }
 
-/// The moments of one group, row-aligned with its parameters.
+/// The gradient of each parameter of a field, in its layout (`None`: the parameter received
+/// none this step and is left as it is).
 #[derive(Debug, Clone)]
-pub struct GroupState<B: Backend> {
-    /// First moment, `[N, columns]`.
-    pub exp_avg: Tensor<B, 2>,
-    /// Second moment, `[N, columns]`.
-    pub exp_avg_sq: Tensor<B, 2>,
-    /// Steps taken by this group.
-    pub steps: u64,
+pub struct FieldGradients<B: Backend> {
+    /// `[N, 3]`
+    pub means: Option<Tensor<B, 2>>,
+    /// `[N, 4]`
+    pub quats: Option<Tensor<B, 2>>,
+    /// `[N, 3]`
+    pub log_scales: Option<Tensor<B, 2>>,
+    /// `[N]`
+    pub opacity_logits: Option<Tensor<B, 1>>,
+    /// `[N, 1, 3]`
+    pub sh_dc: Option<Tensor<B, 3>>,
+    /// `[N, K, 3]`
+    pub sh_rest: Option<Tensor<B, 3>>,
 }
 
 /// Per-group Adam (see the module docs).
@@ -40,20 +51,24 @@ pub struct GroupState<B: Backend> {
 pub struct GroupAdam<B: Backend> {
     /// Hyper-parameters.
     pub settings: AdamSettings,
-    /// Indexed by [`ParamGroup::index`].
-    pub states: [GroupState<B>; 6],
+    /// First moments, in the field's layout (features, if any, are not trained).
+    pub exp_avg: GaussianField<B>,
+    /// Second moments, in the field's layout.
+    pub exp_avg_sq: GaussianField<B>,
+    /// Steps taken by each group, indexed by [`ParamGroup::index`].
+    pub steps: [u64; 6],
 }
 
 impl<B: Backend> GroupAdam<B> {
-    /// Zero moments for parameters of the given `[N, columns]` shapes.
-    pub fn new(settings: AdamSettings, shapes: [[usize; 2]; 6], device: &B::Device) -> Self {
+    /// Zero moments for the parameters of `field`.
+    pub fn new(settings: AdamSettings, field: &GaussianField<B>) -> Self {
+        let mut zeros = field.zeros(field.num_gaussians());
+        zeros.features = None;
         GroupAdam {
             settings,
-            states: shapes.map(|shape| GroupState {
-                exp_avg: Tensor::zeros(shape, device),
-                exp_avg_sq: Tensor::zeros(shape, device),
-                steps: 0,
-            }),
+            exp_avg: zeros.clone(),
+            exp_avg_sq: zeros,
+            steps: [0; 6],
         }
     }
 
@@ -61,40 +76,58 @@ impl<B: Backend> GroupAdam<B> {
     /// zero rows: the state of Gaussians that survive densification follows them, new
     /// Gaussians start with no history (as 3DGS does). Step counts are unchanged.
     pub fn reindex(&mut self, keep: &Tensor<B, 1, Int>, appended: usize) {
-        let kept = keep.dims()[0];
-        for state in &mut self.states {
-            let cols = state.exp_avg.dims()[1];
-            let device = state.exp_avg.device();
-            let take = |t: &Tensor<B, 2>| -> Tensor<B, 2> {
-                let selected = if kept == 0 || cols == 0 {
-                    Tensor::zeros([kept, cols], &device)
-                } else {
-                    t.clone().select(0, keep.clone())
-                };
-                if appended == 0 {
-                    selected
-                } else if cols == 0 || kept == 0 {
-                    Tensor::zeros([kept + appended, cols], &device)
-                        .slice_assign([0..kept, 0..cols], selected)
-                } else {
-                    Tensor::cat(vec![selected, Tensor::zeros([appended, cols], &device)], 0)
-                }
-            };
-            state.exp_avg = take(&state.exp_avg);
-            state.exp_avg_sq = take(&state.exp_avg_sq);
-        }
+        let take = |moments: &GaussianField<B>| {
+            let kept = moments.select(keep);
+            let new = kept.zeros(appended);
+            kept.cat(new).expect("moments of one degree")
+        };
+        self.exp_avg = take(&self.exp_avg);
+        self.exp_avg_sq = take(&self.exp_avg_sq);
     }
 
     /// Zeroes one group's moments (after its parameter was overwritten, e.g. an opacity reset).
     pub fn reset_moments(&mut self, group: ParamGroup) {
-        let state = &mut self.states[group.index()];
-        state.exp_avg = state.exp_avg.zeros_like();
-        state.exp_avg_sq = state.exp_avg_sq.zeros_like();
+        for moments in [&mut self.exp_avg, &mut self.exp_avg_sq] {
+            let zeros = group.columns(moments).zeros_like();
+            group.set_columns(moments, zeros);
+        }
+    }
+
+    /// Zeroes the moments of the Gaussians `rows` in every group (e.g. Gaussians that were moved
+    /// or whose opacity was shared out).
+    pub fn zero_rows(&mut self, rows: &[usize]) {
+        let n = self.len();
+        if rows.is_empty() || n == 0 {
+            return;
+        }
+        let mut keep = vec![1.0f32; n];
+        for &r in rows {
+            keep[r] = 0.0;
+        }
+        let mask = Tensor::<B, 1>::from_data(TensorData::new(keep, [n]), &self.exp_avg.means.device());
+        fn masked<B: Backend, const D: usize>(
+            param: &mut Param<Tensor<B, D>>,
+            mask: &Tensor<B, 1>,
+        ) {
+            let mut dims = [1; D];
+            dims[0] = mask.dims()[0];
+            if param.dims().iter().product::<usize>() > 0 {
+                *param = Param::from_tensor(param.val() * mask.clone().reshape(dims));
+            }
+        }
+        for moments in [&mut self.exp_avg, &mut self.exp_avg_sq] {
+            masked(&mut moments.means, &mask);
+            masked(&mut moments.quats, &mask);
+            masked(&mut moments.log_scales, &mask);
+            masked(&mut moments.opacity_logits, &mask);
+            masked(&mut moments.sh_dc, &mask);
+            masked(&mut moments.sh_rest, &mask);
+        }
     }
 
     /// Rows of state held (the `N` the moments are aligned with).
     pub fn len(&self) -> usize {
-        self.states[0].exp_avg.dims()[0]
+        self.exp_avg.num_gaussians()
     }
 
     /// Whether the moments hold no rows.
@@ -103,52 +136,94 @@ impl<B: Backend> GroupAdam<B> {
     }
 }
 
-impl<B: SplatBackend> GroupAdam<B> {
-    /// One Adam step of `group`: returns the updated parameter. The update itself is
-    /// [`ember_kernels::adam_step`] (one fused pass on ndarray, fused tensor ops on the GPU
-    /// backends).
+impl<B: AdamOps> GroupAdam<B> {
+    /// One Adam step of every parameter of `field` that has a gradient, at the learning rate
+    /// `lr(group)`. The update itself is [`ember_kernels::adam_step`] (one fused pass on
+    /// ndarray, fused tensor ops on the GPU backends).
     ///
     /// # Panics
-    /// When `grad` and `param` differ in shape from the group's moments (the trainer keeps
+    /// When a gradient and its parameter differ in shape from the moments (the trainer keeps
     /// them row-aligned).
     pub fn step(
         &mut self,
-        group: ParamGroup,
-        param: Tensor<B, 2>,
-        grad: Tensor<B, 2>,
-        lr: f64,
-    ) -> Tensor<B, 2> {
-        let AdamSettings { beta1, beta2, eps } = self.settings;
-        let state = &mut self.states[group.index()];
-        state.steps += 1;
-        if param.dims()[1] == 0 || param.dims()[0] == 0 {
-            return param;
+        field: &mut GaussianField<B>,
+        grads: FieldGradients<B>,
+        lr: impl Fn(ParamGroup) -> f64,
+    ) {
+        let settings = self.settings;
+        let (m, v, steps) = (&mut self.exp_avg, &mut self.exp_avg_sq, &mut self.steps);
+        let mut update = |group: ParamGroup| Update {
+            group,
+            lr: lr(group),
+            settings,
+            steps: &mut steps[group.index()],
+        };
+        update(ParamGroup::Means).apply(&mut field.means, &mut m.means, &mut v.means, grads.means);
+        update(ParamGroup::Quats).apply(&mut field.quats, &mut m.quats, &mut v.quats, grads.quats);
+        update(ParamGroup::LogScales).apply(
+            &mut field.log_scales,
+            &mut m.log_scales,
+            &mut v.log_scales,
+            grads.log_scales,
+        );
+        update(ParamGroup::Opacity).apply(
+            &mut field.opacity_logits,
+            &mut m.opacity_logits,
+            &mut v.opacity_logits,
+            grads.opacity_logits,
+        );
+        update(ParamGroup::ShDc).apply(&mut field.sh_dc, &mut m.sh_dc, &mut v.sh_dc, grads.sh_dc);
+        update(ParamGroup::ShRest).apply(
+            &mut field.sh_rest,
+            &mut m.sh_rest,
+            &mut v.sh_rest,
+            grads.sh_rest,
+        );
+    }
+}
+
+/// One group's step: its rate, the hyper-parameters, its step counter.
+struct Update<'a> {
+    group: ParamGroup,
+    lr: f64,
+    settings: AdamSettings,
+    steps: &'a mut u64,
+}
+
+impl Update<'_> {
+    /// Updates `param` and its moments `m`, `v` with `grad` (nothing without one).
+    fn apply<B: AdamOps, const D: usize>(
+        self,
+        param: &mut Param<Tensor<B, D>>,
+        m: &mut Param<Tensor<B, D>>,
+        v: &mut Param<Tensor<B, D>>,
+        grad: Option<Tensor<B, D>>,
+    ) {
+        let Some(grad) = grad else { return };
+        *self.steps += 1;
+        if param.dims().iter().product::<usize>() == 0 {
+            return;
         }
+        let AdamSettings { beta1, beta2, eps } = self.settings;
         let step = AdamStep {
-            lr,
+            lr: self.lr,
             beta1,
             beta2,
             eps,
-            step: u32::try_from(state.steps).unwrap_or(u32::MAX),
+            step: u32::try_from(*self.steps).unwrap_or(u32::MAX),
         };
-        let update = adam_step(
-            param,
-            grad,
-            state.exp_avg.clone(),
-            state.exp_avg_sq.clone(),
-            &step,
-        )
-        .unwrap_or_else(|e| panic!("{} group: {e}", group.name()));
-        state.exp_avg = update.exp_avg;
-        state.exp_avg_sq = update.exp_avg_sq;
-        update.param
+        let update = adam_step(param.val(), grad, m.val(), v.val(), &step)
+            .unwrap_or_else(|e| panic!("{} group: {e}", self.group.name()));
+        *param = Param::from_tensor(update.param);
+        *m = Param::from_tensor(update.exp_avg);
+        *v = Param::from_tensor(update.exp_avg_sq);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::splats::{index_tensor, to_host};
+    use crate::params::{index_tensor, to_host};
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
 
@@ -162,30 +237,63 @@ mod tests {
         }
     }
 
+    /// `n` Gaussians with every parameter zero (SH degree 1).
+    fn zero_field(n: usize) -> GaussianField<B> {
+        let device = Default::default();
+        GaussianField::from_tensors(
+            Tensor::zeros([n, 3], &device),
+            Tensor::zeros([n, 4], &device),
+            Tensor::zeros([n, 3], &device),
+            Tensor::zeros([n], &device),
+            Tensor::zeros([n, 1, 3], &device),
+            Tensor::zeros([n, 3, 3], &device),
+            None,
+        )
+        .unwrap()
+    }
+
+    fn no_grads() -> FieldGradients<B> {
+        FieldGradients {
+            means: None,
+            quats: None,
+            log_scales: None,
+            opacity_logits: None,
+            sh_dc: None,
+            sh_rest: None,
+        }
+    }
+
     #[test]
     fn first_step_moves_by_the_rate_against_the_gradient_sign() {
         let device = Default::default();
-        let mut adam = GroupAdam::<B>::new(settings(), [[2, 3]; 6], &device);
-        let p = Tensor::<B, 2>::zeros([2, 3], &device);
+        let mut field = zero_field(2);
+        let mut adam = GroupAdam::<B>::new(settings(), &field);
         let g = Tensor::<B, 2>::from_data(
             TensorData::new(vec![1.0f32, -2.0, 0.5, -0.1, 3.0, 7.0], [2, 3]),
             &device,
         );
-        let out = to_host(adam.step(ParamGroup::Means, p, g, 0.01), "p").unwrap();
+        let grads = FieldGradients {
+            means: Some(g),
+            ..no_grads()
+        };
+        adam.step(&mut field, grads, |_| 0.01);
+        let out = to_host(field.means.val(), "p").unwrap();
         let want = [-0.01, 0.01, -0.01, 0.01, -0.01, -0.01];
         for (o, w) in out.iter().zip(want) {
             assert!((o - w).abs() < 1e-7, "{out:?}");
         }
-        assert_eq!(adam.states[0].steps, 1);
-        assert_eq!(adam.states[1].steps, 0);
+        assert_eq!(adam.steps[ParamGroup::Means.index()], 1);
+        assert_eq!(adam.steps[ParamGroup::Quats.index()], 0);
+        assert!(to_host(field.quats.val(), "q").unwrap().iter().all(|v| *v == 0.0));
     }
 
     #[test]
     fn matches_a_scalar_reference_over_steps() {
         let device = Default::default();
-        let mut adam = GroupAdam::<B>::new(settings(), [[1, 1]; 6], &device);
+        let mut field = zero_field(1);
+        field.opacity_logits = Param::from_tensor(Tensor::full([1], 0.3, &device));
+        let mut adam = GroupAdam::<B>::new(settings(), &field);
         let (mut p, mut m, mut v) = (0.3f64, 0.0f64, 0.0f64);
-        let mut pt = Tensor::<B, 2>::full([1, 1], 0.3, &device);
         for t in 1..=20 {
             let g = (p * 3.0).sin() + 0.1 * t as f64;
             m = 0.9 * m + 0.1 * g;
@@ -193,33 +301,40 @@ mod tests {
             let mh = m / (1.0 - 0.9f64.powi(t));
             let vh = v / (1.0 - 0.999f64.powi(t));
             p -= 0.05 * mh / (vh.sqrt() + 1e-15);
-            let gt = Tensor::<B, 2>::full([1, 1], g as f32, &device);
-            pt = adam.step(ParamGroup::Opacity, pt, gt, 0.05);
+            let grads = FieldGradients {
+                opacity_logits: Some(Tensor::full([1], g as f32, &device)),
+                ..no_grads()
+            };
+            adam.step(&mut field, grads, |_| 0.05);
         }
-        let got = to_host(pt, "p").unwrap()[0] as f64;
+        let got = to_host(field.opacity_logits.val(), "p").unwrap()[0] as f64;
         assert!((got - p).abs() < 1e-5, "{got} vs {p}");
+        assert_eq!(adam.steps[ParamGroup::Opacity.index()], 20);
     }
 
     #[test]
     fn reindex_keeps_rows_and_appends_zeros() {
         let device = Default::default();
-        let mut adam = GroupAdam::<B>::new(settings(), [[4, 2]; 6], &device);
+        let field = zero_field(4);
+        let mut adam = GroupAdam::<B>::new(settings(), &field);
         let rows = Tensor::<B, 2>::from_data(
-            TensorData::new((0..8).map(|v| v as f32).collect::<Vec<_>>(), [4, 2]),
+            TensorData::new((0..12).map(|v| v as f32).collect::<Vec<_>>(), [4, 3]),
             &device,
         );
-        adam.states[2].exp_avg = rows.clone();
-        adam.states[2].exp_avg_sq = rows;
+        adam.exp_avg.log_scales = Param::from_tensor(rows.clone());
+        adam.exp_avg_sq.log_scales = Param::from_tensor(rows);
         adam.reindex(&index_tensor(&[3, 1], &device), 2);
         assert_eq!(adam.len(), 4);
-        let m = to_host(adam.states[2].exp_avg.clone(), "m").unwrap();
-        assert_eq!(m, vec![6.0, 7.0, 2.0, 3.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(adam.exp_avg.sh_rest.dims(), [4, 3, 3]);
+        let m = to_host(adam.exp_avg.log_scales.val(), "m").unwrap();
+        assert_eq!(m, vec![9.0, 10.0, 11.0, 3.0, 4.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
         adam.reset_moments(ParamGroup::LogScales);
         assert!(
-            to_host(adam.states[2].exp_avg_sq.clone(), "v")
+            to_host(adam.exp_avg_sq.log_scales.val(), "v")
                 .unwrap()
                 .iter()
                 .all(|v| *v == 0.0)
         );
+        assert_eq!(adam.exp_avg_sq.log_scales.dims(), [4, 3]);
     }
 }

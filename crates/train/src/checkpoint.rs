@@ -21,7 +21,7 @@ use ember_field::SplatAutodiffBackend;
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::error::{TrainError, write_atomically};
-use crate::splats::{ParamGroup, to_host};
+use crate::params::{ParamGroup, to_host};
 use crate::timing::Phase;
 use crate::trainer::{Inner, Trainer};
 
@@ -57,26 +57,26 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         meta.insert("step".to_string(), self.step.to_string());
         meta.insert(
             "sh_rest_coefficients".to_string(),
-            self.splats.sh_rest_coefficients.to_string(),
+            self.field.sh_rest.dims()[1].to_string(),
         );
         meta.insert("strategy".to_string(), self.strategy.name().to_string());
         meta.insert("config".to_string(), self.config.to_toml_string());
+        // Every group as `[N, columns]` (`ParamGroup::columns`), the format's layout.
         for group in ParamGroup::ALL {
             let name = group.name();
-            let state = &self.adam.states[group.index()];
-            entries.push(entry(
-                format!("param.{name}"),
-                self.splats.get(group).clone(),
-            )?);
+            entries.push(entry(format!("param.{name}"), group.columns(&self.field))?);
             entries.push(entry(
                 format!("adam.{name}.exp_avg"),
-                state.exp_avg.clone(),
+                group.columns(&self.adam.exp_avg),
             )?);
             entries.push(entry(
                 format!("adam.{name}.exp_avg_sq"),
-                state.exp_avg_sq.clone(),
+                group.columns(&self.adam.exp_avg_sq),
             )?);
-            meta.insert(format!("adam.{name}.steps"), state.steps.to_string());
+            meta.insert(
+                format!("adam.{name}.steps"),
+                self.adam.steps[group.index()].to_string(),
+            );
         }
         for (name, tensor) in self.strategy.state() {
             entries.push(entry(format!("strategy.{name}"), tensor)?);
@@ -161,20 +161,20 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 &device,
             ))
         };
-        let mut splats = self.splats.clone();
+        let mut field = self.field.clone();
         let mut adam = self.adam.clone();
         let k = number("sh_rest_coefficients")? as usize;
-        if k != self.splats.sh_rest_coefficients {
+        let model_k = self.field.sh_rest.dims()[1];
+        if k != model_k {
             return Err(bad(format!(
-                "{k} SH coefficients beyond DC per channel, this run's model has {}",
-                self.splats.sh_rest_coefficients
+                "{k} SH coefficients beyond DC per channel, this run's model has {model_k}"
             )));
         }
         let mut n = None;
         for group in ParamGroup::ALL {
             let name = group.name();
             let param = tensor2(&format!("param.{name}"))?;
-            let expected_cols = self.splats.get(group).dims()[1];
+            let expected_cols = group.columns(&self.field).dims()[1];
             let [rows, cols] = param.dims();
             if cols != expected_cols || n.is_some_and(|n| n != rows) {
                 return Err(bad(format!(
@@ -182,16 +182,17 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 )));
             }
             n = Some(rows);
-            let state = &mut adam.states[group.index()];
-            state.exp_avg = tensor2(&format!("adam.{name}.exp_avg"))?;
-            state.exp_avg_sq = tensor2(&format!("adam.{name}.exp_avg_sq"))?;
-            if state.exp_avg.dims() != [rows, cols] || state.exp_avg_sq.dims() != [rows, cols] {
+            let exp_avg = tensor2(&format!("adam.{name}.exp_avg"))?;
+            let exp_avg_sq = tensor2(&format!("adam.{name}.exp_avg_sq"))?;
+            if exp_avg.dims() != [rows, cols] || exp_avg_sq.dims() != [rows, cols] {
                 return Err(bad(format!(
                     "Adam moments of `{name}` do not match the parameter"
                 )));
             }
-            state.steps = number(&format!("adam.{name}.steps"))?;
-            splats.columns[group.index()] = param;
+            group.set_columns(&mut adam.exp_avg, exp_avg);
+            group.set_columns(&mut adam.exp_avg_sq, exp_avg_sq);
+            adam.steps[group.index()] = number(&format!("adam.{name}.steps"))?;
+            group.set_columns(&mut field, param);
         }
         let n = n.unwrap_or(0);
         let mut strategy_state = Vec::new();
@@ -210,7 +211,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         // Checkpoint tensor names come back in no particular order: sort for determinism.
         strategy_state.sort_by(|a, b| a.0.cmp(&b.0));
         self.strategy.load_state(strategy_state)?;
-        self.splats = splats;
+        self.field = field;
         self.generation += 1;
         self.adam = adam;
         self.step = number("step")? as usize;

@@ -15,7 +15,7 @@ use crate::config::EvalConfig;
 use crate::error::{TrainError, write_atomically};
 use crate::loss::{psnr_from_mse, ssim};
 use crate::scene::TrainScene;
-use crate::splats::to_host;
+use crate::params::to_host;
 use crate::view_cache::{CacheStats, ViewCache};
 
 /// Metrics of one held-out view.

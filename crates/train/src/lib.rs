@@ -36,7 +36,8 @@
 //!
 //! # Not implemented yet
 //! - Training images are decoded up front and fetched from memory each step; there is no
-//!   prefetch thread (on the CPU the data phase is well under 1% of a step).
+//!   prefetch thread, and on a GPU each step uploads its image (`BENCHMARKS.md` has the data
+//!   phase's share of a step per backend, measured).
 
 #![warn(missing_docs)]
 
@@ -51,7 +52,7 @@ pub mod loss;
 pub mod run;
 pub mod scene;
 pub mod splat_file;
-pub mod splats;
+pub mod params;
 pub mod timing;
 pub mod trainer;
 pub mod view_cache;
@@ -64,7 +65,7 @@ pub use eval::EvalReport;
 pub use splat_file::{field_from_splats, splats_from_field, write_field};
 pub use run::{Quiet, RunObserver, RunSummary, run};
 pub use scene::{SceneView, TrainScene};
-pub use splats::{ParamGroup, Splats};
+pub use params::ParamGroup;
 pub use timing::{Phase, PhaseTimes};
 pub use trainer::{StepReport, Trainer};
 pub use view_cache::{CacheStats, ViewCache};

@@ -290,7 +290,7 @@ pub fn run<B: SplatAutodiffBackend>(
     observer.on_message(&format!("wrote {}", checkpoint_path.display()));
     if config.output.ply {
         let ply = out.join("splats.ply");
-        write_field(&trainer.field()?, &ply)?;
+        write_field(trainer.field(), &ply)?;
         observer.on_message(&format!("wrote {}", ply.display()));
     }
     trainer.times_mut().add(Phase::Output, t.elapsed());

@@ -11,7 +11,7 @@ use ember_data::{Splats, write_splats};
 use ember_field::{GaussianField, ModelError};
 
 use crate::error::TrainError;
-use crate::splats::to_host;
+use crate::params::to_host;
 
 /// A field holding `splats` on `device` (no features). The parameters are copied as they are:
 /// quaternions stay unnormalised, opacities stay logits, scales stay logs.

@@ -12,6 +12,7 @@ use std::time::Instant;
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor, TensorData};
+use burn::tensor::backend::Backend;
 use ember_field::{
     GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend, render,
 };
@@ -19,14 +20,14 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
 
-use crate::adam::{AdamSettings, GroupAdam};
+use crate::adam::{AdamSettings, FieldGradients, GroupAdam};
 use crate::config::{InitMode, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
 use crate::eval::{EvalReport, Evaluator};
 use crate::loss::{LossOptions, photometric_loss, psnr_from_mse};
 use crate::scene::TrainScene;
-use crate::splats::{ParamGroup, Splats};
+use crate::params::ParamGroup;
 use crate::timing::{Phase, PhaseTimes};
 use crate::view_cache::CacheStats;
 
@@ -61,13 +62,14 @@ pub struct StepReport {
 pub struct Trainer<B: SplatAutodiffBackend> {
     pub(crate) config: TrainConfig,
     pub(crate) scene: Arc<TrainScene>,
-    pub(crate) splats: Splats<Inner<B>>,
+    /// The model being trained (on the inner backend; each step makes autodiff leaves of it).
+    pub(crate) field: GaussianField<Inner<B>>,
     pub(crate) adam: GroupAdam<Inner<B>>,
     pub(crate) strategy: Box<dyn Strategy<Inner<B>>>,
     pub(crate) step: usize,
     pub(crate) device: B::Device,
     pub(crate) times: PhaseTimes,
-    /// Changes whenever `splats` do (see [`Trainer::generation`]).
+    /// Changes whenever `field` does (see [`Trainer::generation`]).
     pub(crate) generation: u64,
     /// Held-out evaluation, with the renders of the current generation.
     evaluator: Evaluator<Inner<B>>,
@@ -128,6 +130,22 @@ pub fn initial_field<Bk: burn::tensor::backend::Backend>(
     }
 }
 
+/// `field` on the autodiff backend `A`, every parameter a fresh leaf that requires its gradient
+/// (the values are shared, not copied).
+fn autodiff_leaves<A: AutodiffBackend>(
+    field: &GaussianField<A::InnerBackend>,
+) -> Result<GaussianField<A>, TrainError> {
+    Ok(GaussianField::from_tensors(
+        Tensor::from_inner(field.means.val()),
+        Tensor::from_inner(field.quats.val()),
+        Tensor::from_inner(field.log_scales.val()),
+        Tensor::from_inner(field.opacity_logits.val()),
+        Tensor::from_inner(field.sh_dc.val()),
+        Tensor::from_inner(field.sh_rest.val()),
+        None,
+    )?)
+}
+
 impl<B: SplatAutodiffBackend> Trainer<B> {
     /// A new run: the initial field (see [`initial_field`]), zero Adam moments.
     pub fn new(
@@ -137,35 +155,36 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     ) -> Result<Self, TrainError> {
         config.validate()?;
         let field = initial_field::<Inner<B>>(&config, &scene, device)?;
-        Self::from_splats(config, scene, Splats::from_field(&field), device)
+        Self::from_field(config, scene, field, device)
     }
 
-    /// A run starting from given parameters with zero moments.
-    pub fn from_splats(
+    /// A run starting from `field` with zero moments (its features, if any, are not trained
+    /// and dropped).
+    pub fn from_field(
         config: TrainConfig,
         scene: Arc<TrainScene>,
-        splats: Splats<Inner<B>>,
+        mut field: GaussianField<Inner<B>>,
         device: &B::Device,
     ) -> Result<Self, TrainError> {
+        field.features = None;
         if scene.train.is_empty() {
             return Err(TrainError::Scene(format!(
                 "{} has no training views",
                 scene.name
             )));
         }
-        let shapes = splats.columns.clone().map(|t| t.dims());
         let settings = AdamSettings {
             beta1: config.optim.beta1,
             beta2: config.optim.beta2,
             eps: config.optim.eps,
         };
-        let adam = GroupAdam::new(settings, shapes, device);
-        let strategy = strategy_from_config(&config.densify, splats.len(), device);
+        let adam = GroupAdam::new(settings, &field);
+        let strategy = strategy_from_config(&config.densify, field.num_gaussians(), device);
         let evaluator = Evaluator::new(&config.eval);
         Ok(Trainer {
             config,
             scene,
-            splats,
+            field,
             adam,
             strategy,
             step: 0,
@@ -195,15 +214,15 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
     /// Number of Gaussians.
     pub fn num_gaussians(&self) -> usize {
-        self.splats.len()
+        self.field.num_gaussians()
     }
 
-    /// The parameters.
-    pub fn splats(&self) -> &Splats<Inner<B>> {
-        &self.splats
+    /// The trained field (the current parameters).
+    pub fn field(&self) -> &GaussianField<Inner<B>> {
+        &self.field
     }
 
-    /// The Adam state (row-aligned with [`Trainer::splats`]).
+    /// The Adam state (row-aligned with [`Trainer::field`]).
     pub fn adam(&self) -> &GroupAdam<Inner<B>> {
         &self.adam
     }
@@ -248,7 +267,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     }
 
     /// A counter that changes whenever the parameters do: each step (optimizer and
-    /// densification), [`Trainer::replace_parameters`], [`Trainer::load_checkpoint`]. Renders of
+    /// densification), [`Trainer::replace_field`], [`Trainer::load_checkpoint`]. Renders of
     /// the field at one generation stay valid until it changes.
     pub fn generation(&self) -> u64 {
         self.generation
@@ -266,10 +285,9 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     pub fn evaluate(&mut self) -> Result<EvalReport, TrainError> {
         let started = Instant::now();
         let sh_degree = self.sh_degree_at(self.step.saturating_sub(1));
-        let field = self.field()?;
         let report = self.evaluator.evaluate(
             &self.scene,
-            &field,
+            &self.field,
             self.generation,
             self.step,
             sh_degree,
@@ -278,25 +296,19 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         Ok(report)
     }
 
-    /// The trained field (current parameters).
-    pub fn field(&self) -> Result<GaussianField<Inner<B>>, TrainError> {
-        self.splats.to_field()
-    }
-
     /// Replaces the parameters with others of the same shapes, keeping the optimizer state
     /// (e.g. after editing them); a different count or layout is refused.
-    pub fn replace_parameters(&mut self, splats: Splats<Inner<B>>) -> Result<(), TrainError> {
-        let same = splats
-            .columns
+    pub fn replace_field(&mut self, field: GaussianField<Inner<B>>) -> Result<(), TrainError> {
+        let same = ParamGroup::ALL
             .iter()
-            .zip(&self.splats.columns)
-            .all(|(a, b)| a.dims() == b.dims());
-        if !same {
+            .all(|g| g.columns(&field).dims() == g.columns(&self.field).dims());
+        if !same || field.features.is_some() {
             return Err(TrainError::Scene(
-                "replacement parameters must have the shapes of the current ones".to_string(),
+                "replacement parameters must have the shapes of the current ones (and no features)"
+                    .to_string(),
             ));
         }
-        self.splats = splats;
+        self.field = field;
         self.generation += 1;
         Ok(())
     }
@@ -383,7 +395,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
         let t = Instant::now();
         let sh_degree = self.sh_degree_at(step);
-        let field = self.splats.to_autodiff_field::<B>()?;
+        let field = autodiff_leaves::<B>(&self.field)?;
         let out = render(&field, &camera, &self.render_options(sh_degree, background)).map_err(
             |source| TrainError::Render {
                 view: self.scene.train[view].name.clone(),
@@ -401,10 +413,10 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 }
             })?;
         let (opacity_reg, scale_reg) = (self.config.loss.opacity_reg, self.config.loss.scale_reg);
-        if opacity_reg > 0.0 && !self.splats.is_empty() {
+        if opacity_reg > 0.0 && self.field.num_gaussians() > 0 {
             loss = loss + sigmoid(field.opacity_logits.val()).mean() * opacity_reg;
         }
-        if scale_reg > 0.0 && !self.splats.is_empty() {
+        if scale_reg > 0.0 && self.field.num_gaussians() > 0 {
             loss = loss + field.log_scales.val().exp().mean() * scale_reg;
         }
         let loss_value: f32 = loss.clone().into_scalar().elem();
@@ -430,23 +442,14 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
         let t = Instant::now();
         let grads = loss.backward();
-        let field_grads = [
-            field.means.grad(&grads),
-            field.quats.grad(&grads),
-            field.log_scales.grad(&grads),
-            field.opacity_logits.grad(&grads).map(|g| {
-                let n = g.dims()[0];
-                g.reshape([n, 1])
-            }),
-            field.sh_dc.grad(&grads).map(|g| {
-                let n = g.dims()[0];
-                g.reshape([n, 3])
-            }),
-            field.sh_rest.grad(&grads).map(|g| {
-                let [n, k, _] = g.dims();
-                g.reshape([n, 3 * k])
-            }),
-        ];
+        let field_grads = FieldGradients {
+            means: field.means.grad(&grads),
+            quats: field.quats.grad(&grads),
+            log_scales: field.log_scales.grad(&grads),
+            opacity_logits: field.opacity_logits.grad(&grads),
+            sh_dc: field.sh_dc.grad(&grads),
+            sh_rest: field.sh_rest.grad(&grads),
+        };
         let screen_grads = out.aux.screen_grads.grad(&grads);
         self.end_phase(Phase::Backward, t)?;
 
@@ -464,13 +467,9 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         self.end_phase(Phase::Densify, t)?;
 
         let t = Instant::now();
-        for (group, grad) in ParamGroup::ALL.into_iter().zip(field_grads) {
-            let Some(grad) = grad else { continue };
-            let lr = self.learning_rate(group, step);
-            let param = self.splats.columns[group.index()].clone();
-            let updated = self.adam.step(group, param, grad, lr);
-            self.splats.columns[group.index()] = updated;
-        }
+        let rates = ParamGroup::ALL.map(|group| self.learning_rate(group, step));
+        self.adam
+            .step(&mut self.field, field_grads, |group| rates[group.index()]);
         self.end_phase(Phase::Optimizer, t)?;
 
         let t = Instant::now();
@@ -482,7 +481,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         };
         let refine = self
             .strategy
-            .refine(context, &mut self.splats, &mut self.adam)?;
+            .refine(context, &mut self.field, &mut self.adam)?;
         self.end_phase(Phase::Densify, t)?;
 
         self.step += 1;
@@ -492,7 +491,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             view,
             loss: loss_value,
             psnr,
-            gaussians: self.splats.len(),
+            gaussians: self.field.num_gaussians(),
             sh_degree,
             lr_means: self.learning_rate(ParamGroup::Means, step),
             refine,

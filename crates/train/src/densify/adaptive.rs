@@ -11,6 +11,7 @@
 //! their Adam moments zeroed). The host reads a few `[N]` arrays per refinement; the rows
 //! themselves are gathered on the device.
 
+use burn::module::Param;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use rand::rngs::StdRng;
@@ -18,9 +19,11 @@ use rand::{RngExt, SeedableRng};
 
 use super::{RefineContext, RefineReport, Refinement, StepStatistics, Strategy};
 use crate::adam::GroupAdam;
+use crate::params::ParamGroup;
+use ember_field::GaussianField;
 use crate::config::DensifyConfig;
 use crate::error::TrainError;
-use crate::splats::{ParamGroup, Splats, index_tensor, to_host};
+use crate::params::{index_tensor, to_host};
 
 /// Split children are this much smaller than their parent (3DGS: `0.8 x 2`).
 const SPLIT_SCALE_DIVISOR: f32 = 1.6;
@@ -72,16 +75,16 @@ impl<B: Backend> AdaptiveDensity<B> {
     fn densify_and_prune(
         &mut self,
         context: RefineContext,
-        splats: &mut Splats<B>,
+        field: &mut GaussianField<B>,
         adam: &mut GroupAdam<B>,
         report: &mut RefineReport,
     ) -> Result<(), TrainError> {
-        let n = splats.len();
+        let n = field.num_gaussians();
         let c = &self.config;
         let grads = self.mean_gradients()?;
         let radii = to_host(self.max_radius.clone(), "max radii")?;
-        let log_scales = to_host(splats.get(ParamGroup::LogScales).clone(), "log-scales")?;
-        let logits = to_host(splats.get(ParamGroup::Opacity).clone(), "opacities")?;
+        let log_scales = to_host(field.log_scales.val(), "log-scales")?;
+        let logits = to_host(field.opacity_logits.val(), "opacities")?;
         let max_scale: Vec<f32> = log_scales
             .chunks_exact(3)
             .map(|s| s.iter().copied().fold(f32::NEG_INFINITY, f32::max).exp())
@@ -134,9 +137,9 @@ impl<B: Backend> AdaptiveDensity<B> {
             removed[i] = true;
         }
         let keep: Vec<usize> = (0..n).filter(|&i| !removed[i]).collect();
-        let device = splats.columns[0].device();
-        let clones = splats.select(&index_tensor(&clone, &device));
-        let children = split_children(splats, &split, context.seed)?;
+        let device = field.means.device();
+        let clones = field.select(&index_tensor(&clone, &device));
+        let children = split_children(field, &split, context.seed)?;
         report.cloned = clone.len();
         report.split = split.len();
         report.pruned = prune.iter().filter(|p| **p).count();
@@ -148,10 +151,10 @@ impl<B: Backend> AdaptiveDensity<B> {
         }
         Refinement {
             keep,
-            added: clones.concat(children),
+            added: clones.cat(children)?,
         }
-        .apply(splats, adam);
-        self.reset_accumulators(splats.len());
+        .apply(field, adam)?;
+        self.reset_accumulators(field.num_gaussians());
         Ok(())
     }
 }
@@ -160,20 +163,20 @@ impl<B: Backend> AdaptiveDensity<B> {
 /// divided by 1.6, everything else copied. Order: every parent's first child, then every
 /// parent's second.
 fn split_children<B: Backend>(
-    splats: &Splats<B>,
+    field: &GaussianField<B>,
     parents: &[usize],
     seed: u64,
-) -> Result<Splats<B>, TrainError> {
-    let device = splats.columns[0].device();
+) -> Result<GaussianField<B>, TrainError> {
+    let device = field.means.device();
     let k = parents.len();
     let twice: Vec<usize> = parents.iter().chain(parents).copied().collect();
-    let mut children = splats.select(&index_tensor(&twice, &device));
+    let mut children = field.select(&index_tensor(&twice, &device));
     if k == 0 {
         return Ok(children);
     }
-    let means = to_host(children.get(ParamGroup::Means).clone(), "split means")?;
-    let quats = to_host(children.get(ParamGroup::Quats).clone(), "split rotations")?;
-    let log_scales = to_host(children.get(ParamGroup::LogScales).clone(), "split scales")?;
+    let means = to_host(children.means.val(), "split means")?;
+    let quats = to_host(children.quats.val(), "split rotations")?;
+    let log_scales = to_host(children.log_scales.val(), "split scales")?;
     let mut rng = StdRng::seed_from_u64(seed);
     let mut normal = || {
         let (u, v) = (rng.random::<f32>().max(1e-12), rng.random::<f32>());
@@ -191,14 +194,12 @@ fn split_children<B: Backend>(
     }
     let shrink = SPLIT_SCALE_DIVISOR.ln();
     let new_log_scales: Vec<f32> = log_scales.iter().map(|l| l - shrink).collect();
-    children.set(
-        ParamGroup::Means,
-        Tensor::from_data(TensorData::new(new_means, [2 * k, 3]), &device),
-    );
-    children.set(
-        ParamGroup::LogScales,
-        Tensor::from_data(TensorData::new(new_log_scales, [2 * k, 3]), &device),
-    );
+    children.means =
+        Param::from_tensor(Tensor::from_data(TensorData::new(new_means, [2 * k, 3]), &device));
+    children.log_scales = Param::from_tensor(Tensor::from_data(
+        TensorData::new(new_log_scales, [2 * k, 3]),
+        &device,
+    ));
     Ok(children)
 }
 
@@ -254,7 +255,7 @@ impl<B: Backend> Strategy<B> for AdaptiveDensity<B> {
     fn refine(
         &mut self,
         context: RefineContext,
-        splats: &mut Splats<B>,
+        field: &mut GaussianField<B>,
         adam: &mut GroupAdam<B>,
     ) -> Result<RefineReport, TrainError> {
         let c = self.config.clone();
@@ -264,12 +265,12 @@ impl<B: Backend> Strategy<B> for AdaptiveDensity<B> {
             return Ok(report);
         }
         if s > c.start && s.is_multiple_of(c.interval) {
-            self.densify_and_prune(context, splats, adam, &mut report)?;
+            self.densify_and_prune(context, field, adam, &mut report)?;
         }
         if c.opacity_reset_interval > 0 && s.is_multiple_of(c.opacity_reset_interval) {
             let ceiling = (RESET_OPACITY / (1.0 - RESET_OPACITY)).ln();
-            let reset = splats.get(ParamGroup::Opacity).clone().clamp_max(ceiling);
-            splats.set(ParamGroup::Opacity, reset);
+            field.opacity_logits =
+                Param::from_tensor(field.opacity_logits.val().clamp_max(ceiling));
             adam.reset_moments(ParamGroup::Opacity);
             report.opacity_reset = true;
         }

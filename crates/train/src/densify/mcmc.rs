@@ -28,7 +28,9 @@ use super::{RefineContext, RefineReport, Refinement, StepStatistics, Strategy};
 use crate::adam::GroupAdam;
 use crate::config::DensifyConfig;
 use crate::error::TrainError;
-use crate::splats::{ParamGroup, Splats, index_tensor, to_host};
+use crate::params::{index_tensor, to_host};
+use burn::module::Param;
+use ember_field::GaussianField;
 
 /// Copies per source are capped here (as the reference implementation does).
 const MAX_COPIES: usize = 51;
@@ -94,27 +96,6 @@ fn logit(o: f32) -> f32 {
     (o / (1.0 - o)).ln()
 }
 
-/// Zeroes the moments of `rows` in every group.
-fn zero_moments<B: Backend>(adam: &mut GroupAdam<B>, rows: &[usize]) {
-    if rows.is_empty() {
-        return;
-    }
-    let n = adam.len();
-    let device = adam.states[0].exp_avg.device();
-    let mut keep = vec![1.0f32; n];
-    for &r in rows {
-        keep[r] = 0.0;
-    }
-    let mask: Tensor<B, 2> = Tensor::from_data(TensorData::new(keep, [n, 1]), &device);
-    for state in &mut adam.states {
-        if state.exp_avg.dims()[1] == 0 {
-            continue;
-        }
-        state.exp_avg = state.exp_avg.clone() * mask.clone();
-        state.exp_avg_sq = state.exp_avg_sq.clone() * mask.clone();
-    }
-}
-
 /// Gives every row of `sources` (with repeats) and its copies their share of the source's
 /// opacity and scale: `copies[i]` is the number of rows that will carry source `i`'s
 /// contribution. Updates `logits` and `log_scales` in place.
@@ -151,19 +132,19 @@ impl<B: Backend> Strategy<B> for McmcDensity {
     fn refine(
         &mut self,
         context: RefineContext,
-        splats: &mut Splats<B>,
+        field: &mut GaussianField<B>,
         adam: &mut GroupAdam<B>,
     ) -> Result<RefineReport, TrainError> {
         let c = &self.config;
         let s = context.step;
         let mut report = RefineReport::default();
         let mut rng = StdRng::seed_from_u64(context.seed);
-        if s > c.start && s < c.stop && s.is_multiple_of(c.interval) && !splats.is_empty() {
-            let device = splats.columns[0].device();
-            let n = splats.len();
+        if s > c.start && s < c.stop && s.is_multiple_of(c.interval) && field.num_gaussians() > 0 {
+            let device = field.means.device();
+            let n = field.num_gaussians();
             let min_opacity = c.min_opacity as f32;
-            let mut logits = to_host(splats.get(ParamGroup::Opacity).clone(), "opacities")?;
-            let mut log_scales = to_host(splats.get(ParamGroup::LogScales).clone(), "scales")?;
+            let mut logits = to_host(field.opacity_logits.val(), "opacities")?;
+            let mut log_scales = to_host(field.log_scales.val(), "scales")?;
             let opacity: Vec<f32> = logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect();
 
             // Relocate the dead onto live Gaussians drawn by opacity.
@@ -189,21 +170,21 @@ impl<B: Backend> Strategy<B> for McmcDensity {
                     .iter()
                     .flat_map(|&i| log_scales[3 * i..3 * i + 3].to_vec())
                     .collect();
-                let mut moved = splats.select(&index_tensor(&from, &device));
-                moved.set(
-                    ParamGroup::Opacity,
-                    Tensor::from_data(TensorData::new(logits_moved.clone(), [n, 1]), &device),
-                );
-                moved.set(
-                    ParamGroup::LogScales,
-                    Tensor::from_data(TensorData::new(scales_moved.clone(), [n, 3]), &device),
-                );
-                *splats = moved;
+                let mut moved = field.select(&index_tensor(&from, &device));
+                moved.opacity_logits = Param::from_tensor(Tensor::from_data(
+                    TensorData::new(logits_moved.clone(), [n]),
+                    &device,
+                ));
+                moved.log_scales = Param::from_tensor(Tensor::from_data(
+                    TensorData::new(scales_moved.clone(), [n, 3]),
+                    &device,
+                ));
+                *field = moved;
                 logits = logits_moved;
                 log_scales = scales_moved;
                 let mut touched: Vec<usize> = dead.clone();
                 touched.extend(copies.keys());
-                zero_moments(adam, &touched);
+                adam.zero_rows(&touched);
                 report.relocated = sources.len();
             }
 
@@ -219,26 +200,24 @@ impl<B: Backend> Strategy<B> for McmcDensity {
                     *copies.entry(src).or_insert(1usize) += 1;
                 }
                 share(&sources, &copies, &mut logits, &mut log_scales, min_opacity);
-                splats.set(
-                    ParamGroup::Opacity,
-                    Tensor::from_data(TensorData::new(logits, [n, 1]), &device),
-                );
-                splats.set(
-                    ParamGroup::LogScales,
-                    Tensor::from_data(TensorData::new(log_scales, [n, 3]), &device),
-                );
+                field.opacity_logits =
+                    Param::from_tensor(Tensor::from_data(TensorData::new(logits, [n]), &device));
+                field.log_scales = Param::from_tensor(Tensor::from_data(
+                    TensorData::new(log_scales, [n, 3]),
+                    &device,
+                ));
                 let touched: Vec<usize> = copies.keys().copied().collect();
-                zero_moments(adam, &touched);
-                let added = splats.select(&index_tensor(&sources, &device));
+                adam.zero_rows(&touched);
+                let added = field.select(&index_tensor(&sources, &device));
                 Refinement {
                     keep: (0..n).collect(),
                     added,
                 }
-                .apply(splats, adam);
+                .apply(field, adam)?;
                 report.added = sources.len();
             }
         }
-        self.inject_noise(context, splats, &mut rng)?;
+        self.inject_noise(context, field, &mut rng)?;
         Ok(report)
     }
 
@@ -261,19 +240,19 @@ impl McmcDensity {
     fn inject_noise<B: Backend>(
         &self,
         context: RefineContext,
-        splats: &mut Splats<B>,
+        field: &mut GaussianField<B>,
         rng: &mut StdRng,
     ) -> Result<(), TrainError> {
         let scaler = (context.lr_means * self.config.noise_lr) as f32;
-        if scaler == 0.0 || splats.is_empty() {
+        let n = field.num_gaussians();
+        if scaler == 0.0 || n == 0 {
             return Ok(());
         }
-        let n = splats.len();
-        let device = splats.columns[0].device();
-        let means = to_host(splats.get(ParamGroup::Means).clone(), "means")?;
-        let quats = to_host(splats.get(ParamGroup::Quats).clone(), "rotations")?;
-        let log_scales = to_host(splats.get(ParamGroup::LogScales).clone(), "scales")?;
-        let logits = to_host(splats.get(ParamGroup::Opacity).clone(), "opacities")?;
+        let device = field.means.device();
+        let means = to_host(field.means.val(), "means")?;
+        let quats = to_host(field.quats.val(), "rotations")?;
+        let log_scales = to_host(field.log_scales.val(), "scales")?;
+        let logits = to_host(field.opacity_logits.val(), "opacities")?;
         let mut normal = || {
             let (u, v) = (rng.random::<f32>().max(1e-12), rng.random::<f32>());
             (-2.0 * u.ln()).sqrt() * (std::f32::consts::TAU * v).cos()
@@ -296,10 +275,8 @@ impl McmcDensity {
                 moved[3 * i + row] += d;
             }
         }
-        splats.set(
-            ParamGroup::Means,
-            Tensor::from_data(TensorData::new(moved, [n, 3]), &device),
-        );
+        field.means =
+            Param::from_tensor(Tensor::from_data(TensorData::new(moved, [n, 3]), &device));
         Ok(())
     }
 }

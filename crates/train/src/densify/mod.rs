@@ -3,7 +3,7 @@
 //!
 //! A [`Strategy`] sees the render statistics of every step ([`Strategy::observe`]) and, after the
 //! optimizer step, may change the set of Gaussians ([`Strategy::refine`]). Whatever it does to
-//! the rows of [`Splats`] it must do to the rows of [`GroupAdam`] (`GroupAdam::reindex`), so that
+//! the rows of the [`GaussianField`] it must do to the rows of [`GroupAdam`] (`GroupAdam::reindex`), so that
 //! parameters and moments stay aligned; [`Refinement::apply`] does both.
 
 mod adaptive;
@@ -18,7 +18,8 @@ use burn::tensor::{Bool, Int, Tensor};
 use crate::adam::GroupAdam;
 use crate::config::{DensifyConfig, StrategyKind};
 use crate::error::TrainError;
-use crate::splats::{Splats, index_tensor};
+use crate::params::index_tensor;
+use ember_field::GaussianField;
 
 /// What one step's render tells densification, per Gaussian.
 #[derive(Debug, Clone)]
@@ -75,15 +76,15 @@ pub trait Strategy<B: Backend>: Send {
     fn observe(&mut self, step: usize, stats: &StepStatistics<B>) -> Result<(), TrainError>;
 
     /// After the optimizer step of step `context.step`: may clone, split, prune or reset, on
-    /// `splats` and `adam` together.
+    /// `field` and `adam` together.
     fn refine(
         &mut self,
         context: RefineContext,
-        splats: &mut Splats<B>,
+        field: &mut GaussianField<B>,
         adam: &mut GroupAdam<B>,
     ) -> Result<RefineReport, TrainError>;
 
-    /// The per-Gaussian accumulators (row-aligned with the splats), for checkpoints.
+    /// The per-Gaussian accumulators (row-aligned with the field), for checkpoints.
     fn state(&self) -> Vec<(&'static str, Tensor<B, 1>)>;
 
     /// Restores [`Strategy::state`] from a checkpoint.
@@ -106,7 +107,7 @@ impl<B: Backend> Strategy<B> for NoDensification {
     fn refine(
         &mut self,
         _context: RefineContext,
-        _splats: &mut Splats<B>,
+        _field: &mut GaussianField<B>,
         _adam: &mut GroupAdam<B>,
     ) -> Result<RefineReport, TrainError> {
         Ok(RefineReport::default())
@@ -140,24 +141,29 @@ pub struct Refinement<B: Backend> {
     /// Indices of the surviving Gaussians.
     pub keep: Vec<usize>,
     /// New Gaussians, appended after the survivors.
-    pub added: Splats<B>,
+    pub added: GaussianField<B>,
 }
 
 impl<B: Backend> Refinement<B> {
     /// Applies the change to the parameters and the optimizer moments together: survivors keep
     /// their moments, new Gaussians start at zero.
-    pub fn apply(self, splats: &mut Splats<B>, adam: &mut GroupAdam<B>) {
-        let device = splats.columns[0].device();
+    pub fn apply(
+        self,
+        field: &mut GaussianField<B>,
+        adam: &mut GroupAdam<B>,
+    ) -> Result<(), TrainError> {
+        let device = field.means.device();
         let keep = index_tensor::<B>(&self.keep, &device);
-        let appended = self.added.len();
-        let kept = if self.keep.len() == splats.len()
+        let appended = self.added.num_gaussians();
+        let kept = if self.keep.len() == field.num_gaussians()
             && self.keep.iter().enumerate().all(|(i, &k)| i == k)
         {
-            splats.clone()
+            field.clone()
         } else {
-            splats.select(&keep)
+            field.select(&keep)
         };
-        *splats = kept.concat(self.added);
+        *field = kept.cat(self.added)?;
         adam.reindex(&keep, appended);
+        Ok(())
     }
 }

@@ -4,7 +4,8 @@ use burn::tensor::{Bool, Int, Tensor, TensorData};
 use ember_train::adam::{AdamSettings, GroupAdam};
 use ember_train::config::DensifyConfig;
 use ember_train::densify::{AdaptiveDensity, RefineContext, StepStatistics, Strategy};
-use ember_train::splats::{ParamGroup, Splats, to_host};
+use ember_field::GaussianField;
+use ember_train::params::{ParamGroup, to_host};
 
 use crate::common;
 
@@ -16,50 +17,56 @@ fn tensor2(values: Vec<f32>, shape: [usize; 2]) -> Tensor<I, 2> {
 
 /// Six Gaussians: 0 small + strong gradient (clone), 1 large + strong gradient (split),
 /// 2 transparent (prune), 3 and 4 quiet, 5 large + strong gradient but transparent (prune only).
-fn setup() -> (Splats<I>, GroupAdam<I>, AdaptiveDensity<I>) {
+fn setup() -> (GaussianField<I>, GroupAdam<I>, AdaptiveDensity<I>) {
     let n = 6;
     let logit = |o: f32| (o / (1.0 - o)).ln();
-    let splats = Splats {
-        columns: [
-            tensor2((0..18).map(|v| v as f32 * 0.1).collect(), [n, 3]),
-            tensor2([1.0, 0.0, 0.0, 0.0].repeat(n), [n, 4]),
-            tensor2(
-                [0.001f32, 0.5, 0.001, 0.001, 0.001, 0.5]
-                    .iter()
-                    .flat_map(|s| [s.ln(); 3])
-                    .collect(),
-                [n, 3],
-            ),
-            tensor2(
-                vec![
-                    logit(0.5),
-                    logit(0.5),
-                    logit(0.001),
-                    logit(0.5),
-                    logit(0.5),
-                    logit(0.001),
-                ],
-                [n, 1],
-            ),
-            tensor2((0..18).map(|v| v as f32).collect(), [n, 3]),
-            tensor2((0..54).map(|v| -(v as f32)).collect(), [n, 9]),
-        ],
-        sh_rest_coefficients: 3,
-    };
+    let columns = [
+        tensor2((0..18).map(|v| v as f32 * 0.1).collect(), [n, 3]),
+        tensor2([1.0, 0.0, 0.0, 0.0].repeat(n), [n, 4]),
+        tensor2(
+            [0.001f32, 0.5, 0.001, 0.001, 0.001, 0.5]
+                .iter()
+                .flat_map(|s| [s.ln(); 3])
+                .collect(),
+            [n, 3],
+        ),
+        tensor2(
+            vec![
+                logit(0.5),
+                logit(0.5),
+                logit(0.001),
+                logit(0.5),
+                logit(0.5),
+                logit(0.001),
+            ],
+            [n, 1],
+        ),
+        tensor2((0..18).map(|v| v as f32).collect(), [n, 3]),
+        tensor2((0..54).map(|v| -(v as f32)).collect(), [n, 9]),
+    ];
+    let mut field = GaussianField::from_tensors(
+        Tensor::zeros([n, 3], &Default::default()),
+        Tensor::zeros([n, 4], &Default::default()),
+        Tensor::zeros([n, 3], &Default::default()),
+        Tensor::zeros([n], &Default::default()),
+        Tensor::zeros([n, 1, 3], &Default::default()),
+        Tensor::zeros([n, 3, 3], &Default::default()),
+        None,
+    )
+    .unwrap();
+    for (group, values) in ParamGroup::ALL.into_iter().zip(columns) {
+        group.set_columns(&mut field, values);
+    }
     let settings = AdamSettings {
         beta1: 0.9,
         beta2: 0.999,
         eps: 1e-15,
     };
-    let mut adam = GroupAdam::new(
-        settings,
-        splats.columns.clone().map(|t| t.dims()),
-        &Default::default(),
-    );
+    let mut adam = GroupAdam::new(settings, &field);
     // Moments that identify their row: equal to the parameters themselves.
     for group in ParamGroup::ALL {
-        adam.states[group.index()].exp_avg = splats.get(group).clone();
-        adam.states[group.index()].exp_avg_sq = splats.get(group).clone() * 2.0;
+        group.set_columns(&mut adam.exp_avg, group.columns(&field));
+        group.set_columns(&mut adam.exp_avg_sq, group.columns(&field) * 2.0);
     }
     let config = DensifyConfig {
         start: 0,
@@ -87,37 +94,37 @@ fn setup() -> (Splats<I>, GroupAdam<I>, AdaptiveDensity<I>) {
         height: 100,
     };
     strategy.observe(0, &stats).unwrap();
-    (splats, adam, strategy)
+    (field, adam, strategy)
 }
 
 #[test]
 fn refine_keeps_parameters_and_moments_aligned() {
-    let (mut splats, mut adam, mut strategy) = setup();
-    let before = splats.clone();
+    let (mut field, mut adam, mut strategy) = setup();
+    let before = field.clone();
     let context = RefineContext {
         step: 1,
         extent: 1.0,
         seed: 9,
         lr_means: 1e-3,
     };
-    let report = strategy.refine(context, &mut splats, &mut adam).unwrap();
+    let report = strategy.refine(context, &mut field, &mut adam).unwrap();
     assert_eq!(
         (report.cloned, report.split, report.pruned),
         (1, 1, 2),
         "{report:?}"
     );
     // Survivors 0, 3, 4; then the clone of 0; then two children of 1.
-    assert_eq!(splats.len(), 6);
+    assert_eq!(field.num_gaussians(), 6);
     assert_eq!(adam.len(), 6);
     for (_, t) in strategy.state() {
         assert_eq!(t.dims(), [6], "accumulators follow the new count");
     }
     for group in ParamGroup::ALL {
-        let cols = splats.get(group).dims()[1];
-        let p = to_host(splats.get(group).clone(), "p").unwrap();
-        let m = to_host(adam.states[group.index()].exp_avg.clone(), "m").unwrap();
-        let v = to_host(adam.states[group.index()].exp_avg_sq.clone(), "v").unwrap();
-        let old = to_host(before.get(group).clone(), "old").unwrap();
+        let cols = group.columns(&field).dims()[1];
+        let p = to_host(group.columns(&field), "p").unwrap();
+        let m = to_host(group.columns(&adam.exp_avg), "m").unwrap();
+        let v = to_host(group.columns(&adam.exp_avg_sq), "v").unwrap();
+        let old = to_host(group.columns(&before), "old").unwrap();
         // Survivors carry their own moments (which equal their parameters here).
         for (row, orig) in [0usize, 3, 4].iter().enumerate() {
             assert_eq!(
@@ -139,13 +146,13 @@ fn refine_keeps_parameters_and_moments_aligned() {
         assert_eq!(&p[3 * cols..4 * cols], &old[0..cols]);
     }
     // Split children: scale / 1.6, colours copied, centres moved.
-    let ls = to_host(splats.get(ParamGroup::LogScales).clone(), "s").unwrap();
+    let ls = to_host(field.log_scales.val(), "s").unwrap();
     for child in [4usize, 5] {
         assert!((ls[3 * child] - (0.5f32.ln() - 1.6f32.ln())).abs() < 1e-6);
     }
-    let dc = to_host(splats.get(ParamGroup::ShDc).clone(), "dc").unwrap();
+    let dc = to_host(field.sh_dc.val(), "dc").unwrap();
     assert_eq!(&dc[12..15], &[3.0, 4.0, 5.0]);
-    let means = to_host(splats.get(ParamGroup::Means).clone(), "means").unwrap();
+    let means = to_host(field.means.val(), "means").unwrap();
     assert_ne!(&means[12..15], &[0.3f32, 0.4, 0.5]);
 }
 
@@ -166,10 +173,10 @@ fn training_with_densification_stays_aligned() {
         let n = trainer.num_gaussians();
         assert_eq!(trainer.adam().len(), n);
         for group in ParamGroup::ALL {
-            assert_eq!(trainer.splats().get(group).dims()[0], n);
+            assert_eq!(group.columns(trainer.field()).dims()[0], n);
             assert_eq!(
-                trainer.adam().states[group.index()].exp_avg.dims(),
-                trainer.splats().get(group).dims()
+                group.columns(&trainer.adam().exp_avg).dims(),
+                group.columns(trainer.field()).dims()
             );
         }
         for (_, t) in trainer.strategy().state() {
@@ -177,7 +184,7 @@ fn training_with_densification_stays_aligned() {
         }
     }
     assert!(changed, "densification ran (started with {start})");
-    trainer.field().unwrap().validate().unwrap();
+    trainer.field().validate().unwrap();
 }
 
 #[test]
@@ -205,8 +212,8 @@ fn mcmc_respects_the_cap_and_keeps_state_aligned() {
         assert_eq!(trainer.adam().len(), n);
         for group in ParamGroup::ALL {
             assert_eq!(
-                trainer.adam().states[group.index()].exp_avg.dims(),
-                trainer.splats().get(group).dims()
+                group.columns(&trainer.adam().exp_avg).dims(),
+                group.columns(trainer.field()).dims()
             );
         }
     }
@@ -215,7 +222,7 @@ fn mcmc_respects_the_cap_and_keeps_state_aligned() {
         230,
         "grew to the cap ({added} added)"
     );
-    trainer.field().unwrap().validate().unwrap();
+    trainer.field().validate().unwrap();
 }
 
 #[test]

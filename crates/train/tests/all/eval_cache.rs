@@ -33,8 +33,8 @@ fn evaluating_an_unchanged_field_again_hits_the_cache() {
     assert_ne!(after_step.views, first.views);
 
     // So does replacing the parameters (even with equal values: the cache cannot tell).
-    let same = trainer.splats().clone();
-    trainer.replace_parameters(same).unwrap();
+    let same = trainer.field().clone();
+    trainer.replace_field(same).unwrap();
     trainer.evaluate().unwrap();
     assert_eq!(trainer.eval_cache_stats().misses, 3 * views);
 }

@@ -2,7 +2,7 @@
 //! does a run that waits for the device after every phase; a NaN loss stops the run and leaves
 //! the last checkpoint intact.
 
-use ember_train::splats::{ParamGroup, Splats, to_host};
+use ember_train::params::{ParamGroup, to_host};
 use ember_train::{Phase, TrainError, Trainer};
 
 use crate::common::{self, B};
@@ -10,11 +10,11 @@ use crate::common::{self, B};
 fn state(trainer: &Trainer<B>) -> Vec<Vec<f32>> {
     let mut out = Vec::new();
     for group in ParamGroup::ALL {
-        out.push(to_host(trainer.splats().get(group).clone(), "p").unwrap());
-        let s = &trainer.adam().states[group.index()];
-        out.push(to_host(s.exp_avg.clone(), "m").unwrap());
-        out.push(to_host(s.exp_avg_sq.clone(), "v").unwrap());
-        out.push(vec![s.steps as f32]);
+        let adam = trainer.adam();
+        out.push(to_host(group.columns(trainer.field()), "p").unwrap());
+        out.push(to_host(group.columns(&adam.exp_avg), "m").unwrap());
+        out.push(to_host(group.columns(&adam.exp_avg_sq), "v").unwrap());
+        out.push(vec![adam.steps[group.index()] as f32]);
     }
     for (_, t) in trainer.strategy().state() {
         out.push(to_host(t, "strategy").unwrap());
@@ -90,21 +90,18 @@ fn non_finite_loss_stops_with_the_checkpoint_intact() {
     let saved = std::fs::read(&path).unwrap();
 
     // Poison the colours.
-    let mut splats: Splats<_> = trainer.splats().clone();
-    let dc = splats.get(ParamGroup::ShDc).clone();
+    let mut field = trainer.field().clone();
+    let dc = field.sh_dc.val();
     let n = dc.dims()[0];
     let mut values = to_host(dc, "dc").unwrap();
     // (The projection culls Gaussians with non-finite parameters; a huge finite colour
     // overflows in the loss, as a diverging run would.)
     values.fill(1e30);
-    splats.set(
-        ParamGroup::ShDc,
-        burn::tensor::Tensor::from_data(
-            burn::tensor::TensorData::new(values, [n, 3]),
-            &Default::default(),
-        ),
-    );
-    trainer.replace_parameters(splats).unwrap();
+    field.sh_dc = burn::module::Param::from_tensor(burn::tensor::Tensor::from_data(
+        burn::tensor::TensorData::new(values, [n, 1, 3]),
+        &Default::default(),
+    ));
+    trainer.replace_field(field).unwrap();
     let err = trainer.step().unwrap_err();
     match &err {
         TrainError::NonFiniteLoss { step, loss, .. } => {
