@@ -1,4 +1,5 @@
-//! Shared helpers: seeded random inputs, comparisons.
+//! Shared helpers of the cross-crate tests: seeded random inputs, comparisons, the gsplat
+//! oracle, test data.
 
 use ember::kernels::project::CameraParams;
 use rand::rngs::StdRng;
@@ -27,66 +28,6 @@ pub fn uniform(rng: &mut StdRng, n: usize, lo: f64, hi: f64) -> Vec<f64> {
         .collect()
 }
 
-/// A random field-query problem in f64, row-major.
-#[derive(Clone, Debug)]
-pub struct Problem {
-    pub points: Vec<f64>,
-    pub means: Vec<f64>,
-    pub quats: Vec<f64>,
-    pub log_scales: Vec<f64>,
-    pub features: Vec<f64>,
-    pub p: usize,
-    pub n: usize,
-    pub c: usize,
-}
-
-impl Problem {
-    /// Points and means in a box of half-size `extent`, log-scales in `[ls_lo, ls_hi)`,
-    /// unnormalised quaternions (norms between 0.2 and 5), features in `[-1, 1)` but away from 0.
-    pub fn random(
-        rng: &mut StdRng,
-        p: usize,
-        n: usize,
-        c: usize,
-        extent: f64,
-        ls: (f64, f64),
-    ) -> Self {
-        let quats = (0..n)
-            .flat_map(|_| {
-                let q = uniform(rng, 4, -1.0, 1.0);
-                let norm = q.iter().map(|x| x * x).sum::<f64>().sqrt().max(1e-3);
-                let len = 0.2 + 4.8 * rng.random::<f64>();
-                q.into_iter().map(move |x| x / norm * len)
-            })
-            .collect();
-        let features = uniform(rng, n * c, 0.2, 1.0)
-            .into_iter()
-            .map(|f| if rng.random::<bool>() { f } else { -f })
-            .collect();
-        Problem {
-            points: uniform(rng, 3 * p, -extent, extent),
-            means: uniform(rng, 3 * n, -extent, extent),
-            quats,
-            log_scales: uniform(rng, 3 * n, ls.0, ls.1),
-            features,
-            p,
-            n,
-            c,
-        }
-    }
-
-    pub fn arrays(&self) -> ember::kernels::field::cpu::FieldArrays<'_, f64> {
-        ember::kernels::field::cpu::FieldArrays {
-            points: &self.points,
-            means: &self.means,
-            quats: &self.quats,
-            log_scales: &self.log_scales,
-            features: &self.features,
-            channels: self.c,
-        }
-    }
-}
-
 /// `max |a - b| / max(max |b|, floor)`: the relative error of a whole tensor.
 pub fn rel_err(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len(), "length mismatch");
@@ -99,14 +40,6 @@ pub fn rel_err(a: &[f64], b: &[f64]) -> f64 {
         }
     });
     worst / scale
-}
-
-pub fn to_f64(v: &[f32]) -> Vec<f64> {
-    v.iter().map(|x| *x as f64).collect()
-}
-
-pub fn to_f32(v: &[f64]) -> Vec<f32> {
-    v.iter().map(|x| *x as f32).collect()
 }
 
 /// SH coefficients `[N, K, 3]` split as the projection takes them: the DC terms `[N, 1, 3]` and
