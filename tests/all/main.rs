@@ -1,19 +1,10 @@
-//! Ember's integration tests: one binary (each test binary links all of Burn), one module per area.
+//! Ember's integration tests across crates: one binary (each test binary links all of Burn), one
+//! module per area. Each crate's own tests are in its `tests/` (the kernels' in
+//! `crates/kernels/tests/all`, the field's in `crates/field/tests/all`).
 
+// The helpers are the kernels tests' own (seeded inputs, data paths): one copy.
+#[path = "../../crates/kernels/tests/all/common.rs"]
+#[allow(dead_code)]
 mod common;
-mod field_cpu;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod field_gpu;
 mod loss;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod loss_gpu;
-mod optim;
-mod project_cpu;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod project_gpu;
-mod raster_cpu;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod sort_gpu;
 mod transform_cpu;
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-mod transform_gpu;

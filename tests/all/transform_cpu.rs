@@ -1,15 +1,14 @@
 //! Similarity transforms of Gaussian sets on the CPU: properties over random transforms
 //! (identity, composition, inverse, SH colour from the rotated direction, the render of a moved
-//! field from the moved camera), the batched form, the caller-buffer API, and splat files to
-//! fields and back.
+//! field from the moved camera), the batched form, and splat files to fields and back. The
+//! kernel's caller-buffer API against its tensor op is tested in `crates/kernels/tests`.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use ember::field::{Camera, GaussianField, RenderOptions, render, transform_camera};
 use ember::kernels::project::cpu::sh_basis;
-use ember::kernels::transform::cpu::{GaussianSlices, GaussianSlicesMut, transform_into};
-use ember::kernels::{Similarity, TransformError, transform_gaussians};
+use ember::kernels::{Similarity, TransformError};
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -259,58 +258,6 @@ fn batch_equals_single_transforms_and_autodiff_is_untracked() {
         field.transformed(&Similarity::scaling(-1.0)),
         Err(TransformError::NonPositiveScale(_))
     ));
-}
-
-#[test]
-fn caller_buffers_and_tensor_op_agree() {
-    let set = Set::random(5, 1000, 15);
-    let s = Similarity::axis_angle([0.2, -1.0, 0.4], 2.0).about([1.0, 1.0, 1.0]);
-    let f32s = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
-    let (m, q, l, sh) = (
-        f32s(&set.means),
-        f32s(&set.quats),
-        f32s(&set.log_scales),
-        f32s(&set.sh_rest),
-    );
-    let mut out = [
-        vec![0f32; m.len()],
-        vec![0f32; q.len()],
-        vec![0f32; l.len()],
-        vec![0f32; sh.len()],
-    ];
-    let [om, oq, ol, osh] = &mut out;
-    transform_into(
-        &s,
-        GaussianSlices {
-            means: &m,
-            quats: &q,
-            log_scales: &l,
-            sh_rest: &sh,
-        },
-        GaussianSlicesMut {
-            means: om,
-            quats: oq,
-            log_scales: ol,
-            sh_rest: osh,
-        },
-    )
-    .unwrap();
-    let field = set.field::<Cpu>();
-    let t = transform_gaussians(
-        field.means.val(),
-        field.quats.val(),
-        field.log_scales.val(),
-        field.sh_rest.val(),
-        &[s],
-    )
-    .unwrap();
-    assert_eq!(t.means.dims(), [1, 1000, 3]);
-    assert_eq!(t.sh_rest.dims(), [1, 1000, 15, 3]);
-    let as_f64 = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
-    assert_eq!(host(t.means), as_f64(&out[0]));
-    assert_eq!(host(t.quats), as_f64(&out[1]));
-    assert_eq!(host(t.log_scales), as_f64(&out[2]));
-    assert_eq!(host(t.sh_rest), as_f64(&out[3]));
 }
 
 #[test]

@@ -1,23 +1,41 @@
-//! Moving ndarray tensors to and from the host buffers the CPU kernels work on.
+//! Moving ndarray tensors to and from the host buffers the CPU kernels work on, and
+//! [`NdArrayBackend`], the one bound every ndarray implementation of an op is written against.
 
 use burn::backend::NdArray;
 use burn::backend::ndarray::{
-    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
+    FloatNdArrayElement, IntNdArrayElement, NdArrayDevice, NdArrayTensor, QuantElement, SharedArray,
 };
-use burn::tensor::ops::{FloatTensor, FloatTensorOps, IntTensor, IntTensorOps};
+use burn::tensor::backend::Backend;
+use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{Element, ElementConversion, Shape, TensorData, read_sync};
 
-/// Host copy of a float tensor in the kernel's scalar type `T`.
-pub(crate) fn to_host<T: Element, E, I, Q>(tensor: FloatTensor<NdArray<E, I, Q>>) -> Vec<T>
+/// Burn's ndarray backend, whatever its element types: every `NdArray<E, I, Q>` that is a Burn
+/// backend. The ndarray implementations of the ops are written once against this trait
+/// (`impl<B: NdArrayBackend> FieldOps for B`), so the element bounds of `NdArray` are listed
+/// here only.
+pub trait NdArrayBackend:
+    Backend<
+        FloatTensorPrimitive = NdArrayTensor,
+        IntTensorPrimitive = NdArrayTensor,
+        Device = NdArrayDevice,
+    >
+{
+}
+
+impl<E, I, Q> NdArrayBackend for NdArray<E, I, Q>
 where
     E: FloatNdArrayElement,
     I: IntNdArrayElement,
     Q: QuantElement,
     NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
 {
+}
+
+/// Host copy of a float tensor in the kernel's scalar type `T`.
+pub(crate) fn to_host<T: Element, B: NdArrayBackend>(tensor: FloatTensor<B>) -> Vec<T> {
     // A contiguous array is copied as a slice. Burn's `into_data` walks a shared array (one an
     // autodiff graph or a caller's clone also holds: the usual case here) element by element
-    // through its dynamic-rank iterator, which was half the time of the fused loss.
+    // through its dynamic-rank iterator, far slower than the copy of a slice.
     let contiguous = match &tensor {
         NdArrayTensor::F32(storage) => storage
             .view()
@@ -33,50 +51,30 @@ where
         return values;
     }
     // The ndarray backend reads synchronously from host memory: this cannot fail.
-    let data = read_sync(NdArray::<E, I, Q>::float_into_data(tensor))
-        .expect("ndarray tensors are host memory");
+    let data = read_sync(B::float_into_data(tensor)).expect("ndarray tensors are host memory");
     data.convert::<T>()
         .into_vec()
         .expect("converted to the requested element type")
 }
 
 /// A float tensor from kernel output (keeps `T` as its dtype).
-pub(crate) fn float_tensor<T: Element, E, I, Q>(
+pub(crate) fn float_tensor<T: Element, B: NdArrayBackend>(
     values: Vec<T>,
     shape: Shape,
-) -> FloatTensor<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    NdArray::<E, I, Q>::float_from_data(TensorData::new(values, shape), &Default::default())
+) -> FloatTensor<B> {
+    B::float_from_data(TensorData::new(values, shape), &Default::default())
 }
 
 /// An integer tensor of the backend's integer type from kernel output.
-pub(crate) fn int_tensor<E, I, Q>(values: Vec<i64>, shape: Shape) -> IntTensor<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    NdArray::<E, I, Q>::int_from_data(
-        TensorData::new(values, shape).convert::<I>(),
+pub(crate) fn int_tensor<B: NdArrayBackend>(values: Vec<i64>, shape: Shape) -> IntTensor<B> {
+    B::int_from_data(
+        TensorData::new(values, shape).convert::<B::IntElem>(),
         &Default::default(),
     )
 }
 
 /// Host copy of an integer tensor.
-pub(crate) fn int_to_host<E, I, Q>(tensor: IntTensor<NdArray<E, I, Q>>) -> Vec<i64>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    let data = read_sync(NdArray::<E, I, Q>::int_into_data(tensor))
-        .expect("ndarray tensors are host memory");
+pub(crate) fn int_to_host<B: NdArrayBackend>(tensor: IntTensor<B>) -> Vec<i64> {
+    let data = read_sync(B::int_into_data(tensor)).expect("ndarray tensors are host memory");
     data.convert::<i64>().into_vec().expect("converted to i64")
 }

@@ -1,11 +1,31 @@
-//! Quaternions on the CPU: normalisation, rotation matrix, and the chain rule back through both.
-//! Shared by every CPU kernel that rotates Gaussians.
+//! Quaternions `(w, x, y, z)` on the CPU: normalisation, rotation matrix, and the chain rule back
+//! through both. Shared by every CPU kernel that rotates Gaussians, and by the crates that turn a
+//! quaternion into a matrix ([`rotation_matrix`]).
 
 use crate::real::Real;
 
 /// Below this norm a quaternion is degenerate: it acts as the identity rotation and receives a
 /// zero gradient (its direction is undefined).
 pub const MIN_QUAT_NORM: f64 = 1e-12;
+
+/// The rotation matrix, row-major, of the unit quaternion `q = (w, x, y, z)` (already
+/// normalised: the formula is the polynomial one, exact only for `|q| = 1`).
+pub fn rotation_matrix<T: Real>(q: [T; 4]) -> [T; 9] {
+    let [w, x, y, z] = q;
+    let one = T::ONE;
+    let two = T::from_f64(2.0);
+    [
+        one - two * (y * y + z * z),
+        two * (x * y - w * z),
+        two * (x * z + w * y),
+        two * (x * y + w * z),
+        one - two * (x * x + z * z),
+        two * (y * z - w * x),
+        two * (x * z - w * y),
+        two * (y * z + w * x),
+        one - two * (x * x + y * y),
+    ]
+}
 
 /// A normalised quaternion `(w, x, y, z)` and the norm of the raw one it came from.
 #[derive(Clone, Copy, Debug)]
@@ -41,20 +61,7 @@ impl<T: Real> UnitQuat<T> {
 
     /// The rotation matrix, row-major.
     pub fn rotation(&self) -> [T; 9] {
-        let [w, x, y, z] = self.q;
-        let one = T::ONE;
-        let two = T::from_f64(2.0);
-        [
-            one - two * (y * y + z * z),
-            two * (x * y - w * z),
-            two * (x * z + w * y),
-            two * (x * y + w * z),
-            one - two * (x * x + z * z),
-            two * (y * z - w * x),
-            two * (x * z - w * y),
-            two * (y * z + w * x),
-            one - two * (x * x + y * y),
-        ]
+        rotation_matrix(self.q)
     }
 
     /// Chain rule from `dL/dR` (row-major) through `R(q / |q|)` to the raw quaternion; zero for
@@ -65,7 +72,7 @@ impl<T: Real> UnitQuat<T> {
         }
         let two = T::from_f64(2.0);
         let [w, x, y, z] = self.q;
-        // dR / d(w, x, y, z), entry by entry, from the polynomial form in `rotation`.
+        // dR / d(w, x, y, z), entry by entry, from the polynomial form in `rotation_matrix`.
         let gw = two * (-z * dr[1] + y * dr[2] + z * dr[3] - x * dr[5] - y * dr[6] + x * dr[7]);
         let gx = two
             * (y * dr[1] + z * dr[2] + y * dr[3] - two * x * dr[4] - w * dr[5]

@@ -1,4 +1,4 @@
-//! `SplatBackend` for `Autodiff<B>`: the forward runs `B`'s kernel; a hand-written `Backward`
+//! `FieldOps` for `Autodiff<B>`: the forward runs `B`'s kernel; a hand-written `Backward`
 //! runs `B::field_backward` once and hands each tracked input its gradient.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -9,8 +9,8 @@ use burn::backend::autodiff::{Autodiff, NodeId};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 
+use super::FieldOps;
 use super::{FieldGrads, FieldInputs, FieldOptions};
-use crate::SplatBackend;
 
 #[derive(Debug)]
 struct FieldBackward;
@@ -22,7 +22,7 @@ struct FieldState {
     options: FieldOptions,
 }
 
-impl<B: SplatBackend> Backward<B, 5> for FieldBackward {
+impl<B: FieldOps> Backward<B, 5> for FieldBackward {
     type State = FieldState;
 
     fn backward(
@@ -67,88 +67,85 @@ impl<B: SplatBackend> Backward<B, 5> for FieldBackward {
     }
 }
 
-/// [`SplatBackend::field_forward`](crate::SplatBackend::field_forward) for `Autodiff<B, C>`.
-pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
-    inputs: FieldInputs<Autodiff<B, C>>,
-    options: FieldOptions,
-) -> FloatTensor<Autodiff<B, C>> {
-    let FieldInputs {
-        points,
-        means,
-        quats,
-        log_scales,
-        features,
-    } = inputs;
-    let nodes = [
-        points.node.clone(),
-        means.node.clone(),
-        quats.node.clone(),
-        log_scales.node.clone(),
-        features.node.clone(),
-    ];
-    let inner = |points: &FloatTensor<Autodiff<B, C>>,
-                 means: &FloatTensor<Autodiff<B, C>>,
-                 quats: &FloatTensor<Autodiff<B, C>>,
-                 log_scales: &FloatTensor<Autodiff<B, C>>,
-                 features: &FloatTensor<Autodiff<B, C>>| {
-        B::field_forward(
-            FieldInputs {
-                points: points.primitive.clone(),
-                means: means.primitive.clone(),
-                quats: quats.primitive.clone(),
-                log_scales: log_scales.primitive.clone(),
-                features: features.primitive.clone(),
-            },
-            options,
-        )
-    };
-    match FieldBackward.prepare::<C>(nodes).compute_bound().stateful() {
-        OpsKind::Tracked(mut prep) => {
-            let state = FieldState {
-                inputs: [
-                    prep.checkpoint(&points),
-                    prep.checkpoint(&means),
-                    prep.checkpoint(&quats),
-                    prep.checkpoint(&log_scales),
-                    prep.checkpoint(&features),
-                ],
+impl<B: FieldOps, C: CheckpointStrategy> FieldOps for Autodiff<B, C> {
+    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
+        let FieldInputs {
+            points,
+            means,
+            quats,
+            log_scales,
+            features,
+        } = inputs;
+        let nodes = [
+            points.node.clone(),
+            means.node.clone(),
+            quats.node.clone(),
+            log_scales.node.clone(),
+            features.node.clone(),
+        ];
+        let inner = |points: &FloatTensor<Autodiff<B, C>>,
+                     means: &FloatTensor<Autodiff<B, C>>,
+                     quats: &FloatTensor<Autodiff<B, C>>,
+                     log_scales: &FloatTensor<Autodiff<B, C>>,
+                     features: &FloatTensor<Autodiff<B, C>>| {
+            B::field_forward(
+                FieldInputs {
+                    points: points.primitive.clone(),
+                    means: means.primitive.clone(),
+                    quats: quats.primitive.clone(),
+                    log_scales: log_scales.primitive.clone(),
+                    features: features.primitive.clone(),
+                },
                 options,
-            };
-            let out = inner(&points, &means, &quats, &log_scales, &features);
-            prep.finish(state, out)
-        }
-        OpsKind::UnTracked(prep) => {
-            prep.finish(inner(&points, &means, &quats, &log_scales, &features))
+            )
+        };
+        match FieldBackward.prepare::<C>(nodes).compute_bound().stateful() {
+            OpsKind::Tracked(mut prep) => {
+                let state = FieldState {
+                    inputs: [
+                        prep.checkpoint(&points),
+                        prep.checkpoint(&means),
+                        prep.checkpoint(&quats),
+                        prep.checkpoint(&log_scales),
+                        prep.checkpoint(&features),
+                    ],
+                    options,
+                };
+                let out = inner(&points, &means, &quats, &log_scales, &features);
+                prep.finish(state, out)
+            }
+            OpsKind::UnTracked(prep) => {
+                prep.finish(inner(&points, &means, &quats, &log_scales, &features))
+            }
         }
     }
-}
 
-/// [`SplatBackend::field_backward`](crate::SplatBackend::field_backward) for `Autodiff<B, C>`.
-pub(crate) fn backward<B: SplatBackend, C: CheckpointStrategy>(
-    inputs: FieldInputs<Autodiff<B, C>>,
-    grad_values: FloatTensor<Autodiff<B, C>>,
-    options: FieldOptions,
-    points_grad: bool,
-) -> FieldGrads<Autodiff<B, C>> {
-    // The backward itself is not differentiated (no second derivatives): run the inner
-    // backward on the primitives and return untracked tensors.
-    let g = B::field_backward(
-        FieldInputs {
-            points: inputs.points.primitive,
-            means: inputs.means.primitive,
-            quats: inputs.quats.primitive,
-            log_scales: inputs.log_scales.primitive,
-            features: inputs.features.primitive,
-        },
-        grad_values.primitive,
-        options,
-        points_grad,
-    );
-    FieldGrads {
-        points: g.points.map(Autodiff::<B, C>::from_inner),
-        means: Autodiff::<B, C>::from_inner(g.means),
-        quats: Autodiff::<B, C>::from_inner(g.quats),
-        log_scales: Autodiff::<B, C>::from_inner(g.log_scales),
-        features: Autodiff::<B, C>::from_inner(g.features),
+    fn field_backward(
+        inputs: FieldInputs<Self>,
+        grad_values: FloatTensor<Self>,
+        options: FieldOptions,
+        points_grad: bool,
+    ) -> FieldGrads<Self> {
+        // The backward itself is not differentiated (no second derivatives): run the inner
+        // backward on the primitives and return untracked tensors.
+        let g = B::field_backward(
+            FieldInputs {
+                points: inputs.points.primitive,
+                means: inputs.means.primitive,
+                quats: inputs.quats.primitive,
+                log_scales: inputs.log_scales.primitive,
+                features: inputs.features.primitive,
+            },
+            grad_values.primitive,
+            options,
+            points_grad,
+        );
+        FieldGrads {
+            points: g.points.map(Autodiff::<B, C>::from_inner),
+            means: Autodiff::<B, C>::from_inner(g.means),
+            quats: Autodiff::<B, C>::from_inner(g.quats),
+            log_scales: Autodiff::<B, C>::from_inner(g.log_scales),
+            features: Autodiff::<B, C>::from_inner(g.features),
+        }
     }
 }

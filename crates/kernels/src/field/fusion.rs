@@ -1,4 +1,4 @@
-//! `SplatBackend` for `Fusion<B>` (burn's `Wgpu` and `Cuda`): each call is recorded in the
+//! `FieldOps` for `Fusion<B>` (burn's `Wgpu` and `Cuda`): each call is recorded in the
 //! fusion stream as a custom operation that, when the stream runs, calls `B`'s implementation on
 //! the real tensor handles. Custom operations are fusion barriers and are not fused themselves.
 
@@ -9,8 +9,9 @@ use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionRuntime, FusionTensor};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
 
+use super::FieldOps;
 use super::{FieldGrads, FieldInputs, FieldOptions};
-use crate::SplatBackend;
+use crate::cube_alloc::{fusion_output, fusion_output_like};
 
 /// The recorded forward: inputs `[points, means, quats, log_scales, features]`, output `values`.
 #[derive(Debug)]
@@ -20,7 +21,7 @@ struct ForwardOp<B> {
     _backend: PhantomData<B>,
 }
 
-impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
+impl<B: FusionBackend + FieldOps> Operation<B::FusionRuntime> for ForwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
         let ([points, means, quats, log_scales, features], [values]) = self.desc.as_fixed();
         let inputs = FieldInputs {
@@ -45,7 +46,7 @@ struct BackwardOp<B> {
     _backend: PhantomData<B>,
 }
 
-impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for BackwardOp<B> {
+impl<B: FusionBackend + FieldOps> Operation<B::FusionRuntime> for BackwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
         let (inputs, outputs): (&[TensorIr; 6], &[TensorIr]) = if self.points_grad {
             let (inputs, outputs) = self.desc.as_fixed::<6, 5>();
@@ -76,118 +77,103 @@ impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for BackwardOp
     }
 }
 
-/// An output of the same shape and dtype as `like`, to be written by the recorded operation.
-fn output_like<R: FusionRuntime>(like: &FusionTensor<R>) -> TensorIr {
-    TensorIr::uninit(
-        like.client.create_empty_handle(),
-        like.shape.clone(),
-        like.dtype,
-    )
-}
-
-/// [`SplatBackend::field_forward`](crate::SplatBackend::field_forward) for `Fusion<B>`.
-pub(crate) fn forward<B: FusionBackend + SplatBackend>(
-    inputs: FieldInputs<Fusion<B>>,
-    options: FieldOptions,
-) -> FloatTensor<Fusion<B>> {
-    let FieldInputs {
-        points,
-        means,
-        quats,
-        log_scales,
-        features,
-    } = inputs;
-    let client = points.client.clone();
-    let streams = OperationStreams::with_inputs([&points, &means, &quats, &log_scales, &features]);
-    let values = TensorIr::uninit(
-        client.create_empty_handle(),
-        [points.shape[0], features.shape[1]].into(),
-        points.dtype,
-    );
-    let desc = CustomOpIr::new(
-        "ember_field_forward",
-        &[
-            points.into_ir(),
-            means.into_ir(),
-            quats.into_ir(),
-            log_scales.into_ir(),
-            features.into_ir(),
-        ],
-        &[values],
-    );
-    let op = ForwardOp::<B> {
-        desc: desc.clone(),
-        options,
-        _backend: PhantomData,
-    };
-    client
-        .register(streams, OperationIr::Custom(desc), op)
-        .output()
-}
-
-/// [`SplatBackend::field_backward`](crate::SplatBackend::field_backward) for `Fusion<B>`.
-pub(crate) fn backward<B: FusionBackend + SplatBackend>(
-    inputs: FieldInputs<Fusion<B>>,
-    grad_values: FloatTensor<Fusion<B>>,
-    options: FieldOptions,
-    points_grad: bool,
-) -> FieldGrads<Fusion<B>> {
-    let FieldInputs {
-        points,
-        means,
-        quats,
-        log_scales,
-        features,
-    } = inputs;
-    let client = points.client.clone();
-    let streams = OperationStreams::with_inputs([
-        &points,
-        &means,
-        &quats,
-        &log_scales,
-        &features,
-        &grad_values,
-    ]);
-    let mut outputs = Vec::with_capacity(5);
-    if points_grad {
-        outputs.push(output_like(&points));
+impl<B: FusionBackend + FieldOps> FieldOps for Fusion<B> {
+    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
+        let FieldInputs {
+            points,
+            means,
+            quats,
+            log_scales,
+            features,
+        } = inputs;
+        let client = points.client.clone();
+        let streams =
+            OperationStreams::with_inputs([&points, &means, &quats, &log_scales, &features]);
+        let values = fusion_output(&points, [points.shape[0], features.shape[1]], points.dtype);
+        let desc = CustomOpIr::new(
+            "ember_field_forward",
+            &[
+                points.into_ir(),
+                means.into_ir(),
+                quats.into_ir(),
+                log_scales.into_ir(),
+                features.into_ir(),
+            ],
+            &[values],
+        );
+        let op = ForwardOp::<B> {
+            desc: desc.clone(),
+            options,
+            _backend: PhantomData,
+        };
+        client
+            .register(streams, OperationIr::Custom(desc), op)
+            .output()
     }
-    outputs.extend([
-        output_like(&means),
-        output_like(&quats),
-        output_like(&log_scales),
-        output_like(&features),
-    ]);
-    let desc = CustomOpIr::new(
-        "ember_field_backward",
-        &[
-            points.into_ir(),
-            means.into_ir(),
-            quats.into_ir(),
-            log_scales.into_ir(),
-            features.into_ir(),
-            grad_values.into_ir(),
-        ],
-        &outputs,
-    );
-    let op = BackwardOp::<B> {
-        desc: desc.clone(),
-        options,
-        points_grad,
-        _backend: PhantomData,
-    };
-    let outputs = client.register(streams, OperationIr::Custom(desc), op);
-    let (points, [means, quats, log_scales, features]) = if points_grad {
-        let [points, means, quats, log_scales, features] = outputs.outputs();
-        (Some(points), [means, quats, log_scales, features])
-    } else {
-        (None, outputs.outputs())
-    };
-    FieldGrads {
-        points,
-        means,
-        quats,
-        log_scales,
-        features,
+
+    fn field_backward(
+        inputs: FieldInputs<Self>,
+        grad_values: FloatTensor<Self>,
+        options: FieldOptions,
+        points_grad: bool,
+    ) -> FieldGrads<Self> {
+        let FieldInputs {
+            points,
+            means,
+            quats,
+            log_scales,
+            features,
+        } = inputs;
+        let client = points.client.clone();
+        let streams = OperationStreams::with_inputs([
+            &points,
+            &means,
+            &quats,
+            &log_scales,
+            &features,
+            &grad_values,
+        ]);
+        let mut outputs = Vec::with_capacity(5);
+        if points_grad {
+            outputs.push(fusion_output_like(&points));
+        }
+        outputs.extend([
+            fusion_output_like(&means),
+            fusion_output_like(&quats),
+            fusion_output_like(&log_scales),
+            fusion_output_like(&features),
+        ]);
+        let desc = CustomOpIr::new(
+            "ember_field_backward",
+            &[
+                points.into_ir(),
+                means.into_ir(),
+                quats.into_ir(),
+                log_scales.into_ir(),
+                features.into_ir(),
+                grad_values.into_ir(),
+            ],
+            &outputs,
+        );
+        let op = BackwardOp::<B> {
+            desc: desc.clone(),
+            options,
+            points_grad,
+            _backend: PhantomData,
+        };
+        let outputs = client.register(streams, OperationIr::Custom(desc), op);
+        let (points, [means, quats, log_scales, features]) = if points_grad {
+            let [points, means, quats, log_scales, features] = outputs.outputs();
+            (Some(points), [means, quats, log_scales, features])
+        } else {
+            (None, outputs.outputs())
+        };
+        FieldGrads {
+            points,
+            means,
+            quats,
+            log_scales,
+            features,
+        }
     }
 }

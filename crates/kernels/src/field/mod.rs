@@ -44,6 +44,12 @@ pub mod cpu;
 #[cfg(feature = "cube")]
 pub(crate) mod cube;
 #[cfg(feature = "cube")]
+mod cube_bitonic;
+#[cfg(feature = "cube")]
+mod cube_exact;
+#[cfg(feature = "cube")]
+mod cube_grid;
+#[cfg(feature = "cube")]
 pub(crate) mod fusion;
 #[cfg(feature = "ndarray")]
 pub(crate) mod ndarray;
@@ -54,8 +60,6 @@ pub use reference::field_query_reference;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
-
-use crate::SplatBackend;
 
 /// How the covariance of each Gaussian is parameterised in the query.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -145,11 +149,35 @@ pub enum FieldError {
     Cutoff(f32),
 }
 
+/// The Gaussian-field query on a backend: what [`field_query`] dispatches to. Implemented for
+/// every backend Ember supports, each in its own file of this folder (`ndarray.rs`, `cube.rs`,
+/// `fusion.rs`, `autodiff.rs`).
+///
+/// Implementations may assume the shapes [`field_query`] checks.
+pub trait FieldOps: Backend {
+    /// Forward pass of the Gaussian-field query (see the [module docs](self) for the contract).
+    ///
+    /// Returns `values` `[P, C]`.
+    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self>;
+
+    /// Backward pass of the Gaussian-field query: the gradient of a scalar loss with respect to
+    /// every input, given `grad_values` `[P, C]` (the loss gradient with respect to the output).
+    ///
+    /// `points_grad = false` skips the gradient with respect to the query points
+    /// (`FieldGrads::points` is then `None`), which saves a pass when the points are data.
+    fn field_backward(
+        inputs: FieldInputs<Self>,
+        grad_values: FloatTensor<Self>,
+        options: FieldOptions,
+        points_grad: bool,
+    ) -> FieldGrads<Self>;
+}
+
 /// The Gaussian-field query on tensors: `values [P, C]` (see the [module docs](self)).
 ///
 /// Differentiable with respect to every argument on `Autodiff<B>`. Shapes are checked here, once,
 /// so the backends can assume them.
-pub fn field_query<B: SplatBackend>(
+pub fn field_query<B: FieldOps>(
     points: Tensor<B, 2>,
     means: Tensor<B, 2>,
     quats: Tensor<B, 2>,

@@ -1,16 +1,13 @@
-//! `SplatBackend` for the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on the host
+//! `FieldOps` for the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on the host
 //! buffers, in `f64` when the backend's float type is `f64` and in `f32` otherwise.
 
-use burn::backend::NdArray;
-use burn::backend::ndarray::{
-    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
-};
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Shape, TensorMetadata};
 
+use super::FieldOps;
 use super::cpu::{self, FieldArrays};
 use super::{FieldGrads, FieldInputs, FieldOptions};
-use crate::ndarray_host::{float_tensor, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, to_host};
 use crate::real::Real;
 
 struct HostInputs<T> {
@@ -23,20 +20,14 @@ struct HostInputs<T> {
 }
 
 impl<T: Real + burn::tensor::Element> HostInputs<T> {
-    fn read<E, I, Q>(inputs: FieldInputs<NdArray<E, I, Q>>) -> Self
-    where
-        E: FloatNdArrayElement,
-        I: IntNdArrayElement,
-        Q: QuantElement,
-        NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-    {
+    fn read<B: NdArrayBackend>(inputs: FieldInputs<B>) -> Self {
         let channels = inputs.features.shape().dims::<2>()[1];
         HostInputs {
-            points: to_host::<T, E, I, Q>(inputs.points),
-            means: to_host::<T, E, I, Q>(inputs.means),
-            quats: to_host::<T, E, I, Q>(inputs.quats),
-            log_scales: to_host::<T, E, I, Q>(inputs.log_scales),
-            features: to_host::<T, E, I, Q>(inputs.features),
+            points: to_host::<T, B>(inputs.points),
+            means: to_host::<T, B>(inputs.means),
+            quats: to_host::<T, B>(inputs.quats),
+            log_scales: to_host::<T, B>(inputs.log_scales),
+            features: to_host::<T, B>(inputs.features),
             channels,
         }
     }
@@ -53,82 +44,55 @@ impl<T: Real + burn::tensor::Element> HostInputs<T> {
     }
 }
 
-fn forward_in<T: Real + burn::tensor::Element, E, I, Q>(
-    inputs: FieldInputs<NdArray<E, I, Q>>,
+fn forward_in<T: Real + burn::tensor::Element, B: NdArrayBackend>(
+    inputs: FieldInputs<B>,
     options: FieldOptions,
-) -> FloatTensor<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
+) -> FloatTensor<B> {
     let host = HostInputs::<T>::read(inputs);
     let a = host.arrays();
     let shape = Shape::new([a.num_points(), a.channels]);
-    float_tensor::<T, E, I, Q>(cpu::forward(&a, &options), shape)
+    float_tensor::<T, B>(cpu::forward(&a, &options), shape)
 }
 
-fn backward_in<T: Real + burn::tensor::Element, E, I, Q>(
-    inputs: FieldInputs<NdArray<E, I, Q>>,
-    grad_values: FloatTensor<NdArray<E, I, Q>>,
+fn backward_in<T: Real + burn::tensor::Element, B: NdArrayBackend>(
+    inputs: FieldInputs<B>,
+    grad_values: FloatTensor<B>,
     options: FieldOptions,
     points_grad: bool,
-) -> FieldGrads<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
+) -> FieldGrads<B> {
     let host = HostInputs::<T>::read(inputs);
-    let grad = to_host::<T, E, I, Q>(grad_values);
+    let grad = to_host::<T, B>(grad_values);
     let a = host.arrays();
     let (p, n, c) = (a.num_points(), a.num_gaussians(), a.channels);
     let g = cpu::backward(&a, &grad, &options, points_grad);
     FieldGrads {
-        points: points_grad.then(|| float_tensor::<T, E, I, Q>(g.points, Shape::new([p, 3]))),
-        means: float_tensor::<T, E, I, Q>(g.means, Shape::new([n, 3])),
-        quats: float_tensor::<T, E, I, Q>(g.quats, Shape::new([n, 4])),
-        log_scales: float_tensor::<T, E, I, Q>(g.log_scales, Shape::new([n, 3])),
-        features: float_tensor::<T, E, I, Q>(g.features, Shape::new([n, c])),
+        points: points_grad.then(|| float_tensor::<T, B>(g.points, Shape::new([p, 3]))),
+        means: float_tensor::<T, B>(g.means, Shape::new([n, 3])),
+        quats: float_tensor::<T, B>(g.quats, Shape::new([n, 4])),
+        log_scales: float_tensor::<T, B>(g.log_scales, Shape::new([n, 3])),
+        features: float_tensor::<T, B>(g.features, Shape::new([n, c])),
     }
 }
 
-/// [`SplatBackend::field_forward`](crate::SplatBackend::field_forward) for `NdArray`.
-pub(crate) fn forward<E, I, Q>(
-    inputs: FieldInputs<NdArray<E, I, Q>>,
-    options: FieldOptions,
-) -> FloatTensor<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    if inputs.points.dtype() == DType::F64 {
-        forward_in::<f64, E, I, Q>(inputs, options)
-    } else {
-        forward_in::<f32, E, I, Q>(inputs, options)
+impl<B: NdArrayBackend> FieldOps for B {
+    fn field_forward(inputs: FieldInputs<Self>, options: FieldOptions) -> FloatTensor<Self> {
+        if inputs.points.dtype() == DType::F64 {
+            forward_in::<f64, B>(inputs, options)
+        } else {
+            forward_in::<f32, B>(inputs, options)
+        }
     }
-}
 
-/// [`SplatBackend::field_backward`](crate::SplatBackend::field_backward) for `NdArray`.
-pub(crate) fn backward<E, I, Q>(
-    inputs: FieldInputs<NdArray<E, I, Q>>,
-    grad_values: FloatTensor<NdArray<E, I, Q>>,
-    options: FieldOptions,
-    points_grad: bool,
-) -> FieldGrads<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    if inputs.points.dtype() == DType::F64 {
-        backward_in::<f64, E, I, Q>(inputs, grad_values, options, points_grad)
-    } else {
-        backward_in::<f32, E, I, Q>(inputs, grad_values, options, points_grad)
+    fn field_backward(
+        inputs: FieldInputs<Self>,
+        grad_values: FloatTensor<Self>,
+        options: FieldOptions,
+        points_grad: bool,
+    ) -> FieldGrads<Self> {
+        if inputs.points.dtype() == DType::F64 {
+            backward_in::<f64, B>(inputs, grad_values, options, points_grad)
+        } else {
+            backward_in::<f32, B>(inputs, grad_values, options, points_grad)
+        }
     }
 }

@@ -10,13 +10,13 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Shape, TensorMetadata};
 
+use super::LossOps;
 use super::{LossOptions, LossPrimitives};
-use crate::SplatBackend;
 
 #[derive(Debug)]
 struct LossBackward;
 
-impl<B: SplatBackend> Backward<B, 1> for LossBackward {
+impl<B: LossOps> Backward<B, 1> for LossBackward {
     /// `dloss/drendered` `[H, W, C]` from the forward.
     type State = FloatTensor<B>;
 
@@ -38,33 +38,39 @@ impl<B: SplatBackend> Backward<B, 1> for LossBackward {
     }
 }
 
-/// [`SplatBackend::photometric_loss_forward`] for `Autodiff<B>`.
-pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
-    rendered: FloatTensor<Autodiff<B, C>>,
-    target: FloatTensor<Autodiff<B, C>>,
-    options: LossOptions,
-    with_grad: bool,
-) -> LossPrimitives<Autodiff<B, C>> {
-    let inner_target = target.primitive;
-    match LossBackward
-        .prepare::<C>([rendered.node.clone()])
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(prep) => {
-            let out = B::photometric_loss_forward(rendered.primitive, inner_target, options, true);
-            let grad = out.grad.expect("asked for the gradient");
-            LossPrimitives {
-                loss: prep.finish(grad.clone(), out.loss),
-                grad: with_grad.then(|| Autodiff::<B, C>::from_inner(grad)),
+impl<B: LossOps, C: CheckpointStrategy> LossOps for Autodiff<B, C> {
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self> {
+        let inner_target = target.primitive;
+        match LossBackward
+            .prepare::<C>([rendered.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => {
+                let out =
+                    B::photometric_loss_forward(rendered.primitive, inner_target, options, true);
+                let grad = out.grad.expect("asked for the gradient");
+                LossPrimitives {
+                    loss: prep.finish(grad.clone(), out.loss),
+                    grad: with_grad.then(|| Autodiff::<B, C>::from_inner(grad)),
+                }
             }
-        }
-        OpsKind::UnTracked(prep) => {
-            let out =
-                B::photometric_loss_forward(rendered.primitive, inner_target, options, with_grad);
-            LossPrimitives {
-                loss: prep.finish(out.loss),
-                grad: out.grad.map(Autodiff::<B, C>::from_inner),
+            OpsKind::UnTracked(prep) => {
+                let out = B::photometric_loss_forward(
+                    rendered.primitive,
+                    inner_target,
+                    options,
+                    with_grad,
+                );
+                LossPrimitives {
+                    loss: prep.finish(out.loss),
+                    grad: out.grad.map(Autodiff::<B, C>::from_inner),
+                }
             }
         }
     }

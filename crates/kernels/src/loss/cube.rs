@@ -11,7 +11,7 @@
 //! The window's taps come from the host as an 11-value tensor (the same `f64` numbers the CPU
 //! path rounds).
 
-use burn::tensor::ops::FloatTensorOps;
+use burn::tensor::ops::{FloatTensor, FloatTensorOps};
 use burn::tensor::{DType, Shape, TensorData, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
@@ -20,7 +20,9 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
+use super::LossOps;
 use super::{LossOptions, LossPrimitives, SSIM_C1, SSIM_C2, SSIM_WINDOW, ssim_taps};
+use crate::cube_alloc::output;
 
 /// Units per cube.
 const BLOCK: u32 = 256;
@@ -198,97 +200,91 @@ fn grad_kernel<F: Float>(
     grad[p] = g_mu + F::new(2.0) * xv * g_xx + yv * g_xy + F::cast_from(l1_weight) * sign;
 }
 
-/// A contiguous float tensor of `shape`, to be written by a kernel.
-fn output<R: CubeRuntime>(like: &CubeTensor<R>, shape: Vec<usize>, dtype: DType) -> CubeTensor<R> {
-    empty_device_contiguous_dtype(
-        like.client.clone(),
-        like.device.clone(),
-        Shape::from(shape),
-        dtype,
-    )
-}
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LossOps
+    for CubeBackend<R, F, I, BT>
+{
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self> {
+        let x = into_contiguous(rendered);
+        let y = into_contiguous(target);
+        let n = x.shape().num_elements();
+        let dtype = x.dtype;
+        let client = x.client.clone();
+        let taps = CubeBackend::<R, F, I, BT>::float_from_data(
+            TensorData::new(ssim_taps().map(|t| t as f32).to_vec(), [SSIM_WINDOW])
+                .convert_dtype(dtype),
+            &x.device,
+        );
+        let lambda = options.ssim_lambda;
+        let ssim_weight = (lambda / n as f64) as f32;
+        let l1_weight = ((1.0 - lambda) / n as f64) as f32;
+        let dim = CubeDim::new_1d(BLOCK);
+        let count = calculate_cube_count_elemwise(&client, n, dim);
 
-/// [`crate::SplatBackend::photometric_loss_forward`] on a CubeCL backend.
-pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    rendered: CubeTensor<R>,
-    target: CubeTensor<R>,
-    options: LossOptions,
-    with_grad: bool,
-) -> LossPrimitives<CubeBackend<R, F, I, BT>> {
-    let x = into_contiguous(rendered);
-    let y = into_contiguous(target);
-    let n = x.shape().num_elements();
-    let dtype = x.dtype;
-    let client = x.client.clone();
-    let taps = CubeBackend::<R, F, I, BT>::float_from_data(
-        TensorData::new(ssim_taps().map(|t| t as f32).to_vec(), [SSIM_WINDOW]).convert_dtype(dtype),
-        &x.device,
-    );
-    let lambda = options.ssim_lambda;
-    let ssim_weight = (lambda / n as f64) as f32;
-    let l1_weight = ((1.0 - lambda) / n as f64) as f32;
-    let dim = CubeDim::new_1d(BLOCK);
-    let count = calculate_cube_count_elemwise(&client, n, dim);
-
-    let stats = output(&x, vec![5 * n], dtype);
-    row_stats_kernel::launch::<R>(
-        &client,
-        count.clone(),
-        dim,
-        x.clone().into_tensor_arg(),
-        y.clone().into_tensor_arg(),
-        taps.clone().into_tensor_arg(),
-        stats.clone().into_tensor_arg(),
-        dtype.into(),
-    );
-    let terms = output(&x, vec![n], dtype);
-    // Without the gradient the maps are not written; a one-value buffer stands in.
-    let maps = output(&x, vec![if with_grad { 3 * n } else { 1 }], dtype);
-    ssim_map_kernel::launch::<R>(
-        &client,
-        count.clone(),
-        dim,
-        x.clone().into_tensor_arg(),
-        y.clone().into_tensor_arg(),
-        taps.clone().into_tensor_arg(),
-        stats.into_tensor_arg(),
-        terms.clone().into_tensor_arg(),
-        maps.clone().into_tensor_arg(),
-        ssim_weight,
-        l1_weight,
-        with_grad,
-        dtype.into(),
-    );
-    let loss = CubeBackend::<R, F, I, BT>::float_sum(terms);
-    if !with_grad {
-        return LossPrimitives { loss, grad: None };
-    }
-    let blurred = output(&x, vec![3 * n], dtype);
-    row_blur3_kernel::launch::<R>(
-        &client,
-        count.clone(),
-        dim,
-        x.clone().into_tensor_arg(),
-        maps.into_tensor_arg(),
-        taps.clone().into_tensor_arg(),
-        blurred.clone().into_tensor_arg(),
-        dtype.into(),
-    );
-    let grad = output(&x, x.shape().dims::<3>().to_vec(), dtype);
-    grad_kernel::launch::<R>(
-        &client,
-        count,
-        dim,
-        x.into_tensor_arg(),
-        y.into_tensor_arg(),
-        taps.into_tensor_arg(),
-        blurred.into_tensor_arg(),
-        grad.clone().into_tensor_arg(),
-        l1_weight,
-        dtype.into(),
-    );
-    LossPrimitives {
-        loss,
-        grad: Some(grad),
+        let stats = output(&x, vec![5 * n], dtype);
+        row_stats_kernel::launch::<R>(
+            &client,
+            count.clone(),
+            dim,
+            x.clone().into_tensor_arg(),
+            y.clone().into_tensor_arg(),
+            taps.clone().into_tensor_arg(),
+            stats.clone().into_tensor_arg(),
+            dtype.into(),
+        );
+        let terms = output(&x, vec![n], dtype);
+        // Without the gradient the maps are not written; a one-value buffer stands in.
+        let maps = output(&x, vec![if with_grad { 3 * n } else { 1 }], dtype);
+        ssim_map_kernel::launch::<R>(
+            &client,
+            count.clone(),
+            dim,
+            x.clone().into_tensor_arg(),
+            y.clone().into_tensor_arg(),
+            taps.clone().into_tensor_arg(),
+            stats.into_tensor_arg(),
+            terms.clone().into_tensor_arg(),
+            maps.clone().into_tensor_arg(),
+            ssim_weight,
+            l1_weight,
+            with_grad,
+            dtype.into(),
+        );
+        let loss = CubeBackend::<R, F, I, BT>::float_sum(terms);
+        if !with_grad {
+            return LossPrimitives { loss, grad: None };
+        }
+        let blurred = output(&x, vec![3 * n], dtype);
+        row_blur3_kernel::launch::<R>(
+            &client,
+            count.clone(),
+            dim,
+            x.clone().into_tensor_arg(),
+            maps.into_tensor_arg(),
+            taps.clone().into_tensor_arg(),
+            blurred.clone().into_tensor_arg(),
+            dtype.into(),
+        );
+        let grad = output(&x, x.shape().dims::<3>().to_vec(), dtype);
+        grad_kernel::launch::<R>(
+            &client,
+            count,
+            dim,
+            x.into_tensor_arg(),
+            y.into_tensor_arg(),
+            taps.into_tensor_arg(),
+            blurred.into_tensor_arg(),
+            grad.clone().into_tensor_arg(),
+            l1_weight,
+            dtype.into(),
+        );
+        LossPrimitives {
+            loss,
+            grad: Some(grad),
+        }
     }
 }

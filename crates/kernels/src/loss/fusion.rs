@@ -10,8 +10,9 @@ use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
 
+use super::LossOps;
 use super::{LossOptions, LossPrimitives};
-use crate::SplatBackend;
+use crate::cube_alloc::fusion_output;
 
 /// The recorded op: inputs `[rendered, target]`, outputs `[loss]` or `[loss, grad]`.
 #[derive(Debug)]
@@ -21,7 +22,7 @@ struct ForwardOp<B> {
     _backend: PhantomData<B>,
 }
 
-impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
+impl<B: FusionBackend + LossOps> Operation<B::FusionRuntime> for ForwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
         let [rendered, target] = [&self.desc.inputs[0], &self.desc.inputs[1]];
         let outputs = &self.desc.outputs;
@@ -38,38 +39,39 @@ impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for ForwardOp<
     }
 }
 
-/// [`SplatBackend::photometric_loss_forward`] on `Fusion<B>`.
-pub(crate) fn forward<B: FusionBackend + SplatBackend>(
-    rendered: FloatTensor<Fusion<B>>,
-    target: FloatTensor<Fusion<B>>,
-    options: LossOptions,
-    with_grad: bool,
-) -> LossPrimitives<Fusion<B>> {
-    let client = rendered.client.clone();
-    let dtype = rendered.dtype;
-    let image_shape: Shape = rendered.shape.clone();
-    let streams = OperationStreams::with_inputs([&rendered, &target]);
-    let output = |shape: Shape| TensorIr::uninit(client.create_empty_handle(), shape, dtype);
-    let mut outputs = vec![output(Shape::new([1]))];
-    if with_grad {
-        outputs.push(output(image_shape));
-    }
-    let desc = CustomOpIr::new(
-        "ember_photometric_loss",
-        &[rendered.into_ir(), target.into_ir()],
-        &outputs,
-    );
-    let op = ForwardOp::<B> {
-        desc: desc.clone(),
-        options,
-        _backend: PhantomData,
-    };
-    let mut tensors = client
-        .register(streams, OperationIr::Custom(desc), op)
-        .into_iter();
-    let loss = tensors.next().expect("the loss output");
-    LossPrimitives {
-        loss,
-        grad: tensors.next(),
+impl<B: FusionBackend + LossOps> LossOps for Fusion<B> {
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self> {
+        let client = rendered.client.clone();
+        let dtype = rendered.dtype;
+        let image_shape: Shape = rendered.shape.clone();
+        let streams = OperationStreams::with_inputs([&rendered, &target]);
+        let output = |shape: Shape| fusion_output(&rendered, shape, dtype);
+        let mut outputs = vec![output(Shape::new([1]))];
+        if with_grad {
+            outputs.push(output(image_shape));
+        }
+        let desc = CustomOpIr::new(
+            "ember_photometric_loss",
+            &[rendered.into_ir(), target.into_ir()],
+            &outputs,
+        );
+        let op = ForwardOp::<B> {
+            desc: desc.clone(),
+            options,
+            _backend: PhantomData,
+        };
+        let mut tensors = client
+            .register(streams, OperationIr::Custom(desc), op)
+            .into_iter();
+        let loss = tensors.next().expect("the loss output");
+        LossPrimitives {
+            loss,
+            grad: tensors.next(),
+        }
     }
 }

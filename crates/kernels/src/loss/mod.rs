@@ -11,8 +11,8 @@
 //!
 //! # Why fused
 //! As Burn tensor ops the SSIM is two depthwise convolutions over five stacked statistics, and
-//! its autodiff replays them: on the CPU that was 65% of a training step's time (the `micro`
-//! profile in `docs/PROFILING.md`). Here the window is applied as two separable passes over
+//! its autodiff replays them, which on the CPU dominates a training step (the `micro` profile in
+//! `docs/PROFILING.md` has the numbers, machine and date). Here the window is applied as two separable passes over
 //! contiguous rows, and the backward is derived by hand: the gradient of `S` with respect to the
 //! five blurred statistics at each pixel is three maps (`mu_x`, `E[x^2]` and `E[xy]`; the
 //! target's statistics are constants), and since the zero-padded blur with a symmetric window
@@ -24,7 +24,7 @@
 //!   reduced in row order);
 //! - `cube.rs`: four CubeCL kernels (row blur of the statistics, column blur plus the SSIM map,
 //!   row blur of the gradient maps, column blur plus the gradient);
-//! - `ndarray.rs`, `fusion.rs`, `autodiff.rs`: the [`SplatBackend`] plumbing. The target is
+//! - `ndarray.rs`, `fusion.rs`, `autodiff.rs`: the [`LossOps`] impls for each backend. The target is
 //!   data: no gradient flows into it.
 
 pub(crate) mod autodiff;
@@ -39,8 +39,6 @@ pub(crate) mod ndarray;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorPrimitive};
-
-use crate::SplatBackend;
 
 /// Side of the SSIM window, pixels.
 pub const SSIM_WINDOW: usize = 11;
@@ -126,12 +124,27 @@ fn check(rendered: [usize; 3], target: [usize; 3], options: LossOptions) -> Resu
     Ok(())
 }
 
+/// The fused photometric loss on a backend: what [`photometric_loss`] and [`ssim`] dispatch to.
+/// Implemented for every backend Ember supports, each in its own file of this folder.
+pub trait LossOps: Backend {
+    /// The fused photometric loss (see the [module docs](self) for the contract) of `rendered`
+    /// `[H, W, C]` against `target` `[H, W, C]`: the loss `[1]` and, when `with_grad`, its
+    /// gradient with respect to `rendered` `[H, W, C]`. On `Autodiff` the loss is differentiable
+    /// with respect to `rendered` whatever `with_grad` says.
+    fn photometric_loss_forward(
+        rendered: FloatTensor<Self>,
+        target: FloatTensor<Self>,
+        options: LossOptions,
+        with_grad: bool,
+    ) -> LossPrimitives<Self>;
+}
+
 /// The training loss `(1 - lambda) L1 + lambda (1 - SSIM)` of a render `[H, W, C]` against its
 /// target `[H, W, C]` (values nominally in `[0, 1]`), as a one-element tensor.
 ///
 /// Differentiable with respect to `rendered` under `Autodiff` (the gradient is computed in the
 /// forward pass); the target is treated as data.
-pub fn photometric_loss<B: SplatBackend>(
+pub fn photometric_loss<B: LossOps>(
     rendered: Tensor<B, 3>,
     target: Tensor<B, 3>,
     options: LossOptions,
@@ -148,7 +161,7 @@ pub fn photometric_loss<B: SplatBackend>(
 
 /// Mean SSIM of two `[H, W, C]` images (1 for identical images), as a one-element tensor; not
 /// differentiated (a metric). Same window and constants as [`photometric_loss`].
-pub fn ssim<B: SplatBackend>(x: Tensor<B, 3>, y: Tensor<B, 3>) -> Result<Tensor<B, 1>, LossError> {
+pub fn ssim<B: LossOps>(x: Tensor<B, 3>, y: Tensor<B, 3>) -> Result<Tensor<B, 1>, LossError> {
     let options = LossOptions { ssim_lambda: 1.0 };
     check(x.dims(), y.dims(), options)?;
     let out = B::photometric_loss_forward(

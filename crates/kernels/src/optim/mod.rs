@@ -13,13 +13,13 @@
 //! The scalars are computed in `f64` and rounded once to the tensor's float type; each
 //! product, quotient and sum is then rounded in that type, in the order written (no fused
 //! multiply-add), so every backend gives the same bits as the Burn tensor ops of
-//! [`SplatBackend::adam_step`]'s default implementation.
+//! [`AdamOps::adam_step`]'s default implementation.
 //!
 //! # Implementations
-//! - the default of [`SplatBackend::adam_step`]: Burn tensor ops (the fusion backends, wgpu and
+//! - the default of [`AdamOps::adam_step`]: Burn tensor ops (the fusion backends, wgpu and
 //!   cuda, fuse them into one kernel);
-//! - `cpu.rs`: one rayon pass over the four arrays, for ndarray, where each Burn op is a pass
-//!   of its own over a fresh buffer (the optimizer was ~5% of a CPU training step that way).
+//! - `cpu.rs`: one rayon pass over the four arrays, for ndarray, where each Burn op would be a
+//!   pass of its own over a fresh buffer.
 
 pub mod cpu;
 #[cfg(feature = "ndarray")]
@@ -28,8 +28,6 @@ pub(crate) mod ndarray;
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Tensor, TensorMetadata, TensorPrimitive};
-
-use crate::SplatBackend;
 
 /// The settings of one Adam update.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -105,10 +103,46 @@ pub enum OptimError {
     StepZero,
 }
 
+/// The fused Adam update on a backend: what [`adam_step`] dispatches to.
+///
+/// The default method runs Burn tensor ops, which the fusion backends fuse into one kernel; the
+/// CubeCL, fusion and autodiff backends use it (their impls are below), and ndarray overrides it
+/// with one rayon pass (`ndarray.rs`).
+pub trait AdamOps: Backend {
+    /// One Adam update (see the [module docs](self) for the formula) of `state` with `grad`, all
+    /// of one shape: the updated parameter and moments. Not differentiable. The default runs
+    /// Burn tensor ops, which the fusion backends fuse into one kernel.
+    fn adam_step(
+        state: AdamPrimitives<Self>,
+        grad: FloatTensor<Self>,
+        step: AdamStep,
+    ) -> AdamPrimitives<Self> {
+        adam_step_tensor_ops(state, grad, step)
+    }
+}
+
+#[cfg(feature = "cube")]
+impl<R, F, I, BT> AdamOps for burn_cubecl::CubeBackend<R, F, I, BT>
+where
+    R: burn_cubecl::CubeRuntime,
+    F: burn_cubecl::FloatElement,
+    I: burn_cubecl::IntElement,
+    BT: burn_cubecl::BoolElement,
+{
+}
+
+#[cfg(feature = "cube")]
+impl<B: burn_fusion::FusionBackend> AdamOps for burn_fusion::Fusion<B> {}
+
+impl<B: Backend, C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy> AdamOps
+    for burn::backend::Autodiff<B, C>
+{
+}
+
 /// One fused Adam update (see the [module docs](self)) of `param` with `grad`, given the
 /// moments `exp_avg` and `exp_avg_sq`; all four of one shape, any rank. Not differentiable
 /// (run it on the inner backend of an autodiff one).
-pub fn adam_step<B: SplatBackend, const D: usize>(
+pub fn adam_step<B: AdamOps, const D: usize>(
     param: Tensor<B, D>,
     grad: Tensor<B, D>,
     exp_avg: Tensor<B, D>,
@@ -149,7 +183,7 @@ pub fn adam_step<B: SplatBackend, const D: usize>(
     })
 }
 
-/// [`SplatBackend::adam_step`]'s default: the update as Burn tensor ops, in the order of the
+/// [`AdamOps::adam_step`]'s default: the update as Burn tensor ops, in the order of the
 /// module docs.
 pub(crate) fn adam_step_tensor_ops<B: Backend>(
     state: AdamPrimitives<B>,

@@ -1,6 +1,6 @@
 //! The projection on `Autodiff<B>`: the forward runs `B`'s kernel; a hand-written `Backward`
 //! runs `B::project_backward` once and hands each tracked input its gradient. Only `packed` is
-//! differentiable; the integer `extents` pass through untracked. (The `SplatBackend` impl block
+//! differentiable; the integer `extents` pass through untracked. (The `ProjectOps` impl block
 //! for `Autodiff` lives with the field op and delegates here.)
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
@@ -11,8 +11,8 @@ use burn::backend::autodiff::{Autodiff, NodeId};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 
+use super::ProjectOps;
 use super::{CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives};
-use crate::SplatBackend;
 
 #[derive(Debug)]
 struct ProjectBackward;
@@ -25,7 +25,7 @@ struct ProjectState {
     options: ProjectOptions,
 }
 
-impl<B: SplatBackend> Backward<B, 6> for ProjectBackward {
+impl<B: ProjectOps> Backward<B, 6> for ProjectBackward {
     type State = ProjectState;
 
     fn backward(
@@ -53,50 +53,50 @@ impl<B: SplatBackend> Backward<B, 6> for ProjectBackward {
     }
 }
 
-/// [`SplatBackend::project_forward`] for `Autodiff<B>`.
-pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
-    inputs: ProjectInputs<Autodiff<B, C>>,
-    camera: CameraParams,
-    options: ProjectOptions,
-) -> ProjectPrimitives<Autodiff<B, C>> {
-    let tracked = inputs.into_array();
-    let nodes = tracked.each_ref().map(|t| t.node.clone());
-    let inner = ProjectInputs::from_array(tracked.each_ref().map(|t| t.primitive.clone()));
-    match ProjectBackward
-        .prepare::<C>(nodes)
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(mut prep) => {
-            let state = ProjectState {
-                inputs: tracked.each_ref().map(|t| prep.checkpoint(t)),
-                camera,
-                options,
-            };
-            let out = B::project_forward(inner, camera, options);
-            ProjectPrimitives {
-                packed: prep.finish(state, out.packed),
-                extents: out.extents,
+impl<B: ProjectOps, C: CheckpointStrategy> ProjectOps for Autodiff<B, C> {
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        let tracked = inputs.into_array();
+        let nodes = tracked.each_ref().map(|t| t.node.clone());
+        let inner = ProjectInputs::from_array(tracked.each_ref().map(|t| t.primitive.clone()));
+        match ProjectBackward
+            .prepare::<C>(nodes)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let state = ProjectState {
+                    inputs: tracked.each_ref().map(|t| prep.checkpoint(t)),
+                    camera,
+                    options,
+                };
+                let out = B::project_forward(inner, camera, options);
+                ProjectPrimitives {
+                    packed: prep.finish(state, out.packed),
+                    extents: out.extents,
+                }
             }
-        }
-        OpsKind::UnTracked(prep) => {
-            let out = B::project_forward(inner, camera, options);
-            ProjectPrimitives {
-                packed: prep.finish(out.packed),
-                extents: out.extents,
+            OpsKind::UnTracked(prep) => {
+                let out = B::project_forward(inner, camera, options);
+                ProjectPrimitives {
+                    packed: prep.finish(out.packed),
+                    extents: out.extents,
+                }
             }
         }
     }
-}
 
-/// [`SplatBackend::project_backward`] for `Autodiff<B>`: not differentiated itself.
-pub(crate) fn backward<B: SplatBackend, C: CheckpointStrategy>(
-    inputs: ProjectInputs<Autodiff<B, C>>,
-    grad_packed: FloatTensor<Autodiff<B, C>>,
-    camera: CameraParams,
-    options: ProjectOptions,
-) -> ProjectGrads<Autodiff<B, C>> {
-    let inner = ProjectInputs::from_array(inputs.into_array().map(|t| t.primitive));
-    let g = B::project_backward(inner, grad_packed.primitive, camera, options);
-    ProjectGrads::from_array(g.into_array().map(Autodiff::<B, C>::from_inner))
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        let inner = ProjectInputs::from_array(inputs.into_array().map(|t| t.primitive));
+        let g = B::project_backward(inner, grad_packed.primitive, camera, options);
+        ProjectGrads::from_array(g.into_array().map(Autodiff::<B, C>::from_inner))
+    }
 }

@@ -11,6 +11,7 @@
 
 use rayon::prelude::*;
 
+use super::SH_C0;
 use super::{CameraParams, ProjectError, ProjectOptions, check_setup};
 use crate::quat::UnitQuat;
 use crate::real::Real;
@@ -517,8 +518,7 @@ fn screen_box<T: Real>(
     Some(([rx as u32, ry as u32], count as u32))
 }
 
-/// The standard real SH basis constants of 3DGS, bands 0 to 3.
-const SH_C0: f64 = 0.282_094_791_773_878_14;
+/// The standard real SH basis constants of 3DGS, bands 1 to 3 (band 0 is [`SH_C0`]).
 const SH_C1: f64 = 0.488_602_511_902_919_9;
 const SH_C2: [f64; 5] = [
     1.092_548_430_592_079_2,

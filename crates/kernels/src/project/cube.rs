@@ -11,6 +11,7 @@
 //! and tile counts are computed in the kernel's float type (the CPU uses `f64`), so a radius may
 //! differ by one where `k sqrt(C'_xx)` lies within rounding of an integer.
 
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
@@ -19,6 +20,7 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
+use super::ProjectOps;
 use super::cpu::TILE_SIZE;
 use super::{CameraParams, PACKED_WIDTH, ProjectGrads, ProjectInputs, ProjectOptions};
 use super::{ProjectPrimitives, check_setup};
@@ -42,7 +44,7 @@ const FINITE_MAX: f32 = f32::MAX;
 const INT_MAX: f32 = 2_147_483_520.0;
 
 /// The standard real SH basis constants of 3DGS, bands 0 to 3 (as in `cpu.rs`).
-const SH_C0: f32 = 0.282_094_791_773_878_14_f64 as f32;
+const SH_C0: f32 = super::SH_C0 as f32;
 const SH_C1: f32 = 0.488_602_511_902_919_9_f64 as f32;
 const SH_C2_0: f32 = 1.092_548_430_592_079_2_f64 as f32;
 const SH_C2_2: f32 = 0.315_391_565_252_520_05_f64 as f32;
@@ -877,92 +879,89 @@ impl<R: CubeRuntime> Setup<R> {
     }
 
     fn output<const D: usize>(&self, shape: [usize; D], dtype: DType) -> CubeTensor<R> {
-        empty_device_contiguous_dtype(
-            self.means.client.clone(),
-            self.means.device.clone(),
-            Shape::new(shape),
-            dtype,
-        )
+        crate::cube_alloc::output(&self.means, shape, dtype)
     }
 }
 
-/// [`crate::SplatBackend::project_forward`] on a CubeCL backend.
-pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: ProjectInputs<CubeBackend<R, F, I, BT>>,
-    camera: CameraParams,
-    options: ProjectOptions,
-) -> ProjectPrimitives<CubeBackend<R, F, I, BT>> {
-    let s = Setup::new(inputs, &camera, &options);
-    let packed = s.output([s.n, PACKED_WIDTH], s.dtype);
-    let extents = s.output([s.n, 3], I::dtype());
-    forward_kernel::launch::<R>(
-        &s.means.client,
-        s.count.clone(),
-        s.dim,
-        s.means.clone().into_tensor_arg(),
-        s.quats.clone().into_tensor_arg(),
-        s.log_scales.clone().into_tensor_arg(),
-        s.opacity_logits.clone().into_tensor_arg(),
-        s.sh_dc.clone().into_tensor_arg(),
-        s.sh_rest.clone().into_tensor_arg(),
-        packed.clone().into_tensor_arg(),
-        extents.clone().into_tensor_arg(),
-        camera_args::<R>(&camera, &options),
-        s.degree,
-        s.coeffs,
-        options.antialiased,
-        [s.dtype.into(), I::dtype().into()],
-    );
-    ProjectPrimitives { packed, extents }
-}
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ProjectOps
+    for CubeBackend<R, F, I, BT>
+{
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        let s = Setup::new(inputs, &camera, &options);
+        let packed = s.output([s.n, PACKED_WIDTH], s.dtype);
+        let extents = s.output([s.n, 3], I::dtype());
+        forward_kernel::launch::<R>(
+            &s.means.client,
+            s.count.clone(),
+            s.dim,
+            s.means.clone().into_tensor_arg(),
+            s.quats.clone().into_tensor_arg(),
+            s.log_scales.clone().into_tensor_arg(),
+            s.opacity_logits.clone().into_tensor_arg(),
+            s.sh_dc.clone().into_tensor_arg(),
+            s.sh_rest.clone().into_tensor_arg(),
+            packed.clone().into_tensor_arg(),
+            extents.clone().into_tensor_arg(),
+            camera_args::<R>(&camera, &options),
+            s.degree,
+            s.coeffs,
+            options.antialiased,
+            [s.dtype.into(), I::dtype().into()],
+        );
+        ProjectPrimitives { packed, extents }
+    }
 
-/// [`crate::SplatBackend::project_backward`] on a CubeCL backend.
-pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: ProjectInputs<CubeBackend<R, F, I, BT>>,
-    grad_packed: CubeTensor<R>,
-    camera: CameraParams,
-    options: ProjectOptions,
-) -> ProjectGrads<CubeBackend<R, F, I, BT>> {
-    // An empty `sh_rest` is its own (empty) gradient; the kernel then writes no rest
-    // coefficient, into a one-element stand-in.
-    let empty_rest = (inputs.sh_rest.shape()[1] == 0).then(|| inputs.sh_rest.clone());
-    let s = Setup::new(inputs, &camera, &options);
-    let grad_packed = into_contiguous(grad_packed);
-    let v_sh_rest = match &empty_rest {
-        Some(_) => s.output([1], s.dtype),
-        None => s.output([s.n, s.coeffs - 1, 3], s.dtype),
-    };
-    let grads: ProjectGrads<CubeBackend<R, F, I, BT>> = ProjectGrads {
-        means: s.output([s.n, 3], s.dtype),
-        quats: s.output([s.n, 4], s.dtype),
-        log_scales: s.output([s.n, 3], s.dtype),
-        opacity_logits: s.output([s.n], s.dtype),
-        sh_dc: s.output([s.n, 1, 3], s.dtype),
-        sh_rest: empty_rest.unwrap_or_else(|| v_sh_rest.clone()),
-    };
-    backward_kernel::launch::<R>(
-        &s.means.client,
-        s.count.clone(),
-        s.dim,
-        s.means.clone().into_tensor_arg(),
-        s.quats.clone().into_tensor_arg(),
-        s.log_scales.clone().into_tensor_arg(),
-        s.opacity_logits.clone().into_tensor_arg(),
-        s.sh_dc.clone().into_tensor_arg(),
-        s.sh_rest.clone().into_tensor_arg(),
-        grad_packed.into_tensor_arg(),
-        grads.means.clone().into_tensor_arg(),
-        grads.quats.clone().into_tensor_arg(),
-        grads.log_scales.clone().into_tensor_arg(),
-        grads.opacity_logits.clone().into_tensor_arg(),
-        grads.sh_dc.clone().into_tensor_arg(),
-        v_sh_rest.into_tensor_arg(),
-        camera_args::<R>(&camera, &options),
-        s.degree,
-        s.coeffs,
-        options.antialiased,
-        options.view_dir_grad,
-        s.dtype.into(),
-    );
-    grads
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        // An empty `sh_rest` is its own (empty) gradient; the kernel then writes no rest
+        // coefficient, into a one-element stand-in.
+        let empty_rest = (inputs.sh_rest.shape()[1] == 0).then(|| inputs.sh_rest.clone());
+        let s = Setup::new(inputs, &camera, &options);
+        let grad_packed = into_contiguous(grad_packed);
+        let v_sh_rest = match &empty_rest {
+            Some(_) => s.output([1], s.dtype),
+            None => s.output([s.n, s.coeffs - 1, 3], s.dtype),
+        };
+        let grads: ProjectGrads<CubeBackend<R, F, I, BT>> = ProjectGrads {
+            means: s.output([s.n, 3], s.dtype),
+            quats: s.output([s.n, 4], s.dtype),
+            log_scales: s.output([s.n, 3], s.dtype),
+            opacity_logits: s.output([s.n], s.dtype),
+            sh_dc: s.output([s.n, 1, 3], s.dtype),
+            sh_rest: empty_rest.unwrap_or_else(|| v_sh_rest.clone()),
+        };
+        backward_kernel::launch::<R>(
+            &s.means.client,
+            s.count.clone(),
+            s.dim,
+            s.means.clone().into_tensor_arg(),
+            s.quats.clone().into_tensor_arg(),
+            s.log_scales.clone().into_tensor_arg(),
+            s.opacity_logits.clone().into_tensor_arg(),
+            s.sh_dc.clone().into_tensor_arg(),
+            s.sh_rest.clone().into_tensor_arg(),
+            grad_packed.into_tensor_arg(),
+            grads.means.clone().into_tensor_arg(),
+            grads.quats.clone().into_tensor_arg(),
+            grads.log_scales.clone().into_tensor_arg(),
+            grads.opacity_logits.clone().into_tensor_arg(),
+            grads.sh_dc.clone().into_tensor_arg(),
+            v_sh_rest.into_tensor_arg(),
+            camera_args::<R>(&camera, &options),
+            s.degree,
+            s.coeffs,
+            options.antialiased,
+            options.view_dir_grad,
+            s.dtype.into(),
+        );
+        grads
+    }
 }

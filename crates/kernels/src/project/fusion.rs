@@ -11,10 +11,11 @@ use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionRuntime, FusionTensor};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
 
+use super::ProjectOps;
 use super::{
     CameraParams, PACKED_WIDTH, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
-use crate::SplatBackend;
+use crate::cube_alloc::{fusion_output, fusion_output_like};
 
 /// The recorded forward: inputs `[means, quats, log_scales, opacity_logits, sh_dc, sh_rest]`,
 /// outputs `[packed, extents]`.
@@ -34,7 +35,7 @@ fn inputs<B: FusionBackend>(
     ProjectInputs::from_array(irs.map(|ir| h.get_float_tensor::<B>(ir)))
 }
 
-impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for ForwardOp<B> {
+impl<B: FusionBackend + ProjectOps> Operation<B::FusionRuntime> for ForwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
         let (inputs_ir, [packed, extents]) = self.desc.as_fixed::<6, 2>();
         let inputs = inputs::<B>(h, inputs_ir.each_ref());
@@ -54,7 +55,7 @@ struct BackwardOp<B> {
     _backend: PhantomData<B>,
 }
 
-impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for BackwardOp<B> {
+impl<B: FusionBackend + ProjectOps> Operation<B::FusionRuntime> for BackwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
         let (irs, outputs) = self.desc.as_fixed::<7, 6>();
         let [input_irs @ .., grad_packed] = irs.each_ref();
@@ -67,80 +68,63 @@ impl<B: FusionBackend + SplatBackend> Operation<B::FusionRuntime> for BackwardOp
     }
 }
 
-/// An output of the same shape and dtype as `like`, to be written by the recorded operation.
-fn output_like<R: FusionRuntime>(like: &FusionTensor<R>) -> TensorIr {
-    TensorIr::uninit(
-        like.client.create_empty_handle(),
-        like.shape.clone(),
-        like.dtype,
-    )
-}
+impl<B: FusionBackend + ProjectOps> ProjectOps for Fusion<B> {
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        let inputs = inputs.into_array();
+        let (client, n, dtype) = (
+            inputs[0].client.clone(),
+            inputs[0].shape[0],
+            inputs[0].dtype,
+        );
+        let streams = OperationStreams::with_inputs(&inputs);
+        let packed = fusion_output(&inputs[0], [n, PACKED_WIDTH], dtype);
+        let extents = fusion_output(&inputs[0], [n, 3], <B as BackendTypes>::IntElem::dtype());
+        let desc = CustomOpIr::new(
+            "ember_project_forward",
+            &inputs.map(|t| t.into_ir()),
+            &[packed, extents],
+        );
+        let op = ForwardOp::<B> {
+            desc: desc.clone(),
+            camera,
+            options,
+            _backend: PhantomData,
+        };
+        let [packed, extents] = client
+            .register(streams, OperationIr::Custom(desc), op)
+            .outputs();
+        ProjectPrimitives { packed, extents }
+    }
 
-/// [`SplatBackend::project_forward`] on `Fusion<B>`.
-pub(crate) fn forward<B: FusionBackend + SplatBackend>(
-    inputs: ProjectInputs<Fusion<B>>,
-    camera: CameraParams,
-    options: ProjectOptions,
-) -> ProjectPrimitives<Fusion<B>> {
-    let inputs = inputs.into_array();
-    let (client, n, dtype) = (
-        inputs[0].client.clone(),
-        inputs[0].shape[0],
-        inputs[0].dtype,
-    );
-    let streams = OperationStreams::with_inputs(&inputs);
-    let packed = TensorIr::uninit(
-        client.create_empty_handle(),
-        [n, PACKED_WIDTH].into(),
-        dtype,
-    );
-    let extents = TensorIr::uninit(
-        client.create_empty_handle(),
-        [n, 3].into(),
-        <B as BackendTypes>::IntElem::dtype(),
-    );
-    let desc = CustomOpIr::new(
-        "ember_project_forward",
-        &inputs.map(|t| t.into_ir()),
-        &[packed, extents],
-    );
-    let op = ForwardOp::<B> {
-        desc: desc.clone(),
-        camera,
-        options,
-        _backend: PhantomData,
-    };
-    let [packed, extents] = client
-        .register(streams, OperationIr::Custom(desc), op)
-        .outputs();
-    ProjectPrimitives { packed, extents }
-}
-
-/// [`SplatBackend::project_backward`] on `Fusion<B>`.
-pub(crate) fn backward<B: FusionBackend + SplatBackend>(
-    inputs: ProjectInputs<Fusion<B>>,
-    grad_packed: FloatTensor<Fusion<B>>,
-    camera: CameraParams,
-    options: ProjectOptions,
-) -> ProjectGrads<Fusion<B>> {
-    let inputs = inputs.into_array();
-    let client = inputs[0].client.clone();
-    let streams = OperationStreams::with_inputs(inputs.iter().chain([&grad_packed]));
-    let outputs = inputs.each_ref().map(output_like);
-    let irs: Vec<TensorIr> = inputs
-        .into_iter()
-        .chain([grad_packed])
-        .map(|t| t.into_ir())
-        .collect();
-    let desc = CustomOpIr::new("ember_project_backward", &irs, &outputs);
-    let op = BackwardOp::<B> {
-        desc: desc.clone(),
-        camera,
-        options,
-        _backend: PhantomData,
-    };
-    let grads: [FloatTensor<Fusion<B>>; 6] = client
-        .register(streams, OperationIr::Custom(desc), op)
-        .outputs();
-    ProjectGrads::from_array(grads)
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        let inputs = inputs.into_array();
+        let client = inputs[0].client.clone();
+        let streams = OperationStreams::with_inputs(inputs.iter().chain([&grad_packed]));
+        let outputs = inputs.each_ref().map(output_like);
+        let irs: Vec<TensorIr> = inputs
+            .into_iter()
+            .chain([grad_packed])
+            .map(|t| t.into_ir())
+            .collect();
+        let desc = CustomOpIr::new("ember_project_backward", &irs, &outputs);
+        let op = BackwardOp::<B> {
+            desc: desc.clone(),
+            camera,
+            options,
+            _backend: PhantomData,
+        };
+        let grads: [FloatTensor<Fusion<B>>; 6] = client
+            .register(streams, OperationIr::Custom(desc), op)
+            .outputs();
+        ProjectGrads::from_array(grads)
+    }
 }

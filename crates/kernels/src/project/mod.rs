@@ -13,8 +13,8 @@
 //!
 //! The two SH parts come separately, as `ember_field::GaussianField` stores
 //! them (they are optimised at different rates), so that no backend has to interleave them into
-//! one `[N, K, 3]` tensor per render: on ndarray that concatenation and its backward (strided
-//! copies, element by element) took ~13% of a CPU training step at `K = 9`.
+//! one `[N, K, 3]` tensor per render: on ndarray that concatenation and its backward are strided
+//! copies, element by element, every step.
 //!
 //! The camera ([`CameraParams`]) maps world points to camera space by `p = R mu + t`, OpenCV axes
 //! (x right, y down, z forward); pixel coordinates are `(fx x / z + cx, fy y / z + cy)`, with the
@@ -86,11 +86,13 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
-use crate::SplatBackend;
-
 /// Floats per Gaussian in the packed projection output, in this order: `xy` (2), `depth` (1),
 /// `conic` (3), `color` (3), `opacity` (1). The offsets are the `PACKED_*` constants.
 pub const PACKED_WIDTH: usize = 10;
+
+/// The band-0 constant of the real spherical-harmonic basis of 3DGS, `1 / (2 sqrt(pi))`: a
+/// Gaussian's colour is `SH_C0 * sh_dc + 0.5` plus the higher bands, clamped at 0.
+pub const SH_C0: f64 = 0.282_094_791_773_878_14;
 /// Offset of `xy` in a packed row.
 pub const PACKED_XY: usize = 0;
 /// Offset of `depth` in a packed row.
@@ -172,13 +174,38 @@ pub struct Projected<B: Backend> {
     pub extents: Tensor<B, 2, Int>,
 }
 
+/// The projection on a backend: what [`project_gaussians`] dispatches to. Implemented for every
+/// backend Ember supports, each in its own file of this folder.
+///
+/// Implementations may assume the shapes [`project_gaussians`] checks.
+pub trait ProjectOps: Backend {
+    /// Forward pass of the projection (see the [module docs](self) for the contract): every
+    /// Gaussian's splat as seen by `camera`, as `packed [N, PACKED_WIDTH]` floats (the
+    /// differentiable outputs) and `extents [N, 3]` integers (`radius_x, radius_y, tiles`).
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self>;
+
+    /// Backward pass of the projection: the gradient of a scalar loss with respect to every
+    /// input, given `grad_packed [N, PACKED_WIDTH]` (the loss gradient with respect to
+    /// `packed`). Culled Gaussians get zero.
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self>;
+}
+
 /// Projects `N` Gaussians through `camera` (the op contract is in the [module docs](self)).
 ///
 /// `means [N, 3]`, `quats [N, 4]`, `log_scales [N, 3]`, `opacity_logits [N]`, `sh_dc [N, 1, 3]`,
 /// `sh_rest [N, K - 1, 3]` with `K` in `{1, 4, 9, 16}`. Differentiable with respect to all of
 /// them on `Autodiff<B>`. Shapes, the camera and the options are checked here, once.
 #[allow(clippy::too_many_arguments)]
-pub fn project_gaussians<B: SplatBackend>(
+pub fn project_gaussians<B: ProjectOps>(
     means: Tensor<B, 2>,
     quats: Tensor<B, 2>,
     log_scales: Tensor<B, 2>,
@@ -323,8 +350,8 @@ impl<B: Backend> Projected<B> {
     }
 
     /// The columns `offset..offset + width` of `extents`, copied with `select`: the renderer
-    /// reads them every step, and on ndarray `select` copies columns ~40x faster than a
-    /// `narrow` view is materialised (element by element: ~2 ms per column at 100k Gaussians).
+    /// reads them every step, and on ndarray `select` copies whole columns while a `narrow` view
+    /// is materialised element by element.
     fn extents_columns(&self, offset: usize, width: usize) -> Tensor<B, 2, Int> {
         if self.extents.dims()[0] == 0 {
             // No gather over zero rows: an empty kernel launch is invalid on CUDA.

@@ -1,20 +1,17 @@
 //! The projection on the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on host
-//! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise. (The `SplatBackend` impl
+//! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise. (The `ProjectOps` impl
 //! block for `NdArray` lives with the field op and delegates here.)
 
-use burn::backend::NdArray;
-use burn::backend::ndarray::{
-    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
-};
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
+use super::ProjectOps;
 use super::cpu::{self, ProjectArrays, ProjectOutputGrads};
 use super::{
     CameraParams, PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH,
     PACKED_XY, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
-use crate::ndarray_host::{float_tensor, int_tensor, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, int_tensor, to_host};
 use crate::real::Real;
 
 /// The packed projection rows (`[N, PACKED_WIDTH]`) as separate arrays, the layout the CPU
@@ -75,16 +72,10 @@ struct HostInputs<T> {
 }
 
 impl<T: Real + Element> HostInputs<T> {
-    fn read<E, I, Q>(inputs: ProjectInputs<NdArray<E, I, Q>>) -> Self
-    where
-        E: FloatNdArrayElement,
-        I: IntNdArrayElement,
-        Q: QuantElement,
-        NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-    {
+    fn read<B: NdArrayBackend>(inputs: ProjectInputs<B>) -> Self {
         let rest_coeffs = inputs.sh_rest.shape().dims::<3>()[1];
-        let dc = to_host::<T, E, I, Q>(inputs.sh_dc);
-        let rest = to_host::<T, E, I, Q>(inputs.sh_rest);
+        let dc = to_host::<T, B>(inputs.sh_dc);
+        let rest = to_host::<T, B>(inputs.sh_rest);
         // The CPU kernels read one `[N, K, 3]` array: interleaved here, on the host, in one
         // pass of contiguous copies.
         let mut sh = Vec::with_capacity(dc.len() + rest.len());
@@ -93,10 +84,10 @@ impl<T: Real + Element> HostInputs<T> {
             sh.extend_from_slice(&rest[3 * rest_coeffs * i..3 * rest_coeffs * (i + 1)]);
         }
         HostInputs {
-            means: to_host::<T, E, I, Q>(inputs.means),
-            quats: to_host::<T, E, I, Q>(inputs.quats),
-            log_scales: to_host::<T, E, I, Q>(inputs.log_scales),
-            opacity_logits: to_host::<T, E, I, Q>(inputs.opacity_logits),
+            means: to_host::<T, B>(inputs.means),
+            quats: to_host::<T, B>(inputs.quats),
+            log_scales: to_host::<T, B>(inputs.log_scales),
+            opacity_logits: to_host::<T, B>(inputs.opacity_logits),
             sh,
             sh_coeffs: rest_coeffs + 1,
         }
@@ -114,17 +105,11 @@ impl<T: Real + Element> HostInputs<T> {
     }
 }
 
-fn forward_in<T: Real + Element, E, I, Q>(
-    inputs: ProjectInputs<NdArray<E, I, Q>>,
+fn forward_in<T: Real + Element, B: NdArrayBackend>(
+    inputs: ProjectInputs<B>,
     camera: CameraParams,
     options: ProjectOptions,
-) -> ProjectPrimitives<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
+) -> ProjectPrimitives<B> {
     let host = HostInputs::<T>::read(inputs);
     let n = host.means.len() / 3;
     // The tensor-level entry point validated everything this checks again.
@@ -148,26 +133,20 @@ where
     }
     .pack();
     ProjectPrimitives {
-        packed: float_tensor::<T, E, I, Q>(packed, Shape::new([n, PACKED_WIDTH])),
-        extents: int_tensor::<E, I, Q>(extents, Shape::new([n, 3])),
+        packed: float_tensor::<T, B>(packed, Shape::new([n, PACKED_WIDTH])),
+        extents: int_tensor::<B>(extents, Shape::new([n, 3])),
     }
 }
 
-fn backward_in<T: Real + Element, E, I, Q>(
-    inputs: ProjectInputs<NdArray<E, I, Q>>,
-    grad_packed: FloatTensor<NdArray<E, I, Q>>,
+fn backward_in<T: Real + Element, B: NdArrayBackend>(
+    inputs: ProjectInputs<B>,
+    grad_packed: FloatTensor<B>,
     camera: CameraParams,
     options: ProjectOptions,
-) -> ProjectGrads<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
+) -> ProjectGrads<B> {
     let host = HostInputs::<T>::read(inputs);
     let (n, k) = (host.means.len() / 3, host.sh_coeffs);
-    let g = PackedColumns::split(&to_host::<T, E, I, Q>(grad_packed));
+    let g = PackedColumns::split(&to_host::<T, B>(grad_packed));
     let grads = ProjectOutputGrads {
         xy: &g.xy,
         depth: &g.depth,
@@ -184,50 +163,38 @@ where
         sh_rest.extend_from_slice(&v[3..]);
     }
     ProjectGrads {
-        means: float_tensor::<T, E, I, Q>(d.means, Shape::new([n, 3])),
-        quats: float_tensor::<T, E, I, Q>(d.quats, Shape::new([n, 4])),
-        log_scales: float_tensor::<T, E, I, Q>(d.log_scales, Shape::new([n, 3])),
-        opacity_logits: float_tensor::<T, E, I, Q>(d.opacity_logits, Shape::new([n])),
-        sh_dc: float_tensor::<T, E, I, Q>(sh_dc, Shape::new([n, 1, 3])),
-        sh_rest: float_tensor::<T, E, I, Q>(sh_rest, Shape::new([n, k - 1, 3])),
+        means: float_tensor::<T, B>(d.means, Shape::new([n, 3])),
+        quats: float_tensor::<T, B>(d.quats, Shape::new([n, 4])),
+        log_scales: float_tensor::<T, B>(d.log_scales, Shape::new([n, 3])),
+        opacity_logits: float_tensor::<T, B>(d.opacity_logits, Shape::new([n])),
+        sh_dc: float_tensor::<T, B>(sh_dc, Shape::new([n, 1, 3])),
+        sh_rest: float_tensor::<T, B>(sh_rest, Shape::new([n, k - 1, 3])),
     }
 }
 
-/// [`SplatBackend::project_forward`](crate::SplatBackend::project_forward) for `NdArray`.
-pub(crate) fn forward<E, I, Q>(
-    inputs: ProjectInputs<NdArray<E, I, Q>>,
-    camera: CameraParams,
-    options: ProjectOptions,
-) -> ProjectPrimitives<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    if inputs.means.dtype() == DType::F64 {
-        forward_in::<f64, E, I, Q>(inputs, camera, options)
-    } else {
-        forward_in::<f32, E, I, Q>(inputs, camera, options)
+impl<B: NdArrayBackend> ProjectOps for B {
+    fn project_forward(
+        inputs: ProjectInputs<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectPrimitives<Self> {
+        if inputs.means.dtype() == DType::F64 {
+            forward_in::<f64, B>(inputs, camera, options)
+        } else {
+            forward_in::<f32, B>(inputs, camera, options)
+        }
     }
-}
 
-/// [`SplatBackend::project_backward`](crate::SplatBackend::project_backward) for `NdArray`.
-pub(crate) fn backward<E, I, Q>(
-    inputs: ProjectInputs<NdArray<E, I, Q>>,
-    grad_packed: FloatTensor<NdArray<E, I, Q>>,
-    camera: CameraParams,
-    options: ProjectOptions,
-) -> ProjectGrads<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    if inputs.means.dtype() == DType::F64 {
-        backward_in::<f64, E, I, Q>(inputs, grad_packed, camera, options)
-    } else {
-        backward_in::<f32, E, I, Q>(inputs, grad_packed, camera, options)
+    fn project_backward(
+        inputs: ProjectInputs<Self>,
+        grad_packed: FloatTensor<Self>,
+        camera: CameraParams,
+        options: ProjectOptions,
+    ) -> ProjectGrads<Self> {
+        if inputs.means.dtype() == DType::F64 {
+            backward_in::<f64, B>(inputs, grad_packed, camera, options)
+        } else {
+            backward_in::<f32, B>(inputs, grad_packed, camera, options)
+        }
     }
 }

@@ -10,21 +10,21 @@ use burn::backend::autodiff::{Autodiff, NodeId};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 
+use super::RasterOps;
 use super::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
-use crate::SplatBackend;
 
 #[derive(Debug)]
 struct RasterBackward;
 
 /// What the backward needs: `packed` (checkpointed), the forward's state and the setup.
 #[derive(Debug, Clone)]
-struct SavedRaster<B: SplatBackend> {
+struct SavedRaster<B: RasterOps> {
     packed: NodeId,
     state: RasterState<B>,
     setup: RasterSetup,
 }
 
-impl<B: SplatBackend> Backward<B, 2> for RasterBackward {
+impl<B: RasterOps> Backward<B, 2> for RasterBackward {
     type State = SavedRaster<B>;
 
     fn backward(
@@ -46,7 +46,7 @@ impl<B: SplatBackend> Backward<B, 2> for RasterBackward {
     }
 }
 
-fn state_from_inner<B: SplatBackend, C: CheckpointStrategy>(
+fn state_from_inner<B: RasterOps, C: CheckpointStrategy>(
     state: RasterState<B>,
 ) -> RasterState<Autodiff<B, C>> {
     RasterState {
@@ -57,60 +57,60 @@ fn state_from_inner<B: SplatBackend, C: CheckpointStrategy>(
     }
 }
 
-/// [`SplatBackend::rasterize_forward`] for `Autodiff<B>`.
-pub(crate) fn forward<B: SplatBackend, C: CheckpointStrategy>(
-    packed: FloatTensor<Autodiff<B, C>>,
-    extents: IntTensor<Autodiff<B, C>>,
-    screen_grads: FloatTensor<Autodiff<B, C>>,
-    setup: RasterSetup,
-) -> RasterPrimitives<Autodiff<B, C>> {
-    let nodes = [packed.node.clone(), screen_grads.node.clone()];
-    let inner_packed = packed.primitive.clone();
-    let inner_probe = screen_grads.primitive.clone();
-    match RasterBackward
-        .prepare::<C>(nodes)
-        .compute_bound()
-        .stateful()
-    {
-        OpsKind::Tracked(mut prep) => {
-            let saved_packed = prep.checkpoint(&packed);
-            let out = B::rasterize_forward(inner_packed, extents, inner_probe, setup);
-            let saved = SavedRaster {
-                packed: saved_packed,
-                state: out.state.clone(),
-                setup,
-            };
-            RasterPrimitives {
-                image: prep.finish(saved, out.image),
-                state: state_from_inner::<B, C>(out.state),
+impl<B: RasterOps, C: CheckpointStrategy> RasterOps for Autodiff<B, C> {
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self> {
+        let nodes = [packed.node.clone(), screen_grads.node.clone()];
+        let inner_packed = packed.primitive.clone();
+        let inner_probe = screen_grads.primitive.clone();
+        match RasterBackward
+            .prepare::<C>(nodes)
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(mut prep) => {
+                let saved_packed = prep.checkpoint(&packed);
+                let out = B::rasterize_forward(inner_packed, extents, inner_probe, setup);
+                let saved = SavedRaster {
+                    packed: saved_packed,
+                    state: out.state.clone(),
+                    setup,
+                };
+                RasterPrimitives {
+                    image: prep.finish(saved, out.image),
+                    state: state_from_inner::<B, C>(out.state),
+                }
             }
-        }
-        OpsKind::UnTracked(prep) => {
-            let out = B::rasterize_forward(inner_packed, extents, inner_probe, setup);
-            RasterPrimitives {
-                image: prep.finish(out.image),
-                state: state_from_inner::<B, C>(out.state),
+            OpsKind::UnTracked(prep) => {
+                let out = B::rasterize_forward(inner_packed, extents, inner_probe, setup);
+                RasterPrimitives {
+                    image: prep.finish(out.image),
+                    state: state_from_inner::<B, C>(out.state),
+                }
             }
         }
     }
-}
 
-/// [`SplatBackend::rasterize_backward`] for `Autodiff<B>`: not differentiated itself.
-pub(crate) fn backward<B: SplatBackend, C: CheckpointStrategy>(
-    packed: FloatTensor<Autodiff<B, C>>,
-    state: RasterState<Autodiff<B, C>>,
-    grad_image: FloatTensor<Autodiff<B, C>>,
-    setup: RasterSetup,
-) -> RasterGradPrimitives<Autodiff<B, C>> {
-    let inner = RasterState {
-        tile_offsets: state.tile_offsets,
-        ids: state.ids,
-        last: state.last,
-        transmittance: state.transmittance.primitive,
-    };
-    let g = B::rasterize_backward(packed.primitive, inner, grad_image.primitive, setup);
-    RasterGradPrimitives {
-        packed: Autodiff::<B, C>::from_inner(g.packed),
-        screen_grads: Autodiff::<B, C>::from_inner(g.screen_grads),
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self> {
+        let inner = RasterState {
+            tile_offsets: state.tile_offsets,
+            ids: state.ids,
+            last: state.last,
+            transmittance: state.transmittance.primitive,
+        };
+        let g = B::rasterize_backward(packed.primitive, inner, grad_image.primitive, setup);
+        RasterGradPrimitives {
+            packed: Autodiff::<B, C>::from_inner(g.packed),
+            screen_grads: Autodiff::<B, C>::from_inner(g.screen_grads),
+        }
     }
 }

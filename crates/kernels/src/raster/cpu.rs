@@ -725,7 +725,7 @@ fn forward_segment_body<T: Real>(
     for &j in list {
         let f = &entries[j as usize];
         // Counted in the lane loop: reading `last` back after its masked vector store would
-        // stall on store forwarding (it did: 45% of the forward's samples).
+        // stall on store forwarding.
         let mut running = 0u32;
         for l in 0..LANES {
             let (_, _, _, alpha, _, drawn) = lane_hit(f, cx[l], cy[l]);

@@ -28,6 +28,7 @@
 //! rows instead of 256. The sums are therefore not bit-reproducible run to run on the GPU (the
 //! CPU's are). The batches start at the largest `last` of the tile's pixels.
 
+use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Shape, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
@@ -35,10 +36,12 @@ use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;
 
+use super::RasterOps;
 use super::{
     IMAGE_ALPHA, IMAGE_CHANNELS, IMAGE_DEPTH, RasterGradPrimitives, RasterPrimitives, RasterSetup,
     RasterState,
 };
+use crate::cube_alloc::output;
 use crate::project::cpu::TILE_SIZE;
 use crate::project::{
     PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH, PACKED_XY,
@@ -561,20 +564,6 @@ fn background_arg<R: CubeRuntime>(setup: &RasterSetup) -> SequenceArg<R, f32> {
     seq
 }
 
-/// A contiguous float tensor of `shape` in `dtype`, to be written by a kernel.
-fn float_output<R: CubeRuntime, const D: usize>(
-    like: &CubeTensor<R>,
-    shape: [usize; D],
-    dtype: DType,
-) -> CubeTensor<R> {
-    empty_device_contiguous_dtype(
-        like.client.clone(),
-        like.device.clone(),
-        Shape::new(shape),
-        dtype,
-    )
-}
-
 /// The binning of the module docs: `(offsets [tiles + 1], ids [M])`.
 fn bin<R: CubeRuntime>(
     packed: &CubeTensor<R>,
@@ -668,44 +657,76 @@ fn tile_launch(setup: &RasterSetup) -> (CubeCount, CubeDim) {
     )
 }
 
-/// [`crate::SplatBackend::rasterize_forward`] on a CubeCL backend.
-pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    packed: CubeTensor<R>,
-    extents: CubeTensor<R>,
-    setup: RasterSetup,
-) -> RasterPrimitives<CubeBackend<R, F, I, BT>> {
-    let packed = into_contiguous(packed);
-    let extents = into_contiguous(extents);
-    let (offsets, ids) = bin(&packed, &extents, &setup);
-    let (w, h) = (setup.width as usize, setup.height as usize);
-    let dtype = packed.dtype;
-    let image = float_output(&packed, [IMAGE_CHANNELS * h * w], dtype);
-    let transmittance = float_output(&packed, [h, w], dtype);
-    let last = float_output(&packed, [h, w], DType::U32);
-    let (count, dim) = tile_launch(&setup);
-    rasterize_kernel::launch::<R>(
-        &packed.client,
-        count,
-        dim,
-        packed.clone().into_tensor_arg(),
-        offsets.clone().into_tensor_arg(),
-        ids.clone().into_tensor_arg(),
-        image.clone().into_tensor_arg(),
-        last.clone().into_tensor_arg(),
-        transmittance.clone().into_tensor_arg(),
-        background_arg::<R>(&setup),
-        setup.width,
-        setup.height,
-        dtype.into(),
-    );
-    RasterPrimitives {
-        image,
-        state: RasterState {
-            tile_offsets: offsets,
-            ids,
-            last,
-            transmittance,
-        },
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> RasterOps
+    for CubeBackend<R, F, I, BT>
+{
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        _screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self> {
+        let packed = into_contiguous(packed);
+        let extents = into_contiguous(extents);
+        let (offsets, ids) = bin(&packed, &extents, &setup);
+        let (w, h) = (setup.width as usize, setup.height as usize);
+        let dtype = packed.dtype;
+        let image = output(&packed, [IMAGE_CHANNELS * h * w], dtype);
+        let transmittance = output(&packed, [h, w], dtype);
+        let last = output(&packed, [h, w], DType::U32);
+        let (count, dim) = tile_launch(&setup);
+        rasterize_kernel::launch::<R>(
+            &packed.client,
+            count,
+            dim,
+            packed.clone().into_tensor_arg(),
+            offsets.clone().into_tensor_arg(),
+            ids.clone().into_tensor_arg(),
+            image.clone().into_tensor_arg(),
+            last.clone().into_tensor_arg(),
+            transmittance.clone().into_tensor_arg(),
+            background_arg::<R>(&setup),
+            setup.width,
+            setup.height,
+            dtype.into(),
+        );
+        RasterPrimitives {
+            image,
+            state: RasterState {
+                tile_offsets: offsets,
+                ids,
+                last,
+                transmittance,
+            },
+        }
+    }
+
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self> {
+        let plane_sums = plane_operations(&packed.client);
+        if native_float_atomics(&packed.client) {
+            backward_with::<R, F, I, BT, f32>(
+                packed,
+                state,
+                grad_image,
+                setup,
+                DType::F32,
+                plane_sums,
+            )
+        } else {
+            backward_with::<R, F, I, BT, u32>(
+                packed,
+                state,
+                grad_image,
+                setup,
+                DType::U32,
+                plane_sums,
+            )
+        }
     }
 }
 
@@ -718,21 +739,6 @@ fn native_float_atomics<R: CubeRuntime>(client: &ComputeClient<R>) -> bool {
         .properties()
         .atomic_type_usage(f32_atomic)
         .contains(AtomicUsage::Add)
-}
-
-/// [`crate::SplatBackend::rasterize_backward`] on a CubeCL backend.
-pub(crate) fn backward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    packed: CubeTensor<R>,
-    state: RasterState<CubeBackend<R, F, I, BT>>,
-    grad_image: CubeTensor<R>,
-    setup: RasterSetup,
-) -> RasterGradPrimitives<CubeBackend<R, F, I, BT>> {
-    let plane_sums = plane_operations(&packed.client);
-    if native_float_atomics(&packed.client) {
-        backward_with::<R, F, I, BT, f32>(packed, state, grad_image, setup, DType::F32, plane_sums)
-    } else {
-        backward_with::<R, F, I, BT, u32>(packed, state, grad_image, setup, DType::U32, plane_sums)
-    }
 }
 
 /// Whether the backward can sum over planes (warps). Its plane operations sit in a loop whose
@@ -768,7 +774,7 @@ where
     let client = packed.client.clone();
     let n = packed.shape()[0];
     let dtype = packed.dtype;
-    let acc = float_output(&packed, [n * GRAD_WIDTH], acc_dtype);
+    let acc = output(&packed, [n * GRAD_WIDTH], acc_dtype);
     let (count, dim) = block_dims(&client, (n * GRAD_WIDTH).div_ceil(BLOCK));
     zero_kernel::launch::<A, R>(
         &client,
@@ -795,8 +801,8 @@ where
         plane_sums,
         dtype.into(),
     );
-    let grad_packed = float_output(&packed, [n, PACKED_WIDTH], dtype);
-    let screen = float_output(&packed, [n, 3], dtype);
+    let grad_packed = output(&packed, [n, PACKED_WIDTH], dtype);
+    let screen = output(&packed, [n, 3], dtype);
     let (count, dim) = block_dims(&client, n.div_ceil(BLOCK));
     unpack_grads_kernel::launch::<A, R>(
         &client,
@@ -822,8 +828,8 @@ mod tests {
     use rand::{RngExt, SeedableRng};
 
     use super::{backward_with, native_float_atomics, plane_operations};
-    use crate::SplatBackend;
     use crate::project::{CameraParams, ProjectOptions, project_gaussians};
+    use crate::raster::RasterOps;
     use crate::raster::RasterSetup;
 
     type B = CubeBackend<WgpuRuntime, f32, i32, u32>;

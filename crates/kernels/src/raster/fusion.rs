@@ -10,8 +10,8 @@ use burn_fusion::stream::OperationStreams;
 use burn_fusion::{Client, Fusion, FusionBackend, FusionTensor, NoOp};
 use burn_ir::{InitOperationIr, OperationIr, OperationOutput};
 
+use super::RasterOps;
 use super::{RasterGradPrimitives, RasterPrimitives, RasterSetup, RasterState};
-use crate::SplatBackend;
 
 /// Registers a tensor of `B` computed outside the stream (its handle, shape and dtype) as a
 /// fusion tensor.
@@ -45,53 +45,53 @@ fn wrap_int<B: FusionBackend>(
     register::<B>(client, (B::int_tensor_handle(tensor), shape, dtype))
 }
 
-/// [`SplatBackend::rasterize_forward`] on `Fusion<B>`.
-pub(crate) fn forward<B: FusionBackend + SplatBackend>(
-    packed: FloatTensor<Fusion<B>>,
-    extents: IntTensor<Fusion<B>>,
-    screen_grads: FloatTensor<Fusion<B>>,
-    setup: RasterSetup,
-) -> RasterPrimitives<Fusion<B>> {
-    let client = packed.client.clone();
-    let out = B::rasterize_forward(
-        client.resolve_tensor_float::<B>(packed),
-        client.resolve_tensor_int::<B>(extents),
-        client.resolve_tensor_float::<B>(screen_grads),
-        setup,
-    );
-    RasterPrimitives {
-        image: wrap_float::<B>(&client, out.image),
-        state: RasterState {
-            tile_offsets: wrap_int::<B>(&client, out.state.tile_offsets),
-            ids: wrap_int::<B>(&client, out.state.ids),
-            last: wrap_int::<B>(&client, out.state.last),
-            transmittance: wrap_float::<B>(&client, out.state.transmittance),
-        },
+impl<B: FusionBackend + RasterOps> RasterOps for Fusion<B> {
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self> {
+        let client = packed.client.clone();
+        let out = B::rasterize_forward(
+            client.resolve_tensor_float::<B>(packed),
+            client.resolve_tensor_int::<B>(extents),
+            client.resolve_tensor_float::<B>(screen_grads),
+            setup,
+        );
+        RasterPrimitives {
+            image: wrap_float::<B>(&client, out.image),
+            state: RasterState {
+                tile_offsets: wrap_int::<B>(&client, out.state.tile_offsets),
+                ids: wrap_int::<B>(&client, out.state.ids),
+                last: wrap_int::<B>(&client, out.state.last),
+                transmittance: wrap_float::<B>(&client, out.state.transmittance),
+            },
+        }
     }
-}
 
-/// [`SplatBackend::rasterize_backward`] on `Fusion<B>`.
-pub(crate) fn backward<B: FusionBackend + SplatBackend>(
-    packed: FloatTensor<Fusion<B>>,
-    state: RasterState<Fusion<B>>,
-    grad_image: FloatTensor<Fusion<B>>,
-    setup: RasterSetup,
-) -> RasterGradPrimitives<Fusion<B>> {
-    let client = packed.client.clone();
-    let inner = RasterState {
-        tile_offsets: client.resolve_tensor_int::<B>(state.tile_offsets),
-        ids: client.resolve_tensor_int::<B>(state.ids),
-        last: client.resolve_tensor_int::<B>(state.last),
-        transmittance: client.resolve_tensor_float::<B>(state.transmittance),
-    };
-    let g = B::rasterize_backward(
-        client.resolve_tensor_float::<B>(packed),
-        inner,
-        client.resolve_tensor_float::<B>(grad_image),
-        setup,
-    );
-    RasterGradPrimitives {
-        packed: wrap_float::<B>(&client, g.packed),
-        screen_grads: wrap_float::<B>(&client, g.screen_grads),
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self> {
+        let client = packed.client.clone();
+        let inner = RasterState {
+            tile_offsets: client.resolve_tensor_int::<B>(state.tile_offsets),
+            ids: client.resolve_tensor_int::<B>(state.ids),
+            last: client.resolve_tensor_int::<B>(state.last),
+            transmittance: client.resolve_tensor_float::<B>(state.transmittance),
+        };
+        let g = B::rasterize_backward(
+            client.resolve_tensor_float::<B>(packed),
+            inner,
+            client.resolve_tensor_float::<B>(grad_image),
+            setup,
+        );
+        RasterGradPrimitives {
+            packed: wrap_float::<B>(&client, g.packed),
+            screen_grads: wrap_float::<B>(&client, g.screen_grads),
+        }
     }
 }

@@ -67,8 +67,7 @@
 //! `[IMAGE_CHANNELS H W]` of planes: `rgb` `[H, W, 3]` first, then `alpha` `[H, W]` at
 //! `IMAGE_ALPHA H W`, then `depth` `[H, W]` at `IMAGE_DEPTH H W`, so that each output is a
 //! contiguous range of it (a strided view, such as one channel of an interleaved image, is
-//! copied element by element on ndarray: ~25% of a render's forward when the image was
-//! `[H, W, 5]`). Under `Autodiff` the image is differentiable with respect to `packed`, so
+//! copied element by element on ndarray, which costs more than a slice copy of a plane). Under `Autodiff` the image is differentiable with respect to `packed`, so
 //! gradients flow on into the projection; the screen-space statistics densification needs
 //! arrive as the gradient of the probe [`Rasterized::screen_grads`]. The binning
 //! (`offsets`, `ids`), `last` and `transmittance` travel as an opaque [`RasterState`] from the
@@ -87,7 +86,6 @@ use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 
-use crate::SplatBackend;
 use crate::project::PACKED_WIDTH;
 
 /// Planes of `H W` values in the backend op's flat image: `rgb` (3, pixel-interleaved),
@@ -199,10 +197,40 @@ impl<B: Backend> Rasterized<B> {
     }
 }
 
+/// The tile rasterizer on a backend: what [`rasterize`] dispatches to. Implemented for every
+/// backend Ember supports, each in its own file of this folder.
+///
+/// Implementations may assume the shapes [`rasterize`] checks.
+pub trait RasterOps: Backend {
+    /// Forward pass of the rasterizer (see the [module docs](self) for the contract): the
+    /// projection's `packed [N, PACKED_WIDTH]` and `extents [N, 3]` composited into the flat image
+    /// `[IMAGE_CHANNELS H W]` (the planes `rgb`, `alpha`, `depth`), with the state the
+    /// backward replays from.
+    ///
+    /// `screen_grads` `[N, 3]` is a probe: its value is ignored, and under `Autodiff` its
+    /// gradient receives the backward's screen-space statistics.
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self>;
+
+    /// Backward pass of the rasterizer: the gradient of a scalar loss with respect to `packed`,
+    /// given `grad_image [IMAGE_CHANNELS H W]` and the forward's state, and the screen-space
+    /// statistics `[N, 3]`.
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self>;
+}
+
 /// Rasterizes projected splats (the outputs of [`crate::project_gaussians`]): `packed`
 /// `[N, PACKED_WIDTH]`, `extents` `[N, 3]` (`radius_x, radius_y, tiles`). Differentiable with
 /// respect to `packed` under `Autodiff`.
-pub fn rasterize<B: SplatBackend>(
+pub fn rasterize<B: RasterOps>(
     packed: Tensor<B, 2>,
     extents: Tensor<B, 2, Int>,
     setup: &RasterSetup,

@@ -1,19 +1,16 @@
 //! The rasterizer on the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on host
 //! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise.
 
-use burn::backend::NdArray;
-use burn::backend::ndarray::{
-    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
-};
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
+use super::RasterOps;
 use super::cpu::{self, Bins, RasterArrays, RasterOutputGrads, ReplayState};
 use super::{
     IMAGE_ALPHA, IMAGE_CHANNELS, IMAGE_DEPTH, IMAGE_RGB, RasterGradPrimitives, RasterPrimitives,
     RasterSetup, RasterState,
 };
-use crate::ndarray_host::{float_tensor, int_tensor, int_to_host, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, int_tensor, int_to_host, to_host};
 use crate::project::PACKED_WIDTH;
 use crate::project::ndarray::PackedColumns;
 use crate::real::Real;
@@ -39,19 +36,13 @@ fn to_u32(v: i64) -> u32 {
     u32::try_from(v.max(0)).unwrap_or(u32::MAX)
 }
 
-fn forward_in<T: Real + Element, E, I, Q>(
-    packed: FloatTensor<NdArray<E, I, Q>>,
-    extents: IntTensor<NdArray<E, I, Q>>,
+fn forward_in<T: Real + Element, B: NdArrayBackend>(
+    packed: FloatTensor<B>,
+    extents: IntTensor<B>,
     setup: RasterSetup,
-) -> RasterPrimitives<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    let columns = PackedColumns::split(&to_host::<T, E, I, Q>(packed));
-    let radius: Vec<u32> = int_to_host::<E, I, Q>(extents)
+) -> RasterPrimitives<B> {
+    let columns = PackedColumns::split(&to_host::<T, B>(packed));
+    let radius: Vec<u32> = int_to_host::<B>(extents)
         .chunks_exact(3)
         .flat_map(|e| [to_u32(e[0]), to_u32(e[1])])
         .collect();
@@ -79,47 +70,41 @@ where
     }
     let last: Vec<i64> = out.last.iter().map(|&l| i64::from(l)).collect();
     RasterPrimitives {
-        image: float_tensor::<T, E, I, Q>(image, Shape::new([IMAGE_CHANNELS * h * w])),
+        image: float_tensor::<T, B>(image, Shape::new([IMAGE_CHANNELS * h * w])),
         state: RasterState {
-            tile_offsets: int_tensor::<E, I, Q>(offsets.clone(), Shape::new([offsets.len()])),
-            ids: int_tensor::<E, I, Q>(ids.clone(), Shape::new([ids.len()])),
-            last: int_tensor::<E, I, Q>(last, Shape::new([h, w])),
-            transmittance: float_tensor::<T, E, I, Q>(out.transmittance, Shape::new([h, w])),
+            tile_offsets: int_tensor::<B>(offsets.clone(), Shape::new([offsets.len()])),
+            ids: int_tensor::<B>(ids.clone(), Shape::new([ids.len()])),
+            last: int_tensor::<B>(last, Shape::new([h, w])),
+            transmittance: float_tensor::<T, B>(out.transmittance, Shape::new([h, w])),
         },
     }
 }
 
-fn backward_in<T: Real + Element, E, I, Q>(
-    packed: FloatTensor<NdArray<E, I, Q>>,
-    state: RasterState<NdArray<E, I, Q>>,
-    grad_image: FloatTensor<NdArray<E, I, Q>>,
+fn backward_in<T: Real + Element, B: NdArrayBackend>(
+    packed: FloatTensor<B>,
+    state: RasterState<B>,
+    grad_image: FloatTensor<B>,
     setup: RasterSetup,
-) -> RasterGradPrimitives<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    let columns = PackedColumns::split(&to_host::<T, E, I, Q>(packed));
+) -> RasterGradPrimitives<B> {
+    let columns = PackedColumns::split(&to_host::<T, B>(packed));
     let n = columns.opacity.len();
-    let offsets: Vec<usize> = int_to_host::<E, I, Q>(state.tile_offsets)
+    let offsets: Vec<usize> = int_to_host::<B>(state.tile_offsets)
         .into_iter()
         .map(|o| to_u32(o) as usize)
         .collect();
-    let mut ids: Vec<u32> = int_to_host::<E, I, Q>(state.ids)
+    let mut ids: Vec<u32> = int_to_host::<B>(state.ids)
         .into_iter()
         .map(to_u32)
         .collect();
     ids.truncate(offsets.last().copied().unwrap_or(0));
     let bins = Bins::from_csr(setup.width, setup.height, n, offsets, ids)
         .expect("the state comes from the forward of the same splats");
-    let last: Vec<u32> = int_to_host::<E, I, Q>(state.last)
+    let last: Vec<u32> = int_to_host::<B>(state.last)
         .into_iter()
         .map(to_u32)
         .collect();
-    let transmittance = to_host::<T, E, I, Q>(state.transmittance);
-    let g = to_host::<T, E, I, Q>(grad_image);
+    let transmittance = to_host::<T, B>(state.transmittance);
+    let g = to_host::<T, B>(grad_image);
     let pixels = setup.width as usize * setup.height as usize;
     let plane = |start: usize, planes: usize| &g[start * pixels..(start + planes) * pixels];
     let (rgb, alpha, depth) = (
@@ -152,46 +137,35 @@ where
     }
     .pack();
     RasterGradPrimitives {
-        packed: float_tensor::<T, E, I, Q>(packed, Shape::new([n, PACKED_WIDTH])),
-        screen_grads: float_tensor::<T, E, I, Q>(screen, Shape::new([n, 3])),
+        packed: float_tensor::<T, B>(packed, Shape::new([n, PACKED_WIDTH])),
+        screen_grads: float_tensor::<T, B>(screen, Shape::new([n, 3])),
     }
 }
 
-/// [`SplatBackend::rasterize_forward`](crate::SplatBackend::rasterize_forward) for `NdArray`.
-pub(crate) fn forward<E, I, Q>(
-    packed: FloatTensor<NdArray<E, I, Q>>,
-    extents: IntTensor<NdArray<E, I, Q>>,
-    setup: RasterSetup,
-) -> RasterPrimitives<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    if packed.dtype() == DType::F64 {
-        forward_in::<f64, E, I, Q>(packed, extents, setup)
-    } else {
-        forward_in::<f32, E, I, Q>(packed, extents, setup)
+impl<B: NdArrayBackend> RasterOps for B {
+    fn rasterize_forward(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        _screen_grads: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterPrimitives<Self> {
+        if packed.dtype() == DType::F64 {
+            forward_in::<f64, B>(packed, extents, setup)
+        } else {
+            forward_in::<f32, B>(packed, extents, setup)
+        }
     }
-}
 
-/// [`SplatBackend::rasterize_backward`](crate::SplatBackend::rasterize_backward) for `NdArray`.
-pub(crate) fn backward<E, I, Q>(
-    packed: FloatTensor<NdArray<E, I, Q>>,
-    state: RasterState<NdArray<E, I, Q>>,
-    grad_image: FloatTensor<NdArray<E, I, Q>>,
-    setup: RasterSetup,
-) -> RasterGradPrimitives<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    if packed.dtype() == DType::F64 {
-        backward_in::<f64, E, I, Q>(packed, state, grad_image, setup)
-    } else {
-        backward_in::<f32, E, I, Q>(packed, state, grad_image, setup)
+    fn rasterize_backward(
+        packed: FloatTensor<Self>,
+        state: RasterState<Self>,
+        grad_image: FloatTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterGradPrimitives<Self> {
+        if packed.dtype() == DType::F64 {
+            backward_in::<f64, B>(packed, state, grad_image, setup)
+        } else {
+            backward_in::<f32, B>(packed, state, grad_image, setup)
+        }
     }
 }

@@ -19,12 +19,7 @@ const DIGITS: usize = 16;
 /// A contiguous `u32` tensor of `len` entries (at least one, so that a buffer exists), on the
 /// device of `like`, to be written by a kernel.
 pub(crate) fn u32_tensor<R: CubeRuntime>(like: &CubeTensor<R>, len: usize) -> CubeTensor<R> {
-    empty_device_contiguous_dtype(
-        like.client.clone(),
-        like.device.clone(),
-        Shape::new([len.max(1)]),
-        DType::U32,
-    )
+    crate::cube_alloc::output(like, [len.max(1)], DType::U32)
 }
 
 /// The launch shape for `blocks` cubes of [`BLOCK`] units (the count may round up: kernels

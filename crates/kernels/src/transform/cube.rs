@@ -17,6 +17,7 @@ use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElemen
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
+use super::TransformOps;
 use super::{
     PARAM_LINEAR, PARAM_LOG_SCALE, PARAM_OFFSET, PARAM_QUAT, PARAM_SH1, PARAM_SH2, PARAM_SH3,
     PARAMS_WIDTH, Similarity, TransformInputs, TransformPrimitives, frame_params,
@@ -193,79 +194,75 @@ fn transform_kernel_no_sh<F: Float>(
     );
 }
 
-/// [`crate::SplatBackend::transform_forward`] on a CubeCL backend.
-pub(crate) fn forward<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
-    inputs: TransformInputs<CubeBackend<R, F, I, BT>>,
-    similarities: &[Similarity],
-) -> TransformPrimitives<CubeBackend<R, F, I, BT>> {
-    let means = into_contiguous(inputs.means);
-    let quats = into_contiguous(inputs.quats);
-    let log_scales = into_contiguous(inputs.log_scales);
-    let [n, k, _] = inputs.sh_rest.shape().dims::<3>();
-    let frames = similarities.len();
-    let dtype = means.dtype;
-    // `transform_gaussians` validated the transforms.
-    let host: Vec<f32> = similarities
-        .iter()
-        .flat_map(|s| frame_params(s).expect("validated by transform_gaussians"))
-        .map(|v| v as f32)
-        .collect();
-    let params = CubeBackend::<R, F, I, BT>::float_from_data(
-        TensorData::new(host, [frames * PARAMS_WIDTH]).convert_dtype(dtype),
-        &means.device,
-    );
-    let output = |shape: Vec<usize>| -> CubeTensor<R> {
-        empty_device_contiguous_dtype(
-            means.client.clone(),
-            means.device.clone(),
-            Shape::from(shape),
-            dtype,
-        )
-    };
-    let out = TransformPrimitives::<CubeBackend<R, F, I, BT>> {
-        means: output(vec![frames, n, 3]),
-        quats: output(vec![frames, n, 4]),
-        log_scales: output(vec![frames, n, 3]),
-        sh_rest: output(vec![frames, n, k, 3]),
-    };
-    let units = frames * n;
-    if units == 0 {
-        return out;
-    }
-    let dim = CubeDim::new_1d(BLOCK);
-    let count = calculate_cube_count_elemwise(&means.client, units, dim);
-    if k == 0 {
-        transform_kernel_no_sh::launch::<R>(
-            &means.client,
-            count,
-            dim,
-            means.clone().into_tensor_arg(),
-            quats.into_tensor_arg(),
-            log_scales.into_tensor_arg(),
-            params.into_tensor_arg(),
-            out.means.clone().into_tensor_arg(),
-            out.quats.clone().into_tensor_arg(),
-            out.log_scales.clone().into_tensor_arg(),
-            dtype.into(),
+impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> TransformOps
+    for CubeBackend<R, F, I, BT>
+{
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self> {
+        let means = into_contiguous(inputs.means);
+        let quats = into_contiguous(inputs.quats);
+        let log_scales = into_contiguous(inputs.log_scales);
+        let [n, k, _] = inputs.sh_rest.shape().dims::<3>();
+        let frames = similarities.len();
+        let dtype = means.dtype;
+        // `transform_gaussians` validated the transforms.
+        let host: Vec<f32> = similarities
+            .iter()
+            .flat_map(|s| frame_params(s).expect("validated by transform_gaussians"))
+            .map(|v| v as f32)
+            .collect();
+        let params = CubeBackend::<R, F, I, BT>::float_from_data(
+            TensorData::new(host, [frames * PARAMS_WIDTH]).convert_dtype(dtype),
+            &means.device,
         );
-    } else {
-        let sh_rest = into_contiguous(inputs.sh_rest);
-        transform_kernel::launch::<R>(
-            &means.client,
-            count,
-            dim,
-            means.clone().into_tensor_arg(),
-            quats.into_tensor_arg(),
-            log_scales.into_tensor_arg(),
-            sh_rest.into_tensor_arg(),
-            params.into_tensor_arg(),
-            out.means.clone().into_tensor_arg(),
-            out.quats.clone().into_tensor_arg(),
-            out.log_scales.clone().into_tensor_arg(),
-            out.sh_rest.clone().into_tensor_arg(),
-            k,
-            dtype.into(),
-        );
+        let output = |shape: Vec<usize>| crate::cube_alloc::output(&means, shape, dtype);
+        let out = TransformPrimitives::<CubeBackend<R, F, I, BT>> {
+            means: output(vec![frames, n, 3]),
+            quats: output(vec![frames, n, 4]),
+            log_scales: output(vec![frames, n, 3]),
+            sh_rest: output(vec![frames, n, k, 3]),
+        };
+        let units = frames * n;
+        if units == 0 {
+            return out;
+        }
+        let dim = CubeDim::new_1d(BLOCK);
+        let count = calculate_cube_count_elemwise(&means.client, units, dim);
+        if k == 0 {
+            transform_kernel_no_sh::launch::<R>(
+                &means.client,
+                count,
+                dim,
+                means.clone().into_tensor_arg(),
+                quats.into_tensor_arg(),
+                log_scales.into_tensor_arg(),
+                params.into_tensor_arg(),
+                out.means.clone().into_tensor_arg(),
+                out.quats.clone().into_tensor_arg(),
+                out.log_scales.clone().into_tensor_arg(),
+                dtype.into(),
+            );
+        } else {
+            let sh_rest = into_contiguous(inputs.sh_rest);
+            transform_kernel::launch::<R>(
+                &means.client,
+                count,
+                dim,
+                means.clone().into_tensor_arg(),
+                quats.into_tensor_arg(),
+                log_scales.into_tensor_arg(),
+                sh_rest.into_tensor_arg(),
+                params.into_tensor_arg(),
+                out.means.clone().into_tensor_arg(),
+                out.quats.clone().into_tensor_arg(),
+                out.log_scales.clone().into_tensor_arg(),
+                out.sh_rest.clone().into_tensor_arg(),
+                k,
+                dtype.into(),
+            );
+        }
+        out
     }
-    out
 }

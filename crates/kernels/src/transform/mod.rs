@@ -21,7 +21,7 @@
 //! - `cpu.rs`: rayon, one fused loop over Gaussians writing into caller-provided buffers
 //!   ([`cpu::transform_into`], no allocation) in `f32` or `f64`;
 //! - `cube.rs`: one CubeCL unit per (frame, Gaussian), the same arithmetic;
-//! - `ndarray.rs`, `fusion.rs`, `autodiff.rs`: the [`SplatBackend`] plumbing.
+//! - `ndarray.rs`, `fusion.rs`, `autodiff.rs`: the [`TransformOps`] impls for each backend.
 //!
 //! The per-frame constants (`s R`, `o`, `q_R`, `ln s`, the SH matrices) are computed once on
 //! the host in `f64` ([`frame_params`]) and handed to the kernels as [`PARAMS_WIDTH`] numbers.
@@ -43,8 +43,6 @@ use burn::tensor::{Tensor, TensorPrimitive};
 
 pub use sh_rotation::ShRotation;
 pub use similarity::Similarity;
-
-use crate::SplatBackend;
 
 /// Offset of `s R` (row-major 3x3) in a frame's parameters.
 pub const PARAM_LINEAR: usize = 0;
@@ -164,9 +162,23 @@ pub(crate) fn check_shapes(
     }
 }
 
+/// The similarity transform of Gaussian sets on a backend: what [`transform_gaussians`]
+/// dispatches to. Implemented for every backend Ember supports, each in its own file of this
+/// folder.
+pub trait TransformOps: Backend {
+    /// The similarity transform of a Gaussian set (see the [module docs](self) for the
+    /// contract): one transformed copy per entry of `similarities` (non-empty, each valid),
+    /// frame-major outputs `[F, N, ...]`. Not differentiable: on `Autodiff` the outputs are
+    /// untracked.
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self>;
+}
+
 /// Applies each of `similarities` to the Gaussian set, returning `F = similarities.len()`
 /// transformed copies, frame-major. Runs the backend's fused kernel; not differentiable.
-pub fn transform_gaussians<B: SplatBackend>(
+pub fn transform_gaussians<B: TransformOps>(
     means: Tensor<B, 2>,
     quats: Tensor<B, 2>,
     log_scales: Tensor<B, 2>,

@@ -1,33 +1,24 @@
 //! The transform on the ndarray backend: the rayon kernel of [`cpu`](super::cpu) on host
 //! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise.
 
-use burn::backend::NdArray;
-use burn::backend::ndarray::{
-    FloatNdArrayElement, IntNdArrayElement, NdArrayTensor, QuantElement, SharedArray,
-};
 use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
+use super::TransformOps;
 use super::cpu::{self, GaussianSlices, GaussianSlicesMut};
 use super::{Similarity, TransformInputs, TransformPrimitives};
-use crate::ndarray_host::{float_tensor, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, to_host};
 use crate::real::Real;
 
-fn forward_in<T: Real + Element, E, I, Q>(
-    inputs: TransformInputs<NdArray<E, I, Q>>,
+fn forward_in<T: Real + Element, B: NdArrayBackend>(
+    inputs: TransformInputs<B>,
     similarities: &[Similarity],
-) -> TransformPrimitives<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
+) -> TransformPrimitives<B> {
     let [n, k, _] = inputs.sh_rest.shape().dims::<3>();
     let f = similarities.len();
-    let means = to_host::<T, E, I, Q>(inputs.means);
-    let quats = to_host::<T, E, I, Q>(inputs.quats);
-    let log_scales = to_host::<T, E, I, Q>(inputs.log_scales);
-    let sh_rest = to_host::<T, E, I, Q>(inputs.sh_rest);
+    let means = to_host::<T, B>(inputs.means);
+    let quats = to_host::<T, B>(inputs.quats);
+    let log_scales = to_host::<T, B>(inputs.log_scales);
+    let sh_rest = to_host::<T, B>(inputs.sh_rest);
     let mut out_means = vec![T::ZERO; f * n * 3];
     let mut out_quats = vec![T::ZERO; f * n * 4];
     let mut out_scales = vec![T::ZERO; f * n * 3];
@@ -50,27 +41,22 @@ where
     )
     .expect("inputs validated by transform_gaussians");
     TransformPrimitives {
-        means: float_tensor::<T, E, I, Q>(out_means, Shape::new([f, n, 3])),
-        quats: float_tensor::<T, E, I, Q>(out_quats, Shape::new([f, n, 4])),
-        log_scales: float_tensor::<T, E, I, Q>(out_scales, Shape::new([f, n, 3])),
-        sh_rest: float_tensor::<T, E, I, Q>(out_sh, Shape::new([f, n, k, 3])),
+        means: float_tensor::<T, B>(out_means, Shape::new([f, n, 3])),
+        quats: float_tensor::<T, B>(out_quats, Shape::new([f, n, 4])),
+        log_scales: float_tensor::<T, B>(out_scales, Shape::new([f, n, 3])),
+        sh_rest: float_tensor::<T, B>(out_sh, Shape::new([f, n, k, 3])),
     }
 }
 
-/// [`SplatBackend::transform_forward`](crate::SplatBackend::transform_forward) for `NdArray`.
-pub(crate) fn forward<E, I, Q>(
-    inputs: TransformInputs<NdArray<E, I, Q>>,
-    similarities: &[Similarity],
-) -> TransformPrimitives<NdArray<E, I, Q>>
-where
-    E: FloatNdArrayElement,
-    I: IntNdArrayElement,
-    Q: QuantElement,
-    NdArrayTensor: From<SharedArray<E>> + From<SharedArray<I>>,
-{
-    if inputs.means.dtype() == DType::F64 {
-        forward_in::<f64, E, I, Q>(inputs, similarities)
-    } else {
-        forward_in::<f32, E, I, Q>(inputs, similarities)
+impl<B: NdArrayBackend> TransformOps for B {
+    fn transform_forward(
+        inputs: TransformInputs<Self>,
+        similarities: &[Similarity],
+    ) -> TransformPrimitives<Self> {
+        if inputs.means.dtype() == DType::F64 {
+            forward_in::<f64, B>(inputs, similarities)
+        } else {
+            forward_in::<f32, B>(inputs, similarities)
+        }
     }
 }

@@ -185,18 +185,8 @@ pub(crate) fn quat_mul(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
 }
 
 /// Rotation matrix (row-major) of a unit quaternion `(w, x, y, z)`.
-pub(crate) fn quat_to_matrix([w, x, y, z]: [f64; 4]) -> [f64; 9] {
-    [
-        1.0 - 2.0 * (y * y + z * z),
-        2.0 * (x * y - w * z),
-        2.0 * (x * z + w * y),
-        2.0 * (x * y + w * z),
-        1.0 - 2.0 * (x * x + z * z),
-        2.0 * (y * z - w * x),
-        2.0 * (x * z - w * y),
-        2.0 * (y * z + w * x),
-        1.0 - 2.0 * (x * x + y * y),
-    ]
+pub(crate) fn quat_to_matrix(q: [f64; 4]) -> [f64; 9] {
+    crate::quat::rotation_matrix(q)
 }
 
 /// `m v` for a row-major 3x3 `m`.

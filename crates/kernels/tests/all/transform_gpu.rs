@@ -4,7 +4,7 @@
 use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember::kernels::{Similarity, SplatBackend, transform_gaussians};
+use ember_kernels::{Similarity, SplatBackend, transform_gaussians};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
@@ -106,11 +106,11 @@ fn transform_cuda_fused_matches_cpu() {
 #[cfg(feature = "cuda")]
 #[test]
 fn transform_cuda_plain_matches_cpu() {
-    check::<ember::backend::CudaCube>("cuda (cube)", &[3, 8, 15], 3);
+    check::<ember_kernels::CudaCube>("cuda (cube)", &[3, 8, 15], 3);
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn transform_cuda_plain_one_frame_matches_cpu() {
-    check::<ember::backend::CudaCube>("cuda (cube, one frame)", &[3], 1);
+    check::<ember_kernels::CudaCube>("cuda (cube, one frame)", &[3], 1);
 }

@@ -9,7 +9,7 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
-use ember::kernels::{CameraParams, PACKED_WIDTH, ProjectOptions, SplatBackend, project_gaussians};
+use ember_kernels::{CameraParams, PACKED_WIDTH, ProjectOptions, SplatBackend, project_gaussians};
 use rand::RngExt;
 use rand::rngs::StdRng;
 

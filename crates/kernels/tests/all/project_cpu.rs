@@ -1,10 +1,10 @@
 //! The CPU projection op: f64 finite-difference gradients of every input, agreement with
 //! gsplat's reference projection and gradients, culling, radii and tile counts.
 
-use ember::kernels::project::cpu::{
+use ember_kernels::project::cpu::{
     self, ProjectArrays, ProjectGrads, ProjectOutputGrads, ProjectOutputs, TILE_SIZE,
 };
-use ember::kernels::project::{CameraParams, ProjectError, ProjectOptions};
+use ember_kernels::project::{CameraParams, ProjectError, ProjectOptions};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
@@ -788,7 +788,7 @@ fn matches_gsplat_oracle_basic() {
 fn burn_op_matches_the_cpu_kernels() {
     use burn::backend::{Autodiff, NdArray};
     use burn::tensor::{DType, Tensor, TensorData};
-    use ember::kernels::{PACKED_WIDTH, project_gaussians};
+    use ember_kernels::{PACKED_WIDTH, project_gaussians};
     type Ad = Autodiff<NdArray<f32>>;
 
     let mut rng = fresh_rng("project_burn_op");

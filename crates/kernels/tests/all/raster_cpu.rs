@@ -1,10 +1,10 @@
 //! The CPU tile rasterizer: agreement with gsplat's reference image and gradients (through the
 //! projection), f64 finite-difference gradients, binning, edge cases and determinism.
 
-use ember::kernels::project::ProjectOptions;
-use ember::kernels::project::cpu::{self as project, ProjectArrays, ProjectOutputGrads};
-use ember::kernels::raster::RasterError;
-use ember::kernels::raster::cpu::{
+use ember_kernels::project::ProjectOptions;
+use ember_kernels::project::cpu::{self as project, ProjectArrays, ProjectOutputGrads};
+use ember_kernels::raster::RasterError;
+use ember_kernels::raster::cpu::{
     self, Bins, RasterArrays, RasterGrads, RasterOutputGrads, RasterOutputs,
 };
 use rand::RngExt;

@@ -1,6 +1,6 @@
 //! Shared helpers: seeded random inputs, comparisons.
 
-use ember::kernels::project::CameraParams;
+use ember_kernels::project::CameraParams;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -75,8 +75,8 @@ impl Problem {
         }
     }
 
-    pub fn arrays(&self) -> ember::kernels::field::cpu::FieldArrays<'_, f64> {
-        ember::kernels::field::cpu::FieldArrays {
+    pub fn arrays(&self) -> ember_kernels::field::cpu::FieldArrays<'_, f64> {
+        ember_kernels::field::cpu::FieldArrays {
             points: &self.points,
             means: &self.means,
             quats: &self.quats,
@@ -142,13 +142,11 @@ pub struct OracleCase {
 }
 
 impl OracleCase {
-    /// Reads `oracle/gsplat_cases/{case}_case.safetensors` from `EMBER_DATA_DIR` (default
-    /// `../shared/data`); `None`, after saying so, when it is absent and not required
-    /// (`EMBER_REQUIRE_DATA=1` makes a missing file a failure).
+    /// Reads `oracle/gsplat_cases/{case}_case.safetensors` from [`data_dir`]; `None`, after
+    /// saying so, when it is absent and not required (`EMBER_REQUIRE_DATA=1` makes a missing
+    /// file a failure).
     pub fn load(case: &str) -> Option<Self> {
-        let dir = std::env::var("EMBER_DATA_DIR")
-            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/data").to_string());
-        let path = std::path::Path::new(&dir)
+        let path = data_dir()
             .join("oracle/gsplat_cases")
             .join(format!("{case}_case.safetensors"));
         let bytes = match std::fs::read(&path) {
@@ -223,15 +221,24 @@ pub fn oracle_err(got: &[f64], want: &[f64], width: usize, kept: &[bool]) -> (f6
     worst
 }
 
-/// `relative` under `EMBER_DATA_DIR` (default `<workspace>/../shared/data`), or `None` after
-/// saying it was skipped; with `EMBER_REQUIRE_DATA=1` a missing file fails instead.
+/// `EMBER_DATA_DIR`, or `../shared/data` beside the workspace root (the folder holding
+/// `Cargo.lock`, found above the manifest of whichever crate's tests include this file).
+pub fn data_dir() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("EMBER_DATA_DIR") {
+        return dir.into();
+    }
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = manifest
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").exists())
+        .unwrap_or(manifest);
+    root.join("../shared/data")
+}
+
+/// `relative` under [`data_dir`], or `None` after saying it was skipped; with
+/// `EMBER_REQUIRE_DATA=1` a missing file fails instead.
 pub fn data_path(relative: &str) -> Option<std::path::PathBuf> {
-    let dir = std::env::var_os("EMBER_DATA_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data")
-        });
-    let path = dir.join(relative);
+    let path = data_dir().join(relative);
     if path.exists() {
         return Some(path);
     }

@@ -4,7 +4,7 @@
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use ember::kernels::{LossOptions, SplatBackend, photometric_loss};
+use ember_kernels::{LossOptions, SplatBackend, photometric_loss};
 
 use crate::common::{fresh_rng, uniform};
 

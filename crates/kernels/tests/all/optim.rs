@@ -1,4 +1,4 @@
-//! The fused Adam update (`ember::kernels::adam_step`): on ndarray, bit for bit against the
+//! The fused Adam update (`ember_kernels::adam_step`): on ndarray, bit for bit against the
 //! same update written as Burn tensor ops (what the trainer ran before, and what the GPU
 //! backends run), over several steps, in f32 and f64; on every compiled GPU backend against
 //! ndarray; and the refusals.
@@ -6,7 +6,7 @@
 use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorData};
-use ember::kernels::{AdamStep, OptimError, SplatBackend, adam_step};
+use ember_kernels::{AdamStep, OptimError, SplatBackend, adam_step};
 
 use crate::common::{fresh_rng, uniform};
 

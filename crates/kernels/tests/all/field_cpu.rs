@@ -3,9 +3,9 @@
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use ember::kernels::field::cpu;
-use ember::kernels::field::field_query_reference;
-use ember::prelude::*;
+use ember_kernels::field::cpu;
+use ember_kernels::field::field_query_reference;
+use ember_kernels::{Covariance, FieldOptions, SplatBackend, field_query};
 use rand::RngExt;
 
 use crate::common::{Problem, fresh_rng, rel_err, to_f32, to_f64, uniform};

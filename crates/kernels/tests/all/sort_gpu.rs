@@ -1,10 +1,10 @@
-//! The public GPU sort and scan (`ember::kernels::sort`) against the host on random inputs
+//! The public GPU sort and scan (`ember_kernels::sort`) against the host on random inputs
 //! (fresh seeds, lengths around the 256-entry blocks), and their refusals of bad inputs, on the
 //! unfused cube backend of every compiled GPU runtime.
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Int, Tensor, TensorData};
-use ember::kernels::sort::{RadixSortBackend, SortError, exclusive_sum, sort_pairs};
+use ember_kernels::sort::{RadixSortBackend, SortError, exclusive_sum, sort_pairs};
 use rand::RngExt;
 
 use crate::common::fresh_rng;
@@ -77,11 +77,11 @@ fn check<B: RadixSortBackend>(name: &str) {
 #[cfg(feature = "wgpu")]
 #[test]
 fn sort_and_scan_match_the_host_wgpu() {
-    check::<ember::backend::WgpuCube>("sort_gpu wgpu");
+    check::<ember_kernels::WgpuCube>("sort_gpu wgpu");
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn sort_and_scan_match_the_host_cuda() {
-    check::<ember::backend::CudaCube>("sort_gpu cuda");
+    check::<ember_kernels::CudaCube>("sort_gpu cuda");
 }

@@ -7,7 +7,7 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember::prelude::*;
+use ember_kernels::{Covariance, FieldOptions, SplatBackend, field_query};
 use rand::RngExt;
 use rand::rngs::StdRng;
 

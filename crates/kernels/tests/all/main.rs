@@ -1,0 +1,22 @@
+//! The tests of `ember-kernels`: one binary (each test binary links all of Burn), one module per
+//! op. The GPU modules run with `--features wgpu` (lavapipe in CI) or `--features cuda`.
+
+// Also the helpers of the field's and the root's test binaries (each uses a part of it).
+#[allow(dead_code)]
+mod common;
+mod field_cpu;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod field_gpu;
+mod loss;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod loss_gpu;
+mod optim;
+mod project_cpu;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod project_gpu;
+mod raster_cpu;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod sort_gpu;
+mod transform;
+#[cfg(any(feature = "wgpu", feature = "cuda"))]
+mod transform_gpu;
