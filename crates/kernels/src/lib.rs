@@ -9,18 +9,18 @@
 //!
 //! Each op lives in its own folder with all of its implementations side by side:
 //!
-//! | file          | what it holds                                                              |
-//! |---------------|----------------------------------------------------------------------------|
-//! | `mod.rs`      | the contract (shapes, conventions, what is differentiable), the entry     |
-//! |               | function that checks shapes, and the op trait                              |
-//! | `cpu.rs`      | the rayon kernels on plain slices, generic over `f32`/`f64` (the f64 one  |
-//! |               | is the oracle the GPU kernels are tested against)                          |
-//! | `ndarray.rs`  | `impl<B: NdArrayBackend> XOps for B`: `cpu.rs` on the ndarray tensors     |
-//! | `cube.rs`     | the CubeCL kernels (one source for wgpu and cuda) and                     |
-//! |               | `impl XOps for CubeBackend<R, F, I, BT>`                                   |
-//! | `fusion.rs`   | `impl<B: FusionBackend + XOps> XOps for Fusion<B>`: a custom fusion       |
-//! |               | operation running `B`'s implementation (burn's `Wgpu`, `Cuda`)             |
-//! | `autodiff.rs` | `impl<B: XOps> XOps for Autodiff<B>`: the hand-written `Backward` node    |
+//! - `mod.rs`: the contract (shapes, conventions, what is differentiable), the entry function
+//!   that checks shapes, and the op trait;
+//! - `cpu.rs`: the rayon kernels on plain slices, generic over `f32`/`f64` (the `f64` one is the
+//!   oracle the GPU kernels are tested against);
+//! - `ndarray.rs`: `impl<B: NdArrayBackend> XOps for B`, running `cpu.rs` on ndarray tensors
+//!   (`NdArrayBackend` is every `NdArray<E, I, Q>`, its element bounds written once);
+//! - `cube.rs`: the CubeCL kernels (one source for wgpu and cuda) and
+//!   `impl XOps for CubeBackend<R, F, I, BT>`;
+//! - `fusion.rs`: `impl<B: FusionBackend + XOps> XOps for Fusion<B>`, a custom fusion operation
+//!   that runs `B`'s implementation (Burn's `Wgpu` and `Cuda` are fusion backends);
+//! - `autodiff.rs`: `impl<B: XOps, C: CheckpointStrategy> XOps for Autodiff<B, C>`, the
+//!   hand-written `Backward` node (what it saves, what it calls).
 //!
 //! The [`transform`] op has no backward: it edits a scene and its outputs are untracked under
 //! `Autodiff`. The [`optim`] op (one fused Adam update) has a default method in Burn tensor ops,
@@ -37,8 +37,8 @@
 //!    - `cube.rs`: the CubeCL kernels and `impl MyOps for CubeBackend<R, F, I, BT>`;
 //!    - `fusion.rs`: `impl<B: FusionBackend + MyOps> MyOps for Fusion<B>`;
 //!    - `autodiff.rs`: `impl<B: MyOps, C: CheckpointStrategy> MyOps for Autodiff<B, C>`.
-//! 2. Two lines in this file: `pub mod myop;` and `+ MyOps` in the bounds of [`SplatBackend`]
-//!    (its trait and its blanket impl), plus the re-exports.
+//! 2. In this file: the `pub mod myop;` line, `+ MyOps` in the alias [`SplatBackend`] (the trait
+//!    and its blanket impl list the same bounds), and the re-exports.
 //! 3. A test module `crates/kernels/tests/all/myop.rs` (and `myop_gpu.rs`, gated on the `wgpu`
 //!    or `cuda` feature), declared in `tests/all/main.rs`: the CPU kernel against f64 central
 //!    differences, the GPU kernels against the CPU, and bad inputs.

@@ -6,7 +6,7 @@ use core::marker::PhantomData;
 
 use burn::tensor::ops::FloatTensor;
 use burn_fusion::stream::{Operation, OperationStreams};
-use burn_fusion::{Fusion, FusionBackend, FusionRuntime, FusionTensor};
+use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
 
 use super::FieldOps;

@@ -8,7 +8,7 @@ use burn::tensor::Shape;
 use burn::tensor::ops::FloatTensor;
 use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
-use burn_ir::{CustomOpIr, HandleContainer, OperationIr, TensorIr};
+use burn_ir::{CustomOpIr, HandleContainer, OperationIr};
 
 use super::LossOps;
 use super::{LossOptions, LossPrimitives};

@@ -1,7 +1,6 @@
 //! The projection on `Autodiff<B>`: the forward runs `B`'s kernel; a hand-written `Backward`
 //! runs `B::project_backward` once and hands each tracked input its gradient. Only `packed` is
-//! differentiable; the integer `extents` pass through untracked. (The `ProjectOps` impl block
-//! for `Autodiff` lives with the field op and delegates here.)
+//! differentiable; the integer `extents` pass through untracked.
 
 use burn::backend::autodiff::checkpoint::base::Checkpointer;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;

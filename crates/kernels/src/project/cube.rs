@@ -12,9 +12,8 @@
 //! differ by one where `k sqrt(C'_xx)` lies within rounding of an integer.
 
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{DType, Shape, TensorMetadata};
+use burn::tensor::{DType, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::calculate_cube_count_elemwise;

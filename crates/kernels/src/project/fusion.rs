@@ -8,7 +8,7 @@ use burn::tensor::Element;
 use burn::tensor::backend::BackendTypes;
 use burn::tensor::ops::FloatTensor;
 use burn_fusion::stream::{Operation, OperationStreams};
-use burn_fusion::{Fusion, FusionBackend, FusionRuntime, FusionTensor};
+use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
 
 use super::ProjectOps;
@@ -109,7 +109,7 @@ impl<B: FusionBackend + ProjectOps> ProjectOps for Fusion<B> {
         let inputs = inputs.into_array();
         let client = inputs[0].client.clone();
         let streams = OperationStreams::with_inputs(inputs.iter().chain([&grad_packed]));
-        let outputs = inputs.each_ref().map(output_like);
+        let outputs = inputs.each_ref().map(fusion_output_like);
         let irs: Vec<TensorIr> = inputs
             .into_iter()
             .chain([grad_packed])

@@ -1,6 +1,5 @@
 //! The projection on the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on host
-//! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise. (The `ProjectOps` impl
-//! block for `NdArray` lives with the field op and delegates here.)
+//! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise.
 
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Element, Shape, TensorMetadata};

@@ -29,9 +29,8 @@
 //! CPU's are). The batches start at the largest `last` of the tile's pixels.
 
 use burn::tensor::ops::{FloatTensor, IntTensor};
-use burn::tensor::{DType, Shape, TensorMetadata};
+use burn::tensor::{DType, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::prelude::*;

@@ -1,8 +1,7 @@
 //! The CubeCL prefix sum and radix sort (see the [module docs](super)).
 
-use burn::tensor::{DType, Shape};
+use burn::tensor::DType;
 use burn_cubecl::CubeRuntime;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;

@@ -9,10 +9,8 @@
 //! runs: zero-sized buffers are not bound.
 
 use burn::tensor::ops::FloatTensorOps;
-use burn::tensor::{Shape, TensorData, TensorMetadata};
+use burn::tensor::{TensorData, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_contiguous_dtype;
-use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
 use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;

@@ -5,7 +5,7 @@ use core::marker::PhantomData;
 
 use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
-use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput, TensorIr};
+use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput};
 
 use super::TransformOps;
 use super::{Similarity, TransformInputs, TransformPrimitives};
