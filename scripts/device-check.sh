@@ -2,7 +2,7 @@
 # The GPU check for a lent NVIDIA machine (no Rust toolchain and no network there, so the
 # binaries are built here and carried there), in four parts:
 #
-#   scripts/device-check.sh build   # here: release test and bench binaries with
+#   scripts/device-check.sh build   # here: release test binaries (one per crate) and bench binaries with
 #                                   # --features cuda,wgpu and the trainer with --features cuda
 #                                   # (CUDA 13.0 bindings), stripped and
 #                                   # compressed, plus the data they read, into .device/ and
@@ -36,15 +36,20 @@ build)
   export CUDARC_CUDA_VERSION=13000
   rm -rf .device .device-train
   mkdir -p .device/data/oracle .device/data/garden_points .device-train/data/lego_400
-  cp "$(cargo test --release --features cuda,wgpu --test all --no-run --message-format=json | executable all)" .device/all
+  # One test binary per crate: the kernels' (one module per op), the field's (render) and the
+  # root's (what crosses crates).
+  for package in ember-kernels ember-field ember; do
+    cp "$(cargo test --release -p "$package" --features cuda,wgpu --test all --no-run \
+      --message-format=json | executable all)" ".device/test-$package"
+  done
   for bench in raster field transform sort; do
     cp "$(cargo bench --features cuda,wgpu --bench "$bench" --no-run --message-format=json | executable "$bench")" \
       ".device/$bench-bench"
   done
   cargo build --release --features cuda -p trainer
   cp "${CARGO_TARGET_DIR:-target}/release/trainer" .device-train/trainer
-  strip .device/all .device/*-bench .device-train/trainer
-  gzip -9 -f .device/all .device/*-bench .device-train/trainer
+  strip .device/test-* .device/*-bench .device-train/trainer
+  gzip -9 -f .device/test-* .device/*-bench .device-train/trainer
   # The data the GPU tests, benches and training read (../shared/data does not travel).
   data="${EMBER_DATA_DIR:-../shared/data}"
   cp -r "$data/oracle/gsplat_cases" .device/data/oracle/
@@ -71,8 +76,10 @@ run)
   fi
   # The GPU tests compare cuda and wgpu against the CPU on random inputs and against the gsplat
   # oracle. (A failing test is reported in the log; the benches still run.)
-  timeout 240 .device/all gpu cuda wgpu --test-threads=1 2>&1 | tee "$out/test-gpu.log" \
-    | grep -E "^test |result|panicked|worst|error" || true
+  for tests in .device/test-*; do
+    timeout 240 "$tests" gpu cuda wgpu --test-threads=1 2>&1 | tee -a "$out/test-gpu.log" \
+      | grep -E "^test |result|panicked|worst|error" || true
+  done
   # A criterion binary run without `--bench` only tests its benchmarks once. criterion writes
   # under target/. Peak device memory: the largest `used_memory` nvidia-smi
   # reports for the bench process, sampled every 100 ms.

@@ -152,28 +152,49 @@ impl<B: AdamOps> GroupAdam<B> {
     ) {
         let settings = self.settings;
         let (m, v, steps) = (&mut self.exp_avg, &mut self.exp_avg_sq, &mut self.steps);
-        let mut update = |group: ParamGroup| Update {
+        let update = |group: ParamGroup| Update {
             group,
             lr: lr(group),
             settings,
-            steps: &mut steps[group.index()],
         };
-        update(ParamGroup::Means).apply(&mut field.means, &mut m.means, &mut v.means, grads.means);
-        update(ParamGroup::Quats).apply(&mut field.quats, &mut m.quats, &mut v.quats, grads.quats);
+        let at = |group: ParamGroup| group.index();
+        update(ParamGroup::Means).apply(
+            &mut steps[at(ParamGroup::Means)],
+            &mut field.means,
+            &mut m.means,
+            &mut v.means,
+            grads.means,
+        );
+        update(ParamGroup::Quats).apply(
+            &mut steps[at(ParamGroup::Quats)],
+            &mut field.quats,
+            &mut m.quats,
+            &mut v.quats,
+            grads.quats,
+        );
         update(ParamGroup::LogScales).apply(
+            &mut steps[at(ParamGroup::LogScales)],
             &mut field.log_scales,
             &mut m.log_scales,
             &mut v.log_scales,
             grads.log_scales,
         );
         update(ParamGroup::Opacity).apply(
+            &mut steps[at(ParamGroup::Opacity)],
             &mut field.opacity_logits,
             &mut m.opacity_logits,
             &mut v.opacity_logits,
             grads.opacity_logits,
         );
-        update(ParamGroup::ShDc).apply(&mut field.sh_dc, &mut m.sh_dc, &mut v.sh_dc, grads.sh_dc);
+        update(ParamGroup::ShDc).apply(
+            &mut steps[at(ParamGroup::ShDc)],
+            &mut field.sh_dc,
+            &mut m.sh_dc,
+            &mut v.sh_dc,
+            grads.sh_dc,
+        );
         update(ParamGroup::ShRest).apply(
+            &mut steps[at(ParamGroup::ShRest)],
             &mut field.sh_rest,
             &mut m.sh_rest,
             &mut v.sh_rest,
@@ -182,25 +203,26 @@ impl<B: AdamOps> GroupAdam<B> {
     }
 }
 
-/// One group's step: its rate, the hyper-parameters, its step counter.
-struct Update<'a> {
+/// One group's step: its rate and the hyper-parameters.
+struct Update {
     group: ParamGroup,
     lr: f64,
     settings: AdamSettings,
-    steps: &'a mut u64,
 }
 
-impl Update<'_> {
-    /// Updates `param` and its moments `m`, `v` with `grad` (nothing without one).
+impl Update {
+    /// Updates `param` and its moments `m`, `v` with `grad` and counts the step in `steps`
+    /// (nothing without a gradient).
     fn apply<B: AdamOps, const D: usize>(
         self,
+        steps: &mut u64,
         param: &mut Param<Tensor<B, D>>,
         m: &mut Param<Tensor<B, D>>,
         v: &mut Param<Tensor<B, D>>,
         grad: Option<Tensor<B, D>>,
     ) {
         let Some(grad) = grad else { return };
-        *self.steps += 1;
+        *steps += 1;
         if param.dims().iter().product::<usize>() == 0 {
             return;
         }
@@ -210,7 +232,7 @@ impl Update<'_> {
             beta1,
             beta2,
             eps,
-            step: u32::try_from(*self.steps).unwrap_or(u32::MAX),
+            step: u32::try_from(*steps).unwrap_or(u32::MAX),
         };
         let update = adam_step(param.val(), grad, m.val(), v.val(), &step)
             .unwrap_or_else(|e| panic!("{} group: {e}", self.group.name()));

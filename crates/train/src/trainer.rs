@@ -12,7 +12,6 @@ use std::time::Instant;
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{ElementConversion, Tensor, TensorData};
-use burn::tensor::backend::Backend;
 use ember_field::{
     GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend, render,
 };

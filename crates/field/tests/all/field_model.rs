@@ -4,7 +4,7 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
 use ember_field::*;
-use ember_kernels::{ProjectOptions, field_query};
+use ember_kernels::field_query;
 
 use crate::common::{fresh_rng, uniform};
 

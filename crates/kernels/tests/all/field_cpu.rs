@@ -198,10 +198,13 @@ fn compare_with_reference(problem: &Problem, options: FieldOptions, tol: f64) {
             run_autodiff::<NdArray<f32>>(&problem, &weights, options, true),
             tol,
         ),
+        // Burn's tensor ops in f32 lose more on d/dquats (the normalisation and the matrix
+        // entries cancel): up to 1.84e-3 against the f64 op over 80 random runs of this test,
+        // 2026-11-26 (1e-3 failed 12 of those 80).
         (
             "tensor ops f32",
             run_autodiff::<NdArray<f32>>(&problem, &weights, options, false),
-            1e-3,
+            4e-3,
         ),
     ] {
         let err = rel_err(&values, &oracle_values);
