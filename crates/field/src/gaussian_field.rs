@@ -369,7 +369,10 @@ impl<B: Backend> GaussianField<B> {
     /// A field of `n` Gaussians with every parameter zero and this one's SH degree and
     /// features (e.g. optimizer moments for new Gaussians).
     pub fn zeros(&self, n: usize) -> Self {
-        fn zero<B: Backend, const D: usize>(like: &Param<Tensor<B, D>>, n: usize) -> Param<Tensor<B, D>> {
+        fn zero<B: Backend, const D: usize>(
+            like: &Param<Tensor<B, D>>,
+            n: usize,
+        ) -> Param<Tensor<B, D>> {
             let mut dims = like.dims();
             dims[0] = n;
             Param::from_tensor(Tensor::zeros(dims, &like.device()))

@@ -104,7 +104,8 @@ impl<B: Backend> GroupAdam<B> {
         for &r in rows {
             keep[r] = 0.0;
         }
-        let mask = Tensor::<B, 1>::from_data(TensorData::new(keep, [n]), &self.exp_avg.means.device());
+        let mask =
+            Tensor::<B, 1>::from_data(TensorData::new(keep, [n]), &self.exp_avg.means.device());
         fn masked<B: Backend, const D: usize>(
             param: &mut Param<Tensor<B, D>>,
             mask: &Tensor<B, 1>,
@@ -306,7 +307,12 @@ mod tests {
         }
         assert_eq!(adam.steps[ParamGroup::Means.index()], 1);
         assert_eq!(adam.steps[ParamGroup::Quats.index()], 0);
-        assert!(to_host(field.quats.val(), "q").unwrap().iter().all(|v| *v == 0.0));
+        assert!(
+            to_host(field.quats.val(), "q")
+                .unwrap()
+                .iter()
+                .all(|v| *v == 0.0)
+        );
     }
 
     #[test]
@@ -349,7 +355,10 @@ mod tests {
         assert_eq!(adam.len(), 4);
         assert_eq!(adam.exp_avg.sh_rest.dims(), [4, 3, 3]);
         let m = to_host(adam.exp_avg.log_scales.val(), "m").unwrap();
-        assert_eq!(m, vec![9.0, 10.0, 11.0, 3.0, 4.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(
+            m,
+            vec![9.0, 10.0, 11.0, 3.0, 4.0, 5.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+        );
         adam.reset_moments(ParamGroup::LogScales);
         assert!(
             to_host(adam.exp_avg_sq.log_scales.val(), "v")

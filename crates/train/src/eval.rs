@@ -14,8 +14,8 @@ use serde::Serialize;
 use crate::config::EvalConfig;
 use crate::error::{TrainError, write_atomically};
 use crate::loss::{psnr_from_mse, ssim};
-use crate::scene::TrainScene;
 use crate::params::to_host;
+use crate::scene::TrainScene;
 use crate::view_cache::{CacheStats, ViewCache};
 
 /// Metrics of one held-out view.

@@ -129,7 +129,10 @@ mod tests {
         for group in ParamGroup::ALL {
             let columns = group.columns(&field).mul_scalar(2.0);
             group.set_columns(&mut copy, columns.clone());
-            group.columns(&copy).into_data().assert_eq(&columns.into_data(), true);
+            group
+                .columns(&copy)
+                .into_data()
+                .assert_eq(&columns.into_data(), true);
         }
         assert_eq!(copy.sh_rest.dims(), [5, 8, 3]);
         assert_eq!(copy.opacity_logits.dims(), [5]);

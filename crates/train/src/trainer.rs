@@ -25,8 +25,8 @@ use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, stra
 use crate::error::TrainError;
 use crate::eval::{EvalReport, Evaluator};
 use crate::loss::{LossOptions, photometric_loss, psnr_from_mse};
-use crate::scene::TrainScene;
 use crate::params::ParamGroup;
+use crate::scene::TrainScene;
 use crate::timing::{Phase, PhaseTimes};
 use crate::view_cache::CacheStats;
 

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use burn::tensor::backend::Backend;
 use clap::Args;
-use ember_data::{Dataset, DatasetOptions, ImageLoader, IoStats, LoaderOptions};
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
+use ember_data::{Dataset, DatasetOptions, ImageLoader, IoStats, LoaderOptions};
 
 use crate::bench::write_bench_file;
 

@@ -20,8 +20,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use clap::Args;
-use ember_kernels::SplatBackend;
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
+use ember_kernels::SplatBackend;
 use ember_train::{Phase, PhaseTimes, TrainScene, Trainer};
 
 use crate::ConfigArgs;

@@ -19,11 +19,11 @@ use rand::{RngExt, SeedableRng};
 
 use super::{RefineContext, RefineReport, Refinement, StepStatistics, Strategy};
 use crate::adam::GroupAdam;
-use crate::params::ParamGroup;
-use ember_field::GaussianField;
 use crate::config::DensifyConfig;
 use crate::error::TrainError;
+use crate::params::ParamGroup;
 use crate::params::{index_tensor, to_host};
+use ember_field::GaussianField;
 
 /// Split children are this much smaller than their parent (3DGS: `0.8 x 2`).
 const SPLIT_SCALE_DIVISOR: f32 = 1.6;
@@ -194,8 +194,10 @@ fn split_children<B: Backend>(
     }
     let shrink = SPLIT_SCALE_DIVISOR.ln();
     let new_log_scales: Vec<f32> = log_scales.iter().map(|l| l - shrink).collect();
-    children.means =
-        Param::from_tensor(Tensor::from_data(TensorData::new(new_means, [2 * k, 3]), &device));
+    children.means = Param::from_tensor(Tensor::from_data(
+        TensorData::new(new_means, [2 * k, 3]),
+        &device,
+    ));
     children.log_scales = Param::from_tensor(Tensor::from_data(
         TensorData::new(new_log_scales, [2 * k, 3]),
         &device,

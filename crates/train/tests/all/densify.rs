@@ -1,10 +1,10 @@
 //! Densification keeps parameters, optimizer moments and statistics aligned.
 
 use burn::tensor::{Bool, Int, Tensor, TensorData};
+use ember_field::GaussianField;
 use ember_train::adam::{AdamSettings, GroupAdam};
 use ember_train::config::DensifyConfig;
 use ember_train::densify::{AdaptiveDensity, RefineContext, StepStatistics, Strategy};
-use ember_field::GaussianField;
 use ember_train::params::{ParamGroup, to_host};
 
 use crate::common;
