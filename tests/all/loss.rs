@@ -7,40 +7,14 @@ use burn::tensor::{Tensor, TensorData};
 use ember::kernels::{LossOptions, photometric_loss, ssim};
 use ember::train::loss::burn_ops;
 
-use crate::common::{fresh_rng, uniform};
+use crate::common::{host, image, image_pair};
 
 type A = Autodiff<NdArray<f32>>;
-
-/// A render and a correlated target, `[h, w, 3]`, values in `[0, 1]`.
-fn pair(test: &str, h: usize, w: usize) -> (Vec<f32>, Vec<f32>) {
-    let mut rng = fresh_rng(test);
-    let n = h * w * 3;
-    let x = uniform(&mut rng, n, 0.0, 1.0);
-    let noise = uniform(&mut rng, n, -0.3, 0.3);
-    let y = x
-        .iter()
-        .zip(&noise)
-        .map(|(a, b)| (a + b).clamp(0.0, 1.0) as f32);
-    (x.iter().map(|&v| v as f32).collect(), y.collect())
-}
-
-fn image<B: burn::tensor::backend::Backend>(v: &[f32], h: usize, w: usize) -> Tensor<B, 3> {
-    let device = Default::default();
-    let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
-    Tensor::from_data(
-        TensorData::new(v.to_vec(), [h, w, 3]).convert_dtype(dtype),
-        (&device, dtype),
-    )
-}
-
-fn host<B: burn::tensor::backend::Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
-    t.into_data().convert::<f64>().into_vec().unwrap()
-}
 
 #[test]
 fn fused_loss_matches_burn_ops() {
     let (h, w) = (23, 31);
-    let (x, y) = pair("fused_loss_matches_burn_ops", h, w);
+    let (x, y) = image_pair("fused_loss_matches_burn_ops", h, w);
     for lambda in [0.0, 0.2, 1.0] {
         let options = LossOptions {
             ssim_lambda: lambda,

@@ -248,3 +248,37 @@ pub fn data_path(relative: &str) -> Option<std::path::PathBuf> {
     eprintln!("skipped: test data {} not found", path.display());
     None
 }
+
+/// A render and a correlated target, `[h, w, 3]`, values in `[0, 1]`.
+pub fn image_pair(test: &str, h: usize, w: usize) -> (Vec<f32>, Vec<f32>) {
+    let mut rng = fresh_rng(test);
+    let n = h * w * 3;
+    let x = uniform(&mut rng, n, 0.0, 1.0);
+    let noise = uniform(&mut rng, n, -0.3, 0.3);
+    let y = x
+        .iter()
+        .zip(&noise)
+        .map(|(a, b)| (a + b).clamp(0.0, 1.0) as f32);
+    (x.iter().map(|&v| v as f32).collect(), y.collect())
+}
+
+/// `v` as a `[h, w, 3]` image on `B`'s default device, in `B`'s float type.
+pub fn image<B: burn::tensor::backend::Backend>(
+    v: &[f32],
+    h: usize,
+    w: usize,
+) -> burn::tensor::Tensor<B, 3> {
+    let device = Default::default();
+    let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
+    burn::tensor::Tensor::from_data(
+        burn::tensor::TensorData::new(v.to_vec(), [h, w, 3]).convert_dtype(dtype),
+        (&device, dtype),
+    )
+}
+
+/// A tensor's values as `f64`.
+pub fn host<B: burn::tensor::backend::Backend, const D: usize>(
+    t: burn::tensor::Tensor<B, D>,
+) -> Vec<f64> {
+    t.into_data().convert::<f64>().into_vec().unwrap()
+}

@@ -6,41 +6,15 @@ use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
 use ember_kernels::{LossError, LossOptions, photometric_loss};
 
-use crate::common::{fresh_rng, uniform};
+use crate::common::{host, image, image_pair};
 
 type A = Autodiff<NdArray<f32>>;
 type A64 = Autodiff<NdArray<f64>>;
 
-/// A render and a correlated target, `[h, w, 3]`, values in `[0, 1]`.
-fn pair(test: &str, h: usize, w: usize) -> (Vec<f32>, Vec<f32>) {
-    let mut rng = fresh_rng(test);
-    let n = h * w * 3;
-    let x = uniform(&mut rng, n, 0.0, 1.0);
-    let noise = uniform(&mut rng, n, -0.3, 0.3);
-    let y = x
-        .iter()
-        .zip(&noise)
-        .map(|(a, b)| (a + b).clamp(0.0, 1.0) as f32);
-    (x.iter().map(|&v| v as f32).collect(), y.collect())
-}
-
-fn image<B: burn::tensor::backend::Backend>(v: &[f32], h: usize, w: usize) -> Tensor<B, 3> {
-    let device = Default::default();
-    let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
-    Tensor::from_data(
-        TensorData::new(v.to_vec(), [h, w, 3]).convert_dtype(dtype),
-        (&device, dtype),
-    )
-}
-
-fn host<B: burn::tensor::backend::Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
-    t.into_data().convert::<f64>().into_vec().unwrap()
-}
-
 #[test]
 fn backward_scales_by_the_incoming_gradient() {
     let (h, w) = (12, 9);
-    let (x, y) = pair("backward_scales_by_the_incoming_gradient", h, w);
+    let (x, y) = image_pair("backward_scales_by_the_incoming_gradient", h, w);
     let options = LossOptions::default();
     let grad_of = |factor: f64| {
         let render = image::<A>(&x, h, w).require_grad();
@@ -57,7 +31,7 @@ fn backward_scales_by_the_incoming_gradient() {
 #[test]
 fn f64_gradient_matches_central_differences() {
     let (h, w) = (7, 10);
-    let (x, y) = pair("f64_gradient_matches_central_differences", h, w);
+    let (x, y) = image_pair("f64_gradient_matches_central_differences", h, w);
     let (x, y): (Vec<f64>, Vec<f64>) = (
         x.iter().map(|&v| v.into()).collect(),
         y.iter().map(|&v| v.into()).collect(),
