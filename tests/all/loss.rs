@@ -3,7 +3,6 @@
 //! `crates/kernels/tests/all/loss.rs`.
 
 use burn::backend::{Autodiff, NdArray};
-use burn::tensor::{Tensor, TensorData};
 use ember::kernels::{LossOptions, photometric_loss, ssim};
 use ember::train::loss::burn_ops;
 
