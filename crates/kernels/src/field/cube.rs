@@ -3,7 +3,8 @@
 //!
 //! This file holds the [`FieldOps`] impl and the host side (buffers, grids, launches); the kernels
 //! are in `cube_exact.rs` (the per-pair math and the exact sweeps), `cube_grid.rs` (the cutoff
-//! grid and the sweeps over it) and `cube_bitonic.rs` (the sort of the grid's hash buckets).
+//! grid and the sweeps over it); the grid's hash buckets are ordered by the [`sort`](crate::sort)
+//! op's radix sort.
 //!
 //! # Exact mode
 //! - `prepare`: one unit per Gaussian writes its whitening matrix `W` (row-major) and its mean
@@ -34,8 +35,10 @@
 //! (or all points, when those cells outnumber a quarter of the points).
 //!
 //! The cells live in hash tables of a size fixed on the host (a power of two at least twice the
-//! item count), so nothing is read back: entries are sorted by `(bucket, index)` with a bitonic
-//! sort (`log2(n) (log2(n) + 1) / 2` launches) and each bucket's start is found by binary search.
+//! item count), so nothing is read back: entries are sorted by bucket with the stable radix sort
+//! of the `sort` op (`log2(T) / 8` passes for a table of `T` buckets; entries start in index
+//! order, so a bucket holds its entries in index order) and each bucket's start is found by
+//! binary search.
 //! Hash collisions only add candidates; every candidate's own cell is compared with the probed
 //! one, so nothing is counted twice, and the sorted order fixes the summation order, so the
 //! results stay bit-reproducible. Every visited pair is tested against `d^2 <= k^2` exactly as
@@ -56,7 +59,7 @@ use cubecl::prelude::*;
 use cubecl::{calculate_cube_count_elemwise, client::ComputeClient};
 
 use super::FieldOps;
-use super::cube_bitonic::sort_pairs;
+use crate::sort::cube::sort_pairs;
 use super::cube_exact::*;
 use super::cube_grid::*;
 use super::{Covariance, FieldGrads, FieldInputs, FieldOptions};
@@ -92,7 +95,7 @@ fn chunk_for(channels: usize) -> usize {
 
 /// Entries sorted by hash bucket: bucket `b` holds `order[starts[b]..starts[b + 1]]`.
 struct Buckets<R: CubeRuntime> {
-    /// Item indices sorted by `(bucket, index)`, padded to a power of two.
+    /// Item indices sorted by `(bucket, index)`.
     order: CubeTensor<R>,
     /// `[T + 1]`
     starts: CubeTensor<R>,
@@ -107,8 +110,10 @@ impl<R: CubeRuntime> Buckets<R> {
     }
 
     /// Sorts the `(keys, order)` entries the caller's key kernel wrote and finds the buckets.
+    /// Every key is a bucket below `table` (a power of two): its low `log2(table)` bits order it.
     fn build(keys: CubeTensor<R>, order: CubeTensor<R>, table: usize) -> Self {
-        sort_pairs(&keys, &order);
+        let len = keys.shape().num_elements();
+        let (keys, order) = sort_pairs(keys, order, len, table.trailing_zeros());
         let starts = output(&keys, [table + 1], DType::U32);
         let (count, dim) = launch_dims(&keys.client, table + 1);
         bucket_starts_kernel::launch::<R>(
@@ -174,12 +179,13 @@ impl<R: CubeRuntime> GaussianGrid<R> {
             prep.dtype.into(),
         );
 
-        let padded = n.next_power_of_two();
+        // One sort entry per Gaussian (one padding entry when there are none).
+        let entries = n.max(1);
         let table = Buckets::<R>::table_size(n);
         let cells = output(&prep.params, [n, 4], DType::I32);
-        let keys = output(&prep.params, [padded], DType::U32);
-        let order = output(&prep.params, [padded], DType::U32);
-        let (count, dim) = launch_dims(client, padded);
+        let keys = output(&prep.params, [entries], DType::U32);
+        let order = output(&prep.params, [entries], DType::U32);
+        let (count, dim) = launch_dims(client, entries);
         gaussian_keys_kernel::launch::<R>(
             client,
             count,
@@ -226,12 +232,13 @@ impl<R: CubeRuntime> PointGrid<R> {
     fn new(prep: &Prepared<R>, grid: &GaussianGrid<R>) -> Self {
         let client = &prep.points.client;
         let p = prep.num_points;
-        let padded = p.next_power_of_two();
+        // One sort entry per point (one padding entry when there are none).
+        let entries = p.max(1);
         let table = Buckets::<R>::table_size(p);
         let cells = output(&prep.points, [p, 3], DType::I32);
-        let keys = output(&prep.points, [padded], DType::U32);
-        let order = output(&prep.points, [padded], DType::U32);
-        let (count, dim) = launch_dims(client, padded);
+        let keys = output(&prep.points, [entries], DType::U32);
+        let order = output(&prep.points, [entries], DType::U32);
+        let (count, dim) = launch_dims(client, entries);
         point_keys_kernel::launch::<R>(
             client,
             count,

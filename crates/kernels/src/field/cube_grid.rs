@@ -472,8 +472,9 @@ pub(super) fn cell_edge_kernel<F: Float>(
     }
 }
 
-/// Per Gaussian (over the padded sort length): its level and cell into `gaussian_cells`
-/// `[N, 4]`, and its `(bucket, index)` sort entry; padding entries get [`PAD_KEY`].
+/// Per sort entry: a Gaussian's level and cell into `gaussian_cells` `[N, 4]` and its
+/// `(bucket, index)` entry; an entry past the Gaussians (the one entry of an empty set) gets
+/// [`PAD_KEY`].
 #[cube(launch)]
 pub(super) fn gaussian_keys_kernel<F: Float>(
     params: &Tensor<F>,
@@ -545,8 +546,9 @@ pub(super) fn level_mask_kernel(gaussian_cells: &Tensor<i32>, levels: &mut Tenso
     }
 }
 
-/// Per point (over the padded sort length): its level-0 cell into `point_cells` `[P, 3]`, and
-/// its `(bucket, index)` sort entry; padding entries get [`PAD_KEY`].
+/// Per sort entry: a point's level-0 cell into `point_cells` `[P, 3]` and its
+/// `(bucket, index)` entry; an entry past the points (the one entry of an empty set) gets
+/// [`PAD_KEY`].
 #[cube(launch)]
 pub(super) fn point_keys_kernel<F: Float>(
     points: &Tensor<F>,

@@ -44,8 +44,6 @@ pub mod cpu;
 #[cfg(feature = "cube")]
 pub(crate) mod cube;
 #[cfg(feature = "cube")]
-mod cube_bitonic;
-#[cfg(feature = "cube")]
 mod cube_exact;
 #[cfg(feature = "cube")]
 mod cube_grid;
