@@ -230,9 +230,16 @@ pub(crate) fn parse_header(bytes: &[u8], path: &Path) -> Result<(Encoding, Vec<E
             }
             ["comment", ..] | ["obj_info", ..] | [] => {}
             ["element", name, count] => {
-                let count = count
-                    .parse()
-                    .map_err(|_| parse_error(line_no, format!("element count `{count}`")))?;
+                let count = count.parse().map_err(|_| {
+                    parse_error(
+                        line_no,
+                        format!(
+                            "element `{name}` has count `{count}`, which is not a whole number \
+                             from 0 to {}",
+                            usize::MAX
+                        ),
+                    )
+                })?;
                 elements.push(Element {
                     name: name.to_string(),
                     count,
@@ -274,6 +281,22 @@ pub(crate) fn parse_header(bytes: &[u8], path: &Path) -> Result<(Encoding, Vec<E
         path: path.to_path_buf(),
         problem: "the header has no `format` line".to_string(),
     })?;
+    // Every entry of an element with properties takes at least one byte (binary) or one
+    // character (ASCII): a larger count is a corrupt header, refused before anything is sized
+    // by it.
+    let body = bytes.len() - offset;
+    if let Some(e) = elements
+        .iter()
+        .find(|e| !e.properties.is_empty() && e.count > body)
+    {
+        return Err(DataError::Ply {
+            path: path.to_path_buf(),
+            problem: format!(
+                "the header declares {} `{}` entries but only {body} bytes follow it",
+                e.count, e.name
+            ),
+        });
+    }
     Ok((encoding, elements, offset))
 }
 

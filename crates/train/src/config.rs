@@ -431,10 +431,11 @@ impl TrainConfig {
             return fail("data.background", "must be RGB in [0, 1]");
         }
         let p = &self.data.procedural;
-        if p.resolution < 8 || p.train_views == 0 || p.test_views == 0 || p.gaussians == 0 {
+        // No test views is allowed: a run then trains on every view and evaluates nothing.
+        if p.resolution < 8 || p.train_views == 0 || p.gaussians == 0 {
             return fail(
                 "data.procedural",
-                "needs resolution >= 8 and at least one train view, test view and Gaussian",
+                "needs resolution >= 8 and at least one train view and Gaussian",
             );
         }
         if !(self.init.opacity > 0.0 && self.init.opacity < 1.0) {
@@ -445,6 +446,9 @@ impl TrainConfig {
         }
         if self.init.random_count == 0 || self.init.random_box <= 0.0 {
             return fail("init.random_count / init.random_box", "must be positive");
+        }
+        if self.eval.max_views == Some(0) {
+            return fail("eval.max_views", "must be at least 1 (leave it out for every view)");
         }
         if !(0.0..=1.0).contains(&self.loss.ssim_lambda) {
             return fail("loss.ssim_lambda", "must be in [0, 1]");

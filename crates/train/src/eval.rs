@@ -131,6 +131,12 @@ impl<B: SplatBackend> Evaluator<B> {
         step: usize,
         sh_degree: usize,
     ) -> Result<EvalReport, TrainError> {
+        if scene.eval.is_empty() {
+            return Err(TrainError::Scene(format!(
+                "{} has no held-out views: nothing to evaluate",
+                scene.name
+            )));
+        }
         let started = Instant::now();
         let device = field.means.device();
         let options = RenderOptions::default()
@@ -204,7 +210,7 @@ impl<B: SplatBackend> Evaluator<B> {
                 });
             }
         }
-        let n = views.len().max(1) as f32;
+        let n = views.len() as f32;
         Ok(EvalReport {
             step,
             psnr: views.iter().map(|v| v.psnr).sum::<f32>() / n,

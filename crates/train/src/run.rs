@@ -1,12 +1,15 @@
 //! [`run`]: a whole training run with its outputs, for the `trainer` binary and for tests.
 //!
-//! Files in the output folder (each written atomically, rewritten as the run goes):
-//! `config.toml` (the effective config), `metrics.jsonl` (one JSON object per logged step,
-//! `"kind": "train"`, and per evaluation, `"kind": "eval"`), `train.csv` and `eval.csv` (the same
-//! rows as CSV), `curve.svg` (loss and PSNR against the step), `eval/step_NNNNNN_<view>.png`
-//! (render left, ground truth right), `checkpoint.safetensors` (every
-//! `output.checkpoint_every` steps and at the end) and `splats.ply` (3DGS PLY, at the end).
+//! Files in the output folder: `config.toml` (the effective config), `metrics.jsonl` (one JSON
+//! object per logged step, `"kind": "train"`, and per evaluation, `"kind": "eval"`), `train.csv`
+//! and `eval.csv` (the same rows as CSV), `curve.svg` (loss and PSNR against the step),
+//! `eval/step_NNNNNN_<view>.png` (render left, ground truth right), `checkpoint.safetensors`
+//! (every `output.checkpoint_every` steps and at the end) and `splats.ply` (3DGS PLY, at the
+//! end). The three logs get each row appended as it is logged, so a killed run keeps them up to
+//! its last logged step; every other file is written atomically (rewritten as the run goes).
 
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -47,8 +50,8 @@ pub struct RunSummary {
     pub steps: usize,
     /// Gaussians at the end.
     pub gaussians: usize,
-    /// The final evaluation.
-    pub final_eval: EvalReport,
+    /// The final evaluation; `None` when the scene has no held-out views.
+    pub final_eval: Option<EvalReport>,
     /// Every evaluation, in order.
     pub evals: Vec<EvalReport>,
     /// Time per phase.
@@ -62,9 +65,48 @@ pub struct RunSummary {
     pub eval_cache: CacheStats,
 }
 
-/// The metric logs of a run, kept in memory and rewritten atomically.
+/// One log file, appended to row by row.
+struct LogFile {
+    path: PathBuf,
+    file: File,
+}
+
+impl LogFile {
+    /// Writes `rows` (header and resumed rows) atomically, then opens the file for appending.
+    fn start(path: PathBuf, rows: &[String]) -> Result<LogFile, TrainError> {
+        write_atomically(&path, lines(rows).as_bytes())?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| TrainError::io(&path, e))?;
+        Ok(LogFile { path, file })
+    }
+
+    /// Appends one row; unbuffered, so it is in the file when this returns.
+    fn append(&mut self, row: &str) -> Result<(), TrainError> {
+        self.file
+            .write_all(format!("{row}\n").as_bytes())
+            .map_err(|e| TrainError::io(&self.path, e))
+    }
+}
+
+fn lines(rows: &[String]) -> String {
+    rows.iter().map(|r| format!("{r}\n")).collect()
+}
+
+/// The metric logs of a run.
 struct Logs {
     out: PathBuf,
+    jsonl: LogFile,
+    train_csv: LogFile,
+    eval_csv: LogFile,
+    curve: Vec<CurvePoint>,
+}
+
+/// The rows an output folder starts with: the headers, then (when resuming at `resume` into
+/// the same folder) the earlier run's rows up to that step.
+#[derive(Default)]
+struct StartRows {
     jsonl: Vec<String>,
     train_csv: Vec<String>,
     eval_csv: Vec<String>,
@@ -72,19 +114,29 @@ struct Logs {
 }
 
 impl Logs {
-    fn new(out: &Path) -> Logs {
-        Logs {
-            out: out.to_path_buf(),
-            jsonl: Vec::new(),
+    fn start(out: &Path, resume: Option<usize>) -> Result<Logs, TrainError> {
+        let mut rows = StartRows {
             train_csv: vec!["step,loss,psnr,gaussians,sh_degree,lr_means,seconds".to_string()],
             eval_csv: vec!["step,psnr,ssim,gaussians,seconds".to_string()],
-            curve: Vec::new(),
+            ..StartRows::default()
+        };
+        if let Some(step) = resume {
+            rows.resume(out, step);
         }
+        Ok(Logs {
+            out: out.to_path_buf(),
+            jsonl: LogFile::start(out.join("metrics.jsonl"), &rows.jsonl)?,
+            train_csv: LogFile::start(out.join("train.csv"), &rows.train_csv)?,
+            eval_csv: LogFile::start(out.join("eval.csv"), &rows.eval_csv)?,
+            curve: rows.curve,
+        })
     }
+}
 
-    /// Rows of an earlier run up to `step` (when resuming into the same folder).
-    fn resume(&mut self, step: usize) {
-        let Ok(text) = std::fs::read_to_string(self.out.join("metrics.jsonl")) else {
+impl StartRows {
+    /// Rows of an earlier run in `out` up to `step`.
+    fn resume(&mut self, out: &Path, step: usize) {
+        let Ok(text) = std::fs::read_to_string(out.join("metrics.jsonl")) else {
             return;
         };
         for line in text.lines() {
@@ -132,10 +184,12 @@ impl Logs {
             self.jsonl.push(line.to_string());
         }
     }
+}
 
-    fn step(&mut self, r: &StepReport) {
-        self.jsonl.push(
-            json!({
+impl Logs {
+    fn step(&mut self, r: &StepReport) -> Result<(), TrainError> {
+        self.jsonl.append(
+            &json!({
                 "kind": "train", "step": r.step, "loss": r.loss, "psnr": r.psnr,
                 "gaussians": r.gaussians, "sh_degree": r.sh_degree, "lr_means": r.lr_means,
                 "seconds": r.seconds, "cloned": r.refine.cloned, "split": r.refine.split,
@@ -143,8 +197,8 @@ impl Logs {
                 "added": r.refine.added,
             })
             .to_string(),
-        );
-        self.train_csv.push(format!(
+        )?;
+        self.train_csv.append(&format!(
             "{},{},{},{},{},{},{}",
             r.step,
             r.loss,
@@ -153,36 +207,30 @@ impl Logs {
             r.sh_degree,
             r.lr_means,
             r.seconds
-        ));
+        ))?;
         self.curve.push(CurvePoint::train(r.step, r.loss, r.psnr));
+        Ok(())
     }
 
-    fn eval(&mut self, e: &EvalReport) {
-        self.jsonl.push(
-            json!({
+    fn eval(&mut self, e: &EvalReport) -> Result<(), TrainError> {
+        self.jsonl.append(
+            &json!({
                 "kind": "eval", "step": e.step, "psnr": e.psnr, "ssim": e.ssim,
                 "gaussians": e.gaussians, "seconds": e.seconds, "views": e.views,
             })
             .to_string(),
-        );
-        self.eval_csv.push(format!(
+        )?;
+        self.eval_csv.append(&format!(
             "{},{},{},{},{}",
             e.step, e.psnr, e.ssim, e.gaussians, e.seconds
-        ));
+        ))?;
         self.curve.push(CurvePoint::eval(e.step, e.psnr));
+        Ok(())
     }
 
-    fn flush(&self) -> Result<(), TrainError> {
-        let lines = |rows: &[String]| rows.iter().map(|r| format!("{r}\n")).collect::<String>();
-        write_atomically(
-            &self.out.join("metrics.jsonl"),
-            lines(&self.jsonl).as_bytes(),
-        )?;
-        write_atomically(
-            &self.out.join("train.csv"),
-            lines(&self.train_csv).as_bytes(),
-        )?;
-        write_atomically(&self.out.join("eval.csv"), lines(&self.eval_csv).as_bytes())?;
+    /// Rewrites the loss curve from the rows so far (the logs themselves are appended as
+    /// they come).
+    fn write_curve(&self) -> Result<(), TrainError> {
         write_atomically(
             &self.out.join("curve.svg"),
             curve_svg(&self.curve).as_bytes(),
@@ -202,15 +250,22 @@ pub fn run<B: SplatAutodiffBackend>(
     observer: &mut dyn RunObserver,
 ) -> Result<RunSummary, TrainError> {
     let started = Instant::now();
-    std::fs::create_dir_all(out.join("eval")).map_err(|e| TrainError::io(out, e))?;
-    write_atomically(&out.join("config.toml"), config.to_toml_string().as_bytes())?;
+    let held_out = !scene.eval.is_empty();
+    // Everything that can refuse the run (the config, the scene, the checkpoint) is checked
+    // before the first file is written.
     let mut trainer = Trainer::<B>::new(config.clone(), scene, device)?;
-    let mut logs = Logs::new(out);
-    let checkpoint_path = out.join("checkpoint.safetensors");
-    let mut last_checkpoint = None;
     if let Some(path) = resume {
         trainer.load_checkpoint(path)?;
-        logs.resume(trainer.step_count());
+    }
+    std::fs::create_dir_all(out.join("eval")).map_err(|e| TrainError::io(out, e))?;
+    write_atomically(&out.join("config.toml"), config.to_toml_string().as_bytes())?;
+    let mut logs = Logs::start(out, resume.map(|_| trainer.step_count()))?;
+    let checkpoint_path = out.join("checkpoint.safetensors");
+    let mut last_checkpoint = None;
+    if !held_out {
+        observer.on_message("no held-out views: nothing to evaluate (no PSNR or SSIM is reported)");
+    }
+    if let Some(path) = resume {
         last_checkpoint = Some(path.to_path_buf());
         observer.on_message(&format!(
             "resumed {} at step {} with {} Gaussians",
@@ -226,6 +281,9 @@ pub fn run<B: SplatAutodiffBackend>(
                     evals: &mut Vec<EvalReport>,
                     observer: &mut dyn RunObserver|
      -> Result<(), TrainError> {
+        if !held_out {
+            return Ok(());
+        }
         let report = trainer.evaluate()?;
         let t = Instant::now();
         for image in &report.images {
@@ -245,8 +303,8 @@ pub fn run<B: SplatAutodiffBackend>(
                 .join(format!("step_{:06}_{name}.png", report.step));
             image.save_png(&path)?;
         }
-        logs.eval(&report);
-        logs.flush()?;
+        logs.eval(&report)?;
+        logs.write_curve()?;
         trainer.times_mut().add(Phase::Output, t.elapsed());
         observer.on_eval(&report);
         evals.push(report);
@@ -258,7 +316,7 @@ pub fn run<B: SplatAutodiffBackend>(
             Err(TrainError::NonFiniteLoss {
                 step, view, loss, ..
             }) => {
-                logs.flush()?;
+                logs.write_curve()?;
                 return Err(TrainError::NonFiniteLoss {
                     step,
                     view,
@@ -270,7 +328,7 @@ pub fn run<B: SplatAutodiffBackend>(
         };
         let step = report.step;
         if step.is_multiple_of(config.output.log_every) || step == total {
-            logs.step(&report);
+            logs.step(&report)?;
         }
         observer.on_step(&report, total);
         if config.eval.every > 0 && step.is_multiple_of(config.eval.every) && step < total {
@@ -286,6 +344,7 @@ pub fn run<B: SplatAutodiffBackend>(
     }
     evaluate(&mut trainer, &mut logs, &mut evals, observer)?;
     let t = Instant::now();
+    logs.write_curve()?;
     trainer.save_checkpoint(&checkpoint_path)?;
     observer.on_message(&format!("wrote {}", checkpoint_path.display()));
     if config.output.ply {
@@ -294,10 +353,7 @@ pub fn run<B: SplatAutodiffBackend>(
         observer.on_message(&format!("wrote {}", ply.display()));
     }
     trainer.times_mut().add(Phase::Output, t.elapsed());
-    let final_eval = evals
-        .last()
-        .cloned()
-        .ok_or_else(|| TrainError::Scene("no evaluation ran".to_string()))?;
+    let final_eval = evals.last().cloned();
     Ok(RunSummary {
         steps: trainer.step_count(),
         gaussians: trainer.num_gaussians(),

@@ -99,6 +99,9 @@ pub fn bench_render<B: SplatBackend>(args: &RenderBenchArgs, device: &B::Device)
     if args.repeats == 0 {
         bail!("--repeats must be at least 1");
     }
+    let mut inputs = vec![args.ply.as_path()];
+    inputs.extend(args.data.as_deref());
+    crate::guard::not_an_input("--json", &args.json, &inputs)?;
     let splats =
         read_splats(&args.ply).with_context(|| format!("reading {}", args.ply.display()))?;
     let field = field_from_splats::<B>(&splats, device)

@@ -116,6 +116,7 @@ pub fn bench_data<B: Backend>(args: &DataBenchArgs, device: &B::Device) -> Resul
     if args.epochs == 0 {
         bail!("--epochs must be at least 1");
     }
+    crate::guard::not_an_input("--json", &args.json, &[&args.data])?;
     if !(args.step_ms >= 0.0 && args.step_ms.is_finite()) {
         bail!("--step-ms must be a finite number of milliseconds >= 0");
     }

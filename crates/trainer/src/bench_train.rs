@@ -58,6 +58,10 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         bail!("--steps must be at least 1");
     }
     let mut config = crate::load_config(&args.run)?;
+    let mut inputs: Vec<&std::path::Path> = Vec::new();
+    inputs.extend(args.run.config.as_deref());
+    inputs.extend(config.data.path.as_deref());
+    crate::guard::not_an_input("--json", &args.json, &inputs)?;
     // The schedules (learning-rate decay, SH bands, densification) see a run of this length.
     config.steps = args.warmup + timed;
     config.validate()?;

@@ -10,6 +10,7 @@
 mod bench;
 mod bench_data;
 mod bench_train;
+mod guard;
 mod splat_tools;
 
 use std::path::PathBuf;
@@ -20,6 +21,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use ember_train::{EvalReport, RunObserver, StepReport, TrainConfig, TrainScene, run};
 use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::guard::{fits_in_memory, not_an_input};
 
 /// The built-in default config (the procedural scene).
 const QUICK_TOML: &str = include_str!("../../../configs/quick.toml");
@@ -253,6 +256,13 @@ fn train<B: ember_train::SplatAutodiffBackend>(
     config: &TrainConfig,
     device: &B::Device,
 ) -> Result<()> {
+    // A run writes `config.toml`, checkpoints, exports and logs into `--out`: none of them may
+    // land on the config, the dataset or the checkpoint it reads.
+    let mut inputs: Vec<&std::path::Path> = Vec::new();
+    inputs.extend(args.run.config.as_deref());
+    inputs.extend(config.data.path.as_deref());
+    not_an_input("--out", &args.out, &inputs)?;
+    not_an_input("--out", &args.out.join("config.toml"), &inputs)?;
     let started = Instant::now();
     let scene =
         TrainScene::load::<ember_train::trainer::Inner<B>>(&config.data, config.seed, device)
@@ -268,6 +278,17 @@ fn train<B: ember_train::SplatAutodiffBackend>(
         scene.extent,
         started.elapsed().as_secs_f64()
     );
+    if config.init.mode == ember_train::config::InitMode::Random || scene.points.is_none() {
+        // Parameters, their gradients and two Adam moments, in f32.
+        let floats = 11 + 3 * (config.init.sh_degree + 1).pow(2);
+        fits_in_memory(
+            &format!(
+                "initialising {} random Gaussians at SH degree {}",
+                config.init.random_count, config.init.sh_degree
+            ),
+            (config.init.random_count * floats * 4 * 4) as u128,
+        )?;
+    }
     let mut progress = Progress::new(config.steps);
     let summary = run::<B>(
         config,
@@ -279,15 +300,18 @@ fn train<B: ember_train::SplatAutodiffBackend>(
     )
     .with_context(|| format!("training into {}", args.out.display()))?;
     progress.bar.finish();
-    let eval = &summary.final_eval;
+    let held_out = match &summary.final_eval {
+        Some(eval) => format!(
+            "held-out PSNR {:.2} dB, SSIM {:.4} over {} views",
+            eval.psnr,
+            eval.ssim,
+            eval.views.len()
+        ),
+        None => "no held-out views to evaluate".to_string(),
+    };
     println!(
-        "\ndone: {} steps in {:.1} s, {} Gaussians; held-out PSNR {:.2} dB, SSIM {:.4} over {} views",
-        summary.steps,
-        summary.seconds,
-        summary.gaussians,
-        eval.psnr,
-        eval.ssim,
-        eval.views.len()
+        "\ndone: {} steps in {:.1} s, {} Gaussians; {held_out}",
+        summary.steps, summary.seconds, summary.gaussians
     );
     println!("\ntime per phase\n{}", summary.times.table());
     println!("evaluation render cache: {}", summary.eval_cache);
@@ -295,7 +319,36 @@ fn train<B: ember_train::SplatAutodiffBackend>(
     Ok(())
 }
 
-fn main() -> Result<()> {
+/// An error as the user reads it: the outermost message, then each cause that says something
+/// the message before it did not (I/O errors often repeat their cause in their own text).
+fn error_report(error: &anyhow::Error) -> String {
+    let mut report = String::from("error: ");
+    let mut previous = String::new();
+    for (i, cause) in error.chain().enumerate() {
+        let text = cause.to_string();
+        if i > 0 {
+            if previous.contains(&text) {
+                continue;
+            }
+            report.push_str("\n  caused by: ");
+        }
+        report.push_str(&text);
+        previous = text;
+    }
+    report
+}
+
+fn main() -> std::process::ExitCode {
+    match run_command() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("{}", error_report(&error));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_command() -> Result<()> {
     // Every step frees and reallocates tens of megabytes of host buffers: keep them in the
     // heap instead of faulting them in again (see `ember_kernels::host_allocator`).
     ember_kernels::host_allocator::keep_freed_memory();

@@ -8,12 +8,17 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use ember_data::{Dataset, DatasetOptions, SplatInfo, convert, info, read_splats, transform};
+use ember_data::{
+    Dataset, DatasetOptions, Intrinsics, Pose, SplatInfo, convert, info, read_splats, transform,
+};
 use ember_field::{RenderOptions, render};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
 use ember_train::field_from_splats;
 use ember_train::write_atomically;
+use image::ImageFormat;
+
+use crate::guard::{fits_in_memory, not_an_input};
 
 /// A splat-file operation.
 #[derive(Subcommand, Debug)]
@@ -32,8 +37,8 @@ pub enum SplatCommand {
         /// The file.
         input: PathBuf,
     },
-    /// Render a splat file through a camera into a PNG (on the `--backend` given before the
-    /// subcommand).
+    /// Render a splat file through a camera into a PNG or JPEG (on the `--backend` given before
+    /// the subcommand).
     Render(RenderArgs),
 }
 
@@ -57,7 +62,7 @@ pub struct RenderArgs {
     /// Index of the view among the dataset's train, then val, then test views.
     #[arg(long, value_name = "I")]
     view: Option<usize>,
-    /// Output PNG.
+    /// Output image: PNG (`.png`) or JPEG (`.jpg`, `.jpeg`).
     #[arg(long, value_name = "IMG.png", default_value = "render.png")]
     out: PathBuf,
     /// Background colour, RGB in [0, 1].
@@ -86,6 +91,22 @@ impl RenderArgs {
                 .with_context(|| format!("reading the camera {}", path.display()))?;
             let c: CameraFile = serde_json::from_str(&text)
                 .with_context(|| format!("the camera {}", path.display()))?;
+            let pose = Pose {
+                rotation: c.rotation,
+                translation: c.translation,
+            };
+            let intrinsics = Intrinsics {
+                fx: c.fx,
+                fy: c.fy,
+                cx: c.cx,
+                cy: c.cy,
+                width: c.width,
+                height: c.height,
+            };
+            // The checks the dataset loaders make on every view.
+            if let Some(problem) = pose.problem().or_else(|| intrinsics.problem()) {
+                bail!("the camera {}: {problem}", path.display());
+            }
             return Ok(CameraParams {
                 rotation: c.rotation,
                 translation: c.translation,
@@ -110,11 +131,52 @@ impl RenderArgs {
     }
 }
 
-/// `trainer render`: the splat file drawn on backend `B`, written as PNG.
+/// Bytes of host memory a render needs per pixel: the image in f32 on the device and read
+/// back (RGB, alpha and the compositing state), then as 8-bit RGB and encoded.
+const RENDER_BYTES_PER_PIXEL: u128 = 48;
+
+/// The image format `--out`'s extension names.
+fn image_format(out: &Path) -> Result<ImageFormat> {
+    let extension = out
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some("png") => Ok(ImageFormat::Png),
+        Some("jpg" | "jpeg") => Ok(ImageFormat::Jpeg),
+        _ => bail!(
+            "--out {}: unknown image extension (write .png, .jpg or .jpeg)",
+            out.display()
+        ),
+    }
+}
+
+/// `trainer render`: the splat file drawn on backend `B`, written as PNG or JPEG.
 pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Result<()> {
+    let format = image_format(&args.out)?;
+    let inputs: Vec<&Path> = [Some(&args.input), args.camera.as_ref(), args.data.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
+        .collect();
+    not_an_input("--out", &args.out, &inputs)?;
     let camera = args.camera()?;
+    fits_in_memory(
+        &format!("a {}x{} render", camera.width, camera.height),
+        u128::from(camera.width) * u128::from(camera.height) * RENDER_BYTES_PER_PIXEL,
+    )?;
     let splats =
         read_splats(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+    if let Some(bad) = splats.non_finite() {
+        bail!(
+            "{}: {} of {} Gaussians hold NaN or infinite values (the first is index {}): \
+             refusing to render them",
+            args.input.display(),
+            bad.count,
+            splats.len(),
+            bad.first
+        );
+    }
     let field = field_from_splats::<B>(&splats, device)
         .with_context(|| format!("{} as a field", args.input.display()))?;
     let background = args.background.unwrap_or([0.0; 3]).map(|c| c as f32);
@@ -134,11 +196,12 @@ pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Res
         .collect();
     let image = image::RgbImage::from_raw(camera.width, camera.height, bytes)
         .context("the image size does not match the camera")?;
-    let mut png = Vec::new();
+    let mut encoded = Vec::new();
     image
-        .write_to(&mut std::io::Cursor::new(&mut png), image::ImageFormat::Png)
-        .context("encoding the PNG")?;
-    write_atomically(&args.out, &png)?;
+        .write_to(&mut std::io::Cursor::new(&mut encoded), format)
+        .with_context(|| format!("encoding {}", args.out.display()))?;
+    write_atomically(&args.out, &encoded)
+        .with_context(|| format!("writing {}", args.out.display()))?;
     println!(
         "{}: {} Gaussians rendered at {}x{} on {} in {ms:.1} ms (with the read-back)",
         args.out.display(),
@@ -237,10 +300,18 @@ fn describe(path: &Path, info: &SplatInfo) -> String {
             "[{:.3}, {:.3}, {:.3}] .. [{:.3}, {:.3}, {:.3}]",
             lo[0], lo[1], lo[2], hi[0], hi[1], hi[2]
         ),
-        None => "none (no Gaussians)".into(),
+        None if info.count == 0 => "none (no Gaussians)".into(),
+        None => "none (no finite centre)".into(),
+    };
+    let non_finite = match info.non_finite {
+        Some(bad) => format!(
+            "; {} Gaussians hold NaN or infinite values (the first is index {})",
+            bad.count, bad.first
+        ),
+        None => String::new(),
     };
     format!(
-        "{}: {:?}, {} Gaussians, SH degree {}, bounds {bounds}",
+        "{}: {:?}, {} Gaussians, SH degree {}, bounds {bounds}{non_finite}",
         path.display(),
         info.format,
         info.count,
@@ -253,6 +324,7 @@ fn describe(path: &Path, info: &SplatInfo) -> String {
 pub fn run(command: &SplatCommand) -> Result<()> {
     match command {
         SplatCommand::Convert { input, output } => {
+            not_an_input("the output", output, &[input])?;
             let written = convert(input, output).with_context(|| {
                 format!("converting {} to {}", input.display(), output.display())
             })?;
@@ -260,6 +332,7 @@ pub fn run(command: &SplatCommand) -> Result<()> {
         }
         SplatCommand::Transform(args) => {
             let similarity = args.similarity()?;
+            not_an_input("the output", &args.output, &[&args.input])?;
             let written = transform(&args.input, &args.output, &similarity).with_context(|| {
                 format!(
                     "transforming {} into {}",

@@ -110,11 +110,37 @@ impl Splats {
         }
     }
 
-    /// The axis-aligned box `[min, max]` of the centres (NaN ignored), `None` when empty.
+    /// How many Gaussians hold a NaN or infinite value in any attribute, and the index of the
+    /// first; `None` when every value is finite.
+    pub fn non_finite(&self) -> Option<NonFinite> {
+        let k3 = 3 * self.sh_rest_coefficients();
+        let bad = |i: usize| {
+            let finite = |v: &[f32]| v.iter().all(|x| x.is_finite());
+            !(finite(&self.means[i])
+                && finite(&self.quats[i])
+                && finite(&self.log_scales[i])
+                && self.opacity_logits[i].is_finite()
+                && finite(&self.sh_dc[i])
+                && self
+                    .sh_rest
+                    .get(i * k3..(i + 1) * k3)
+                    .is_none_or(|rest| finite(rest)))
+        };
+        let mut found: Option<NonFinite> = None;
+        for i in (0..self.len()).filter(|&i| bad(i)) {
+            match &mut found {
+                Some(f) => f.count += 1,
+                None => found = Some(NonFinite { count: 1, first: i }),
+            }
+        }
+        found
+    }
+
+    /// The axis-aligned box `[min, max]` of the finite centres, `None` when there is none.
     pub fn bounds(&self) -> Option<[[f32; 3]; 2]> {
         let mut lo = [f32::INFINITY; 3];
         let mut hi = [f32::NEG_INFINITY; 3];
-        for m in &self.means {
+        for m in self.means.iter().filter(|m| m.iter().all(|v| v.is_finite())) {
             for c in 0..3 {
                 lo[c] = lo[c].min(m[c]);
                 hi[c] = hi[c].max(m[c]);
@@ -153,6 +179,15 @@ impl Splats {
         )?;
         Ok(out)
     }
+}
+
+/// Gaussians with a NaN or infinite value (see [`Splats::non_finite`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NonFinite {
+    /// How many Gaussians have one.
+    pub count: usize,
+    /// The index of the first.
+    pub first: usize,
 }
 
 /// A splat file format.
@@ -240,8 +275,11 @@ pub struct SplatInfo {
     pub count: usize,
     /// SH degree, 0 to 3.
     pub sh_degree: usize,
-    /// Axis-aligned box `[min, max]` of the centres, world units; `None` for an empty file.
+    /// Axis-aligned box `[min, max]` of the finite centres, world units; `None` when there is
+    /// none.
     pub bounds: Option<[[f32; 3]; 2]>,
+    /// The Gaussians holding NaN or infinity, `None` when there are none.
+    pub non_finite: Option<NonFinite>,
 }
 
 impl SplatInfo {
@@ -259,6 +297,7 @@ impl SplatInfo {
             count: splats.len(),
             sh_degree: splats.sh_degree,
             bounds: splats.bounds(),
+            non_finite: splats.non_finite(),
         })
     }
 }
@@ -283,6 +322,19 @@ pub fn convert(input: &Path, output: &Path) -> Result<SplatInfo> {
 pub fn transform(input: &Path, output: &Path, similarity: &Similarity) -> Result<SplatInfo> {
     let splats = read_splats(input)?;
     let moved = splats.transformed(similarity)?;
+    let before = splats.non_finite().map_or(0, |f| f.count);
+    if let Some(after) = moved.non_finite().filter(|after| after.count > before) {
+        return Err(DataError::Splat {
+            path: output.to_path_buf(),
+            problem: format!(
+                "not written: the transform leaves {} of {} Gaussians with non-finite values \
+                 (first: index {}); the scale or translation is beyond f32's range for them",
+                after.count,
+                moved.len(),
+                after.first
+            ),
+        });
+    }
     write_splats(output, &moved)?;
     // Read back: a format may hold less than the input (`.splat` has no SH bands).
     info(output)

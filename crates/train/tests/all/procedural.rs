@@ -32,7 +32,7 @@ fn run_learns_and_writes_every_output() {
         (summary.eval_cache.hits, summary.eval_cache.misses),
         (0, 4 * 3)
     );
-    let after = summary.final_eval.psnr;
+    let after = summary.final_eval.as_ref().expect("held-out views").psnr;
     assert!(after > before + 2.0, "PSNR {before:.2} -> {after:.2}");
     for file in [
         "config.toml",

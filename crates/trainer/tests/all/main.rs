@@ -1,5 +1,6 @@
 //! The `trainer` binary's subcommands, run as a user runs them.
 
+mod bad_inputs;
 mod bench_commands;
 mod common;
 mod splat_commands;

@@ -1,0 +1,395 @@
+//! Bad and adversarial inputs to the `trainer` binary: each gets a clear error (exit 1, a
+//! message naming what is wrong, no panic) and leaves every input and earlier output as it was,
+//! with no `.tmp` file behind.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use crate::common::{data_path, stdout, trainer};
+
+/// A fresh scratch folder for one test.
+fn folder(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ember-bad-inputs-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    dir
+}
+
+/// Every file under `dir` (relative path -> contents).
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).expect("readable folder") {
+            let path = entry.expect("folder entry").path();
+            if path.is_dir() {
+                files.insert(path.strip_prefix(dir).expect("inside").join(""), Vec::new());
+                pending.push(path);
+            } else {
+                let bytes = std::fs::read(&path).expect("readable file");
+                files.insert(path.strip_prefix(dir).expect("inside").to_path_buf(), bytes);
+            }
+        }
+    }
+    files
+}
+
+/// Runs `trainer args` in `dir`'s terms and checks that it failed cleanly with a message
+/// holding every one of `expected`, and that nothing under `dir` changed.
+fn refused(dir: &Path, args: &[&str], expected: &[&str]) -> String {
+    let before = snapshot(dir);
+    let out = trainer(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    for text in expected {
+        assert!(stderr.contains(text), "{args:?}: expected `{text}` in {stderr}");
+    }
+    assert_eq!(
+        snapshot(dir).keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "{args:?} added or removed files"
+    );
+    assert!(snapshot(dir) == before, "{args:?} modified a file");
+    stderr
+}
+
+fn ok(out: &Output) {
+    assert!(out.status.success(), "{out:?}");
+}
+
+fn s(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+const CAMERA: &str = r#"{"rotation":[1,0,0,0,1,0,0,0,1],"translation":[-2,-2,1],"fx":60,"fy":60,"cx":32,"cy":24,"width":64,"height":48}"#;
+
+/// A binary 3DGS PLY of `n` Gaussians at SH degree 0 whose every value is `value`.
+fn uniform_ply(n: usize, value: f32) -> Vec<u8> {
+    let names = [
+        "x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1", "scale_2",
+        "rot_0", "rot_1", "rot_2", "rot_3",
+    ];
+    let mut bytes = format!("ply\nformat binary_little_endian 1.0\nelement vertex {n}\n");
+    for name in names {
+        bytes.push_str(&format!("property float {name}\n"));
+    }
+    bytes.push_str("end_header\n");
+    let mut bytes = bytes.into_bytes();
+    for _ in 0..n * names.len() {
+        bytes.extend_from_slice(&value.to_le_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn an_output_that_is_an_input_is_refused() {
+    let Some(real) = data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
+        return;
+    };
+    let dir = folder("overwrite");
+    let ply = dir.join("s.ply");
+    std::fs::copy(&real, &ply).expect("copy");
+    let camera = dir.join("cam.json");
+    std::fs::write(&camera, CAMERA).expect("camera");
+    // The same file under another name: through `..`, and as a hard link with an image's name.
+    std::fs::create_dir_all(dir.join("sub")).expect("sub");
+    let dotted = dir.join("sub/../s.ply");
+    let linked = dir.join("linked.png");
+    std::fs::hard_link(&ply, &linked).expect("hard link");
+    for output in [&ply, &dotted] {
+        refused(&dir, &["convert", s(&ply), s(output)], &["is the input", "refusing"]);
+        refused(&dir, &["transform", s(&ply), s(output), "--scale", "2"], &["is the input"]);
+    }
+    refused(
+        &dir,
+        &["render", s(&ply), "--camera", s(&camera), "--out", s(&linked)],
+        &["--out", "is the input"],
+    );
+    let json = dir.join("cam.png");
+    std::fs::rename(&camera, &json).expect("rename");
+    refused(
+        &dir,
+        &["render", s(&ply), "--camera", s(&json), "--out", s(&json)],
+        &["is the input"],
+    );
+    refused(
+        &dir,
+        &["bench", "render", "--ply", s(&ply), "--json", s(&ply)],
+        &["--json", "is the input"],
+    );
+    // Training into the dataset's own folder.
+    refused(
+        &dir,
+        &["--data", s(&dir), "--out", s(&dir), "--steps", "1"],
+        &["--out", "is the input"],
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn a_failed_write_leaves_no_temporary_file_and_names_the_users_path() {
+    let Some(real) = data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
+        return;
+    };
+    let dir = folder("failed-write");
+    let ply = dir.join("s.ply");
+    std::fs::copy(&real, &ply).expect("copy");
+    let camera = dir.join("cam.json");
+    std::fs::write(&camera, CAMERA).expect("camera");
+    // Outputs that are folders.
+    let as_folder = dir.join("out.splat");
+    std::fs::create_dir_all(&as_folder).expect("folder");
+    let stderr = refused(&dir, &["convert", s(&ply), s(&as_folder)], &["out.splat"]);
+    assert!(!stderr.contains(".tmp"), "{stderr}");
+    let png_folder = dir.join("out.png");
+    std::fs::create_dir_all(&png_folder).expect("folder");
+    let stderr = refused(
+        &dir,
+        &["render", s(&ply), "--camera", s(&camera), "--out", s(&png_folder)],
+        &["out.png"],
+    );
+    assert!(!stderr.contains(".tmp"), "{stderr}");
+    // An output in a folder that does not exist.
+    let nowhere = dir.join("missing/out.ply");
+    refused(&dir, &["convert", s(&ply), s(&nowhere)], &["missing/out.ply"]);
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn impossible_sizes_are_refused_before_allocating() {
+    let Some(real) = data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
+        return;
+    };
+    let dir = folder("sizes");
+    let ply = dir.join("s.ply");
+    std::fs::copy(&real, &ply).expect("copy");
+    let camera = dir.join("huge.json");
+    std::fs::write(
+        &camera,
+        CAMERA
+            .replace("\"width\":64", "\"width\":100000")
+            .replace("\"height\":48", "\"height\":100000"),
+    )
+    .expect("camera");
+    let out = dir.join("huge.png");
+    refused(
+        &dir,
+        &["render", s(&ply), "--camera", s(&camera), "--out", s(&out)],
+        &["100000x100000 render needs about", "GB available"],
+    );
+    // Ten billion random Gaussians: more than the machine's memory (2.2 TB).
+    let run = dir.join("run");
+    refused(
+        &dir,
+        &[
+            "--set",
+            "init.random_count=10000000000",
+            "--set",
+            "densify.max_gaussians=10000000000",
+            "--set",
+            "init.mode=random",
+            "--set",
+            "data.procedural.resolution=8",
+            "--set",
+            "data.procedural.train_views=1",
+            "--set",
+            "data.procedural.test_views=1",
+            "--out",
+            s(&run),
+        ],
+        &["initialising 10000000000 random Gaussians", "needs about"],
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn bad_cameras_transforms_and_values_are_errors() {
+    let Some(real) = data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
+        return;
+    };
+    let dir = folder("values");
+    let ply = dir.join("s.ply");
+    std::fs::copy(&real, &ply).expect("copy");
+    let out = dir.join("out.png");
+    for (name, camera, expected) in [
+        ("zero", CAMERA.replace("[1,0,0,0,1,0,0,0,1]", "[0,0,0,0,0,0,0,0,0]"), "not orthonormal"),
+        ("reflection", CAMERA.replace("[1,0,0,0,1,0,0,0,1]", "[1,0,0,0,1,0,0,0,-1]"), "reflection"),
+        ("focal", CAMERA.replace("\"fx\":60", "\"fx\":-60"), "focal lengths must be positive"),
+    ] {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, camera).expect("camera");
+        refused(
+            &dir,
+            &["render", s(&ply), "--camera", s(&path), "--out", s(&out)],
+            &[&format!("{name}.json"), expected],
+        );
+    }
+    // Transforms whose result f32 cannot hold.
+    let moved = dir.join("moved.ply");
+    refused(
+        &dir,
+        &["transform", s(&ply), s(&moved), "--scale", "1e39"],
+        &["moved.ply", "non-finite", "not written"],
+    );
+    refused(
+        &dir,
+        &["transform", s(&ply), s(&moved), "--translate", "1e39,0,0"],
+        &["non-finite"],
+    );
+    // An image extension that is not PNG or JPEG.
+    let camera = dir.join("cam.json");
+    std::fs::write(&camera, CAMERA).expect("camera");
+    refused(
+        &dir,
+        &["render", s(&ply), "--camera", s(&camera), "--out", s(&dir.join("x.bmp"))],
+        &["x.bmp", "unknown image extension"],
+    );
+    // A JPEG is a JPEG.
+    let jpeg = dir.join("x.jpg");
+    ok(&trainer(&[
+        "render",
+        s(&ply),
+        "--camera",
+        s(&camera),
+        "--out",
+        s(&jpeg),
+    ]));
+    let bytes = std::fs::read(&jpeg).expect("written");
+    assert_eq!(&bytes[..3], &[0xFF, 0xD8, 0xFF], "JPEG magic");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn non_finite_gaussians_are_reported_and_not_rendered() {
+    let dir = folder("nan");
+    let ply = dir.join("nan.ply");
+    std::fs::write(&ply, uniform_ply(3, f32::NAN)).expect("ply");
+    let info = trainer(&["info", s(&ply)]);
+    ok(&info);
+    assert!(
+        stdout(&info).contains("3 Gaussians hold NaN or infinite values (the first is index 0)")
+            && stdout(&info).contains("no finite centre"),
+        "{}",
+        stdout(&info)
+    );
+    let camera = dir.join("cam.json");
+    std::fs::write(&camera, CAMERA).expect("camera");
+    refused(
+        &dir,
+        &["render", s(&ply), "--camera", s(&camera), "--out", s(&dir.join("nan.png"))],
+        &["3 of 3 Gaussians hold NaN", "refusing to render"],
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn corrupt_ply_counts_say_what_is_wrong() {
+    let dir = folder("counts");
+    let good = uniform_ply(2, 0.5);
+    let text = String::from_utf8_lossy(&good).into_owned();
+    for (count, expected) in [
+        ("-5", "count `-5`, which is not a whole number"),
+        ("1e23", "count `1e23`, which is not a whole number"),
+        ("1000000000000", "declares 1000000000000 `vertex` entries but only"),
+    ] {
+        let path = dir.join(format!("count{count}.ply"));
+        let header_end = text.find("end_header").expect("header");
+        let mut bytes = text[..header_end]
+            .replace("element vertex 2", &format!("element vertex {count}"))
+            .into_bytes();
+        bytes.extend_from_slice(&good[header_end..]);
+        std::fs::write(&path, bytes).expect("ply");
+        refused(&dir, &["info", s(&path)], &[expected]);
+    }
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn a_failed_resume_writes_nothing_and_no_held_out_views_is_said() {
+    let dir = folder("resume");
+    let garbage = dir.join("garbage.safetensors");
+    std::fs::write(&garbage, b"not a checkpoint").expect("file");
+    let run = dir.join("run");
+    refused(
+        &dir,
+        &["--resume", s(&garbage), "--out", s(&run), "--steps", "2"],
+        &["garbage.safetensors", "not a safetensors file"],
+    );
+    assert!(!run.exists(), "a failed resume created {}", run.display());
+
+    // No held-out views: the run says there is nothing to evaluate and writes no score.
+    let out = trainer(&[
+        "--steps",
+        "3",
+        "--set",
+        "data.procedural.test_views=0",
+        "--set",
+        "data.procedural.resolution=16",
+        "--set",
+        "data.procedural.train_views=2",
+        "--out",
+        s(&run),
+    ]);
+    ok(&out);
+    let text = stdout(&out);
+    assert!(
+        text.contains("no held-out views: nothing to evaluate")
+            && text.contains("no held-out views to evaluate")
+            && !text.contains("PSNR -0"),
+        "{text}"
+    );
+    let eval_csv = std::fs::read_to_string(run.join("eval.csv")).expect("eval.csv");
+    assert_eq!(eval_csv.lines().count(), 1, "only the header: {eval_csv}");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn a_killed_run_keeps_its_logs_to_the_last_logged_step() {
+    let dir = folder("killed");
+    let run = dir.join("run");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args([
+            "--steps",
+            "1000000",
+            "--set",
+            "eval.every=0",
+            "--set",
+            "output.log_every=1",
+            "--set",
+            "data.procedural.resolution=16",
+            "--out",
+            s(&run),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("trainer starts");
+    let rows = |name: &str| {
+        std::fs::read_to_string(run.join(name))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    let started = std::time::Instant::now();
+    while rows("train.csv") < 6 && started.elapsed().as_secs() < 120 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    // The header and at least five steps, and every row whole.
+    let csv = std::fs::read_to_string(run.join("train.csv")).expect("train.csv");
+    assert!(csv.lines().count() >= 6, "{csv}");
+    assert!(csv.starts_with("step,loss"), "{csv}");
+    let jsonl = std::fs::read_to_string(run.join("metrics.jsonl")).expect("metrics.jsonl");
+    let whole: Vec<&str> = jsonl.lines().collect();
+    assert!(whole.len() >= 5, "{jsonl}");
+    for (i, line) in whole.iter().enumerate() {
+        // The last row may be cut by the kill; every earlier one is whole.
+        if i + 1 < whole.len() {
+            let value: serde_json::Value = serde_json::from_str(line).expect("a JSON row");
+            assert_eq!(value["step"].as_u64(), Some(i as u64 + 1), "{line}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
