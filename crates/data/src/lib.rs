@@ -69,8 +69,7 @@ pub use images::{DecodedImage, ImageSource};
 pub use loader::{DevicePrefetcher, ImageLoader, IoStats, LoaderOptions, Prefetcher, Sample};
 pub use points::PointCloud;
 pub use splats::{
-    NonFinite, SplatFormat, SplatInfo, Splats, convert, info, read_splats, transform,
-    write_splats,
+    NonFinite, SplatFormat, SplatInfo, Splats, convert, info, read_splats, transform, write_splats,
 };
 
 /// Writes `bytes` to `path` through a temporary file in the same folder (`path` + `.tmp`) and a

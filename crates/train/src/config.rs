@@ -356,10 +356,17 @@ impl TrainConfig {
         Ok(config)
     }
 
-    /// Reads and parses a TOML file.
+    /// Reads and parses a TOML file. A relative `data.path` in it is relative to the file's
+    /// folder (as cargo and docker compose resolve paths in their files), so a preset works
+    /// from any working directory.
     pub fn from_file(path: &Path) -> Result<TrainConfig, TrainError> {
         let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
-        Self::from_toml_str(&text, &path.display().to_string())
+        let mut config = Self::from_toml_str(&text, &path.display().to_string())?;
+        if let Some(data) = config.data.path.as_mut().filter(|p| p.is_relative()) {
+            let folder = path.parent().unwrap_or(Path::new(""));
+            *data = folder.join(&*data);
+        }
+        Ok(config)
     }
 
     /// The config as TOML (what a run records next to its outputs and in checkpoints).
@@ -448,7 +455,10 @@ impl TrainConfig {
             return fail("init.random_count / init.random_box", "must be positive");
         }
         if self.eval.max_views == Some(0) {
-            return fail("eval.max_views", "must be at least 1 (leave it out for every view)");
+            return fail(
+                "eval.max_views",
+                "must be at least 1 (leave it out for every view)",
+            );
         }
         if !(0.0..=1.0).contains(&self.loss.ssim_lambda) {
             return fail("loss.ssim_lambda", "must be in [0, 1]");

@@ -53,6 +53,19 @@ pub enum TrainError {
         /// The newest checkpoint written before it, when there is one.
         last_checkpoint: Option<PathBuf>,
     },
+    /// The observer asked the run to stop ([`RunObserver::stop_requested`](crate::RunObserver::stop_requested)):
+    /// the step in progress was finished and a checkpoint written.
+    #[error(
+        "interrupted after step {step}: wrote {} (continue with --resume {})",
+        checkpoint.display(),
+        checkpoint.display()
+    )]
+    Interrupted {
+        /// The last step completed.
+        step: usize,
+        /// The checkpoint written at that step.
+        checkpoint: PathBuf,
+    },
     /// A checkpoint is malformed or does not fit the run.
     #[error("checkpoint {path}: {message}")]
     Checkpoint {

@@ -35,6 +35,11 @@ pub trait RunObserver {
     fn on_eval(&mut self, _report: &EvalReport) {}
     /// A line worth showing (files written, resume).
     fn on_message(&mut self, _message: &str) {}
+    /// Checked after every step: `true` ends the run there, with a checkpoint and the logs
+    /// written, as [`TrainError::Interrupted`] (the `trainer` binary answers Ctrl-C so).
+    fn stop_requested(&self) -> bool {
+        false
+    }
 }
 
 /// An observer that shows nothing.
@@ -287,17 +292,13 @@ pub fn run<B: SplatAutodiffBackend>(
         let report = trainer.evaluate()?;
         let t = Instant::now();
         for image in &report.images {
-            let name: String = image
+            // Runs of other characters become one `_` (`./test/r_0` -> `test_r_0`).
+            let name = image
                 .name
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|part| !part.is_empty())
+                .collect::<Vec<_>>()
+                .join("_");
             let path = out
                 .join("eval")
                 .join(format!("step_{:06}_{name}.png", report.step));
@@ -331,6 +332,17 @@ pub fn run<B: SplatAutodiffBackend>(
             logs.step(&report)?;
         }
         observer.on_step(&report, total);
+        if observer.stop_requested() && step < total {
+            if !step.is_multiple_of(config.output.log_every) {
+                logs.step(&report)?;
+            }
+            logs.write_curve()?;
+            trainer.save_checkpoint(&checkpoint_path)?;
+            return Err(TrainError::Interrupted {
+                step,
+                checkpoint: checkpoint_path,
+            });
+        }
         if config.eval.every > 0 && step.is_multiple_of(config.eval.every) && step < total {
             evaluate(&mut trainer, &mut logs, &mut evals, observer)?;
         }

@@ -15,12 +15,14 @@ mod splat_tools;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use ember_train::{EvalReport, RunObserver, StepReport, TrainConfig, TrainScene, run};
 use indicatif::{ProgressBar, ProgressStyle};
+use signal_hook::consts::SIGINT;
 
 use crate::guard::{fits_in_memory, not_an_input};
 
@@ -123,8 +125,9 @@ macro_rules! on_backend {
             Backend::Cuda => $f::<burn::backend::Cuda<f32, i32>>($args, &Default::default()),
             #[allow(unreachable_patterns)]
             other => bail!(
-                "the {other:?} backend is not compiled in: rebuild with `--features {}`",
-                format!("{other:?}").to_lowercase()
+                "the {} backend is not compiled in: rebuild with `--features {}`",
+                other.name(),
+                other.name()
             ),
         }
     };
@@ -141,6 +144,15 @@ enum Backend {
 }
 
 impl Backend {
+    /// The name `--backend` takes.
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Ndarray => "ndarray",
+            Backend::Wgpu => "wgpu",
+            Backend::Cuda => "cuda",
+        }
+    }
+
     fn default_compiled() -> Backend {
         if cfg!(feature = "cuda") {
             Backend::Cuda
@@ -152,21 +164,37 @@ impl Backend {
     }
 }
 
-/// The progress bar: step, loss, PSNR, Gaussians, steps/s and ETA.
+/// Seconds between two plain progress lines when the output is not a terminal.
+const PLAIN_PROGRESS_EVERY_S: f64 = 10.0;
+
+/// The progress bar (step, loss, PSNR, Gaussians, steps/s and ETA), or a plain line every
+/// [`PLAIN_PROGRESS_EVERY_S`] seconds when the output is not a terminal; and the Ctrl-C flag.
 struct Progress {
     bar: ProgressBar,
     last_psnr: Option<f32>,
     last_eval: Option<f32>,
     smoothed_loss: Option<f32>,
+    /// When the last plain progress line was printed, and at which step.
+    last_plain: (Instant, usize),
+    /// Set by the first SIGINT (a second one exits at once with status 130).
+    interrupted: Arc<AtomicBool>,
 }
 
 impl Progress {
-    fn new(total: usize) -> Progress {
+    fn new(total: usize, interrupted: Arc<AtomicBool>) -> Progress {
         let bar = ProgressBar::new(total as u64);
         bar.set_style(
             ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} {per_sec} ETA {eta} {msg}",
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {rate} ETA {eta} {msg}",
             )
+            .map(|style| {
+                style.with_key(
+                    "rate",
+                    |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.1} steps/s", state.per_sec());
+                    },
+                )
+            })
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
         );
@@ -175,24 +203,21 @@ impl Progress {
             last_psnr: None,
             last_eval: None,
             smoothed_loss: None,
+            last_plain: (Instant::now(), 0),
+            interrupted,
         }
     }
 }
 
 impl Progress {
-    /// A line above the bar; plain output when the bar is hidden (not a terminal), so logs
-    /// still show the evaluations.
+    /// A line on standard output, above the bar when there is one.
     fn line(&self, text: &str) {
-        if self.bar.is_hidden() {
-            println!("{text}");
-        } else {
-            self.bar.println(text);
-        }
+        self.bar.suspend(|| println!("{text}"));
     }
 }
 
 impl RunObserver for Progress {
-    fn on_step(&mut self, report: &StepReport, _total: usize) {
+    fn on_step(&mut self, report: &StepReport, total: usize) {
         // Exponential moving average, as the loss of one view is noisy.
         let loss = match self.smoothed_loss {
             Some(s) => 0.9 * s + 0.1 * report.loss,
@@ -204,12 +229,23 @@ impl RunObserver for Progress {
         }
         self.bar.set_position(report.step as u64);
         let fmt = |v: Option<f32>| v.map(|p| format!("{p:.2}")).unwrap_or("-".into());
-        self.bar.set_message(format!(
+        let status = format!(
             "loss {loss:.4} psnr {} eval {} | {} Gaussians",
             fmt(self.last_psnr),
             fmt(self.last_eval),
             report.gaussians
-        ));
+        );
+        let (since, from_step) = self.last_plain;
+        let seconds = since.elapsed().as_secs_f64();
+        if self.bar.is_hidden() && seconds >= PLAIN_PROGRESS_EVERY_S {
+            println!(
+                "step {}/{total} ({:.1} steps/s) {status}",
+                report.step,
+                (report.step - from_step) as f64 / seconds
+            );
+            self.last_plain = (Instant::now(), report.step);
+        }
+        self.bar.set_message(status);
     }
 
     fn on_eval(&mut self, report: &EvalReport) {
@@ -227,6 +263,10 @@ impl RunObserver for Progress {
 
     fn on_message(&mut self, message: &str) {
         self.line(message);
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.interrupted.load(Ordering::SeqCst)
     }
 }
 
@@ -263,6 +303,21 @@ fn train<B: ember_train::SplatAutodiffBackend>(
     inputs.extend(config.data.path.as_deref());
     not_an_input("--out", &args.out, &inputs)?;
     not_an_input("--out", &args.out.join("config.toml"), &inputs)?;
+    if let Some(data) = config.data.path.as_deref().filter(|p| !p.exists()) {
+        let from = match &args.run.config {
+            Some(file) if args.run.data.is_none() => {
+                format!(
+                    " (`data.path` of {}, relative to its folder)",
+                    file.display()
+                )
+            }
+            _ => String::new(),
+        };
+        bail!(
+            "the scene {}{from} does not exist: give the scene folder with --data PATH",
+            data.display()
+        );
+    }
     let started = Instant::now();
     let scene =
         TrainScene::load::<ember_train::trainer::Inner<B>>(&config.data, config.seed, device)
@@ -289,7 +344,16 @@ fn train<B: ember_train::SplatAutodiffBackend>(
             (config.init.random_count * floats * 4 * 4) as u128,
         )?;
     }
-    let mut progress = Progress::new(config.steps);
+    // The first Ctrl-C ends the run after the step in progress, with a checkpoint; a second
+    // one exits at once.
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for handler in [
+        signal_hook::flag::register_conditional_shutdown(SIGINT, 130, interrupted.clone()),
+        signal_hook::flag::register(SIGINT, interrupted.clone()),
+    ] {
+        handler.context("installing the Ctrl-C handler")?;
+    }
+    let mut progress = Progress::new(config.steps, interrupted);
     let summary = run::<B>(
         config,
         Arc::new(scene),
@@ -342,6 +406,17 @@ fn main() -> std::process::ExitCode {
     match run_command() {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
+            let interrupted = error.chain().find_map(|cause| {
+                match cause.downcast_ref::<ember_train::TrainError>() {
+                    Some(stop @ ember_train::TrainError::Interrupted { .. }) => Some(stop),
+                    _ => None,
+                }
+            });
+            if let Some(stop) = interrupted {
+                println!("{stop}");
+                // The shell's status for a process ended by SIGINT.
+                return std::process::ExitCode::from(130);
+            }
             eprintln!("{}", error_report(&error));
             std::process::ExitCode::FAILURE
         }
@@ -381,8 +456,8 @@ fn run_command() -> Result<()> {
         return Ok(());
     }
     println!(
-        "backend {:?}, {} steps, seed {}, output {}",
-        args.backend,
+        "backend {}, {} steps, seed {}, output {}",
+        args.backend.name(),
         config.steps,
         config.seed,
         args.out.display()
@@ -405,8 +480,9 @@ fn run_command() -> Result<()> {
         }
         #[allow(unreachable_patterns)]
         other => bail!(
-            "the {other:?} backend is not compiled in: rebuild with `--features {}`",
-            format!("{other:?}").to_lowercase()
+            "the {} backend is not compiled in: rebuild with `--features {}`",
+            other.name(),
+            other.name()
         ),
     }
 }

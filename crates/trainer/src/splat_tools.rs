@@ -311,7 +311,7 @@ fn describe(path: &Path, info: &SplatInfo) -> String {
         None => String::new(),
     };
     format!(
-        "{}: {:?}, {} Gaussians, SH degree {}, bounds {bounds}{non_finite}",
+        "{}: {}, {} Gaussians, SH degree {}, bounds {bounds}{non_finite}",
         path.display(),
         info.format,
         info.count,

@@ -140,7 +140,11 @@ impl Splats {
     pub fn bounds(&self) -> Option<[[f32; 3]; 2]> {
         let mut lo = [f32::INFINITY; 3];
         let mut hi = [f32::NEG_INFINITY; 3];
-        for m in self.means.iter().filter(|m| m.iter().all(|v| v.is_finite())) {
+        for m in self
+            .means
+            .iter()
+            .filter(|m| m.iter().all(|v| v.is_finite()))
+        {
             for c in 0..3 {
                 lo[c] = lo[c].min(m[c]);
                 hi[c] = hi[c].max(m[c]);
@@ -202,6 +206,17 @@ pub enum SplatFormat {
     Splat,
     /// Niantic's SPZ (`.spz`).
     Spz,
+}
+
+impl std::fmt::Display for SplatFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SplatFormat::Ply => "3DGS PLY",
+            SplatFormat::CompressedPly => "compressed PLY",
+            SplatFormat::Splat => ".splat",
+            SplatFormat::Spz => "SPZ",
+        })
+    }
 }
 
 impl SplatFormat {

@@ -59,11 +59,11 @@ use cubecl::prelude::*;
 use cubecl::{calculate_cube_count_elemwise, client::ComputeClient};
 
 use super::FieldOps;
-use crate::sort::cube::sort_pairs;
 use super::cube_exact::*;
 use super::cube_grid::*;
 use super::{Covariance, FieldGrads, FieldInputs, FieldOptions};
 use crate::cube_alloc::output;
+use crate::sort::cube::sort_pairs;
 
 /// Units per cube, and the number of Gaussians (or points) staged per shared-memory tile.
 pub(super) const BLOCK: usize = 128;

@@ -44,7 +44,10 @@ fn refused(dir: &Path, args: &[&str], expected: &[&str]) -> String {
     assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     for text in expected {
-        assert!(stderr.contains(text), "{args:?}: expected `{text}` in {stderr}");
+        assert!(
+            stderr.contains(text),
+            "{args:?}: expected `{text}` in {stderr}"
+        );
     }
     assert_eq!(
         snapshot(dir).keys().collect::<Vec<_>>(),
@@ -99,12 +102,27 @@ fn an_output_that_is_an_input_is_refused() {
     let linked = dir.join("linked.png");
     std::fs::hard_link(&ply, &linked).expect("hard link");
     for output in [&ply, &dotted] {
-        refused(&dir, &["convert", s(&ply), s(output)], &["is the input", "refusing"]);
-        refused(&dir, &["transform", s(&ply), s(output), "--scale", "2"], &["is the input"]);
+        refused(
+            &dir,
+            &["convert", s(&ply), s(output)],
+            &["is the input", "refusing"],
+        );
+        refused(
+            &dir,
+            &["transform", s(&ply), s(output), "--scale", "2"],
+            &["is the input"],
+        );
     }
     refused(
         &dir,
-        &["render", s(&ply), "--camera", s(&camera), "--out", s(&linked)],
+        &[
+            "render",
+            s(&ply),
+            "--camera",
+            s(&camera),
+            "--out",
+            s(&linked),
+        ],
         &["--out", "is the input"],
     );
     let json = dir.join("cam.png");
@@ -147,13 +165,24 @@ fn a_failed_write_leaves_no_temporary_file_and_names_the_users_path() {
     std::fs::create_dir_all(&png_folder).expect("folder");
     let stderr = refused(
         &dir,
-        &["render", s(&ply), "--camera", s(&camera), "--out", s(&png_folder)],
+        &[
+            "render",
+            s(&ply),
+            "--camera",
+            s(&camera),
+            "--out",
+            s(&png_folder),
+        ],
         &["out.png"],
     );
     assert!(!stderr.contains(".tmp"), "{stderr}");
     // An output in a folder that does not exist.
     let nowhere = dir.join("missing/out.ply");
-    refused(&dir, &["convert", s(&ply), s(&nowhere)], &["missing/out.ply"]);
+    refused(
+        &dir,
+        &["convert", s(&ply), s(&nowhere)],
+        &["missing/out.ply"],
+    );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
@@ -214,9 +243,21 @@ fn bad_cameras_transforms_and_values_are_errors() {
     std::fs::copy(&real, &ply).expect("copy");
     let out = dir.join("out.png");
     for (name, camera, expected) in [
-        ("zero", CAMERA.replace("[1,0,0,0,1,0,0,0,1]", "[0,0,0,0,0,0,0,0,0]"), "not orthonormal"),
-        ("reflection", CAMERA.replace("[1,0,0,0,1,0,0,0,1]", "[1,0,0,0,1,0,0,0,-1]"), "reflection"),
-        ("focal", CAMERA.replace("\"fx\":60", "\"fx\":-60"), "focal lengths must be positive"),
+        (
+            "zero",
+            CAMERA.replace("[1,0,0,0,1,0,0,0,1]", "[0,0,0,0,0,0,0,0,0]"),
+            "not orthonormal",
+        ),
+        (
+            "reflection",
+            CAMERA.replace("[1,0,0,0,1,0,0,0,1]", "[1,0,0,0,1,0,0,0,-1]"),
+            "reflection",
+        ),
+        (
+            "focal",
+            CAMERA.replace("\"fx\":60", "\"fx\":-60"),
+            "focal lengths must be positive",
+        ),
     ] {
         let path = dir.join(format!("{name}.json"));
         std::fs::write(&path, camera).expect("camera");
@@ -243,7 +284,14 @@ fn bad_cameras_transforms_and_values_are_errors() {
     std::fs::write(&camera, CAMERA).expect("camera");
     refused(
         &dir,
-        &["render", s(&ply), "--camera", s(&camera), "--out", s(&dir.join("x.bmp"))],
+        &[
+            "render",
+            s(&ply),
+            "--camera",
+            s(&camera),
+            "--out",
+            s(&dir.join("x.bmp")),
+        ],
         &["x.bmp", "unknown image extension"],
     );
     // A JPEG is a JPEG.
@@ -278,7 +326,14 @@ fn non_finite_gaussians_are_reported_and_not_rendered() {
     std::fs::write(&camera, CAMERA).expect("camera");
     refused(
         &dir,
-        &["render", s(&ply), "--camera", s(&camera), "--out", s(&dir.join("nan.png"))],
+        &[
+            "render",
+            s(&ply),
+            "--camera",
+            s(&camera),
+            "--out",
+            s(&dir.join("nan.png")),
+        ],
         &["3 of 3 Gaussians hold NaN", "refusing to render"],
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
@@ -292,7 +347,10 @@ fn corrupt_ply_counts_say_what_is_wrong() {
     for (count, expected) in [
         ("-5", "count `-5`, which is not a whole number"),
         ("1e23", "count `1e23`, which is not a whole number"),
-        ("1000000000000", "declares 1000000000000 `vertex` entries but only"),
+        (
+            "1000000000000",
+            "declares 1000000000000 `vertex` entries but only",
+        ),
     ] {
         let path = dir.join(format!("count{count}.ply"));
         let header_end = text.find("end_header").expect("header");
@@ -391,5 +449,103 @@ fn a_killed_run_keeps_its_logs_to_the_last_logged_step() {
             assert_eq!(value["step"].as_u64(), Some(i as u64 + 1), "{line}");
         }
     }
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn ctrl_c_finishes_the_step_writes_a_checkpoint_and_exits_130() {
+    let dir = folder("interrupt");
+    let run = dir.join("run");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args([
+            "--steps",
+            "1000000",
+            "--set",
+            "eval.every=0",
+            "--set",
+            "output.log_every=1",
+            "--set",
+            "data.procedural.resolution=16",
+            "--out",
+            s(&run),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("trainer starts");
+    let started = std::time::Instant::now();
+    let rows = || {
+        std::fs::read_to_string(run.join("train.csv"))
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    };
+    while rows() < 4 && started.elapsed().as_secs() < 120 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let sent = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(sent.success());
+    let out = child.wait_with_output().expect("trainer exits");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(
+        text.contains("interrupted after step") && text.contains("--resume"),
+        "{text}"
+    );
+    assert!(run.join("checkpoint.safetensors").is_file());
+    // The step it stopped at is the last row of the logs.
+    let step: usize = text
+        .split("interrupted after step ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the step");
+    let csv = std::fs::read_to_string(run.join("train.csv")).expect("train.csv");
+    let last = csv.lines().last().expect("a row");
+    assert!(
+        last.starts_with(&format!("{step},")),
+        "{last} vs step {step}"
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn a_configs_data_path_is_relative_to_the_config_file() {
+    let dir = folder("relative");
+    let config = dir.join("sub/preset.toml");
+    std::fs::create_dir_all(dir.join("sub")).expect("folder");
+    std::fs::write(&config, "steps = 1\n[data]\npath = \"scene\"\n").expect("config");
+    let stderr = refused(
+        &dir,
+        &["--config", s(&config), "--out", s(&dir.join("run"))],
+        &["sub/scene", "does not exist", "--data PATH"],
+    );
+    assert!(stderr.contains("relative to its folder"), "{stderr}");
+    // A shipped preset from another working directory.
+    let Some(_) = data_path("lego_400") else {
+        return;
+    };
+    let preset = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/m8-smoke.toml");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .current_dir(&dir)
+        .args([
+            "--config",
+            preset,
+            "--steps",
+            "1",
+            "--set",
+            "eval.max_views=1",
+        ])
+        .args(["--out", s(&dir.join("run"))])
+        .output()
+        .expect("trainer runs");
+    ok(&out);
+    assert!(
+        stdout(&out).contains("lego_400: 100 training views"),
+        "{}",
+        stdout(&out)
+    );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }

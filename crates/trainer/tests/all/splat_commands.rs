@@ -22,7 +22,7 @@ fn info_convert_transform_and_render_a_splat_file() {
     let splat = scratch("tile.splat");
     let converted = trainer(&["convert", &ply, splat.to_str().expect("utf-8 path")]);
     assert!(converted.status.success(), "convert failed: {converted:?}");
-    assert!(stdout(&converted).contains("Splat, 111 Gaussians, SH degree 0"));
+    assert!(stdout(&converted).contains(".splat, 111 Gaussians, SH degree 0"));
 
     // A translation by (10, 0, 0) moves the bounds by exactly that (within f32).
     let moved = scratch("moved.ply");
