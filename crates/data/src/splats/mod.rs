@@ -121,10 +121,7 @@ impl Splats {
                 && finite(&self.log_scales[i])
                 && self.opacity_logits[i].is_finite()
                 && finite(&self.sh_dc[i])
-                && self
-                    .sh_rest
-                    .get(i * k3..(i + 1) * k3)
-                    .is_none_or(|rest| finite(rest)))
+                && self.sh_rest.get(i * k3..(i + 1) * k3).is_none_or(finite))
         };
         let mut found: Option<NonFinite> = None;
         for i in (0..self.len()).filter(|&i| bad(i)) {
