@@ -71,6 +71,15 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
         };
         slots.push(slot);
     }
+    // The SH degree first: it bounds the `f_rest_*` names listed below (a name such as
+    // `f_rest_99999999999` must not size anything).
+    let sh_degree = (0..=3)
+        .find(|&d| 3 * sh_rest_coefficients(d) == rest_count)
+        .ok_or_else(|| {
+            ply_error(format!(
+                "{rest_count} `f_rest_*` properties: not 3 ((d + 1)^2 - 1) for an SH degree d of 0 to 3"
+            ))
+        })?;
     // Every required property, once.
     let has = |name: &str| {
         vertex
@@ -102,13 +111,6 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
                 .join(", ")
         )));
     }
-    let sh_degree = (0..=3)
-        .find(|&d| 3 * sh_rest_coefficients(d) == rest_count)
-        .ok_or_else(|| {
-            ply_error(format!(
-                "{rest_count} `f_rest_*` properties: not 3 ((d + 1)^2 - 1) for an SH degree d of 0 to 3"
-            ))
-        })?;
     let k = sh_rest_coefficients(sh_degree);
     let n = vertex.count;
     // Refuse a count the body cannot hold before allocating for it: a binary record is at
@@ -446,6 +448,39 @@ mod tests {
             s.sh_rest,
             vec![10.0, 20.0, 30.0, 11.0, 21.0, 31.0, 12.0, 22.0, 32.0]
         );
+    }
+
+    /// Found by the `splat_ply` fuzz target: the largest `f_rest_*` index sized a list of
+    /// names before the SH degree was checked (an allocation of 7.2 PB).
+    #[test]
+    fn a_huge_f_rest_index_is_refused_without_allocating() {
+        let mut text = String::from("ply\nformat binary_little_endian 1.0\nelement vertex 1\n");
+        for name in [
+            "x",
+            "y",
+            "z",
+            "f_dc_0",
+            "f_dc_1",
+            "f_dc_2",
+            "opacity",
+            "scale_0",
+            "scale_1",
+            "scale_2",
+            "rot_0",
+            "rot_1",
+            "rot_2",
+            "rot_3",
+            "f_rest_300000000000000000",
+        ] {
+            text.push_str(&format!("property float {name}\n"));
+        }
+        text.push_str("end_header\n");
+        let mut bytes = text.into_bytes();
+        bytes.extend_from_slice(&[0u8; 15 * 4]);
+        let message = parse(&bytes, Path::new("huge.ply"))
+            .unwrap_err()
+            .to_string();
+        assert!(message.contains("`f_rest_*` properties"), "{message}");
     }
 
     #[test]
