@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
+use ember_data::camera::camera_params;
 use ember_data::{
     Dataset, DatasetOptions, Intrinsics, Pose, SplatInfo, convert, info, read_splats, transform,
 };
@@ -107,16 +108,7 @@ impl RenderArgs {
             if let Some(problem) = pose.problem().or_else(|| intrinsics.problem()) {
                 bail!("the camera {}: {problem}", path.display());
             }
-            return Ok(CameraParams {
-                rotation: c.rotation,
-                translation: c.translation,
-                fx: c.fx,
-                fy: c.fy,
-                cx: c.cx,
-                cy: c.cy,
-                width: c.width,
-                height: c.height,
-            });
+            return Ok(camera_params(&pose, &intrinsics));
         }
         let (Some(data), Some(view)) = (&self.data, self.view) else {
             bail!("give --camera FILE.json, or --data PATH with --view I");

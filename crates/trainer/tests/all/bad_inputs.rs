@@ -403,11 +403,10 @@ fn a_failed_resume_writes_nothing_and_no_held_out_views_is_said() {
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
-#[test]
-fn a_killed_run_keeps_its_logs_to_the_last_logged_step() {
-    let dir = folder("killed");
-    let run = dir.join("run");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
+/// A long procedural training run into `run` (every step logged, no evaluation), its output
+/// captured, returned once `train.csv` holds `rows` lines (or after two minutes).
+fn training_until_rows(run: &Path, rows: usize) -> std::process::Child {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
         .args([
             "--steps",
             "1000000",
@@ -418,21 +417,29 @@ fn a_killed_run_keeps_its_logs_to_the_last_logged_step() {
             "--set",
             "data.procedural.resolution=16",
             "--out",
-            s(&run),
+            s(run),
         ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("trainer starts");
-    let rows = |name: &str| {
-        std::fs::read_to_string(run.join(name))
+    let logged = || {
+        std::fs::read_to_string(run.join("train.csv"))
             .map(|t| t.lines().count())
             .unwrap_or(0)
     };
     let started = std::time::Instant::now();
-    while rows("train.csv") < 6 && started.elapsed().as_secs() < 120 {
+    while logged() < rows && started.elapsed().as_secs() < 120 {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    child
+}
+
+#[test]
+fn a_killed_run_keeps_its_logs_to_the_last_logged_step() {
+    let dir = folder("killed");
+    let run = dir.join("run");
+    let mut child = training_until_rows(&run, 6);
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");
     // The header and at least five steps, and every row whole.
@@ -456,32 +463,7 @@ fn a_killed_run_keeps_its_logs_to_the_last_logged_step() {
 fn ctrl_c_finishes_the_step_writes_a_checkpoint_and_exits_130() {
     let dir = folder("interrupt");
     let run = dir.join("run");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
-        .args([
-            "--steps",
-            "1000000",
-            "--set",
-            "eval.every=0",
-            "--set",
-            "output.log_every=1",
-            "--set",
-            "data.procedural.resolution=16",
-            "--out",
-            s(&run),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("trainer starts");
-    let started = std::time::Instant::now();
-    let rows = || {
-        std::fs::read_to_string(run.join("train.csv"))
-            .map(|t| t.lines().count())
-            .unwrap_or(0)
-    };
-    while rows() < 4 && started.elapsed().as_secs() < 120 {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let child = training_until_rows(&run, 4);
     let sent = std::process::Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
