@@ -27,23 +27,23 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     /// The file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The I/O error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The file is not a result file.
     #[error(
-        "{}: not a benchmark result file (expected tool, backend, input, gaussians, results): {source}",
+        "{}: not a benchmark result file (expected tool, backend, input, gaussians, results): {cause}",
         path.display()
     )]
     Format {
         /// The file.
         path: PathBuf,
         /// What the parser found.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
 }
 
@@ -127,13 +127,13 @@ pub struct BenchFile {
 impl BenchFile {
     /// Reads a result file.
     pub fn read(path: &Path) -> Result<BenchFile, BenchError> {
-        let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
+        let text = std::fs::read_to_string(path).map_err(|cause| BenchError::Io {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
-        serde_json::from_str(&text).map_err(|source| BenchError::Format {
+        serde_json::from_str(&text).map_err(|cause| BenchError::Format {
             path: path.to_path_buf(),
-            source,
+            cause,
         })
     }
 
@@ -142,14 +142,14 @@ impl BenchFile {
     pub fn write(&self, path: &Path) -> Result<(), BenchError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| BenchError::Io { path, source }
+            move |cause| BenchError::Io { path, cause }
         };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io(dir))?;
         }
-        let json = serde_json::to_string_pretty(self).map_err(|source| BenchError::Format {
+        let json = serde_json::to_string_pretty(self).map_err(|cause| BenchError::Format {
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         ember_data::write_atomically(path, json.as_bytes()).map_err(io(path))
     }

@@ -40,6 +40,10 @@ pub struct DatasetOptions {
     pub point_cloud: Option<PathBuf>,
     /// The COLMAP images folder under the scene folder.
     pub images_dir: String,
+    /// The longest image side allowed after downsampling, pixels: `downsample` is raised to
+    /// the smallest factor that brings every view within it (phone photos of 4000 px train
+    /// at a size the machine can afford without a per-scene `downsample`). `None`: no limit.
+    pub max_side: Option<u32>,
 }
 
 impl Default for DatasetOptions {
@@ -52,6 +56,7 @@ impl Default for DatasetOptions {
             undistort: true,
             point_cloud: None,
             images_dir: "images".to_string(),
+            max_side: None,
         }
     }
 }
@@ -130,6 +135,12 @@ pub struct Dataset {
     /// The 3DGS "cameras extent": 1.1 times the largest distance of a training camera centre
     /// from [`Dataset::center`], world units (learning rates of positions scale with it).
     pub extent: f64,
+    /// Image files in a COLMAP scene's image folder that its model does not register (photos
+    /// COLMAP could not place), in name order: not part of any split.
+    pub unregistered: Vec<String>,
+    /// The factor the images were shrunk by ([`DatasetOptions::downsample`], raised to honour
+    /// [`DatasetOptions::max_side`]).
+    pub downsample: u32,
 }
 
 impl Dataset {
@@ -137,6 +148,37 @@ impl Dataset {
     /// in `sparse/`, `sparse/` or the folder itself), with `transforms_train.json`, or with
     /// `transforms.json`; or a `transforms*.json` file itself.
     pub fn load(path: &Path, options: &DatasetOptions) -> Result<Dataset> {
+        let dataset = Self::load_at(path, options)?;
+        let Some(max_side) = options.max_side else {
+            return Ok(dataset);
+        };
+        if max_side == 0 {
+            return Err(DataError::InvalidOption(
+                "max_side must be at least 1 pixel".to_string(),
+            ));
+        }
+        let longest = dataset
+            .all_views()
+            .map(|v| v.intrinsics.width.max(v.intrinsics.height))
+            .max()
+            .unwrap_or(0);
+        if longest <= max_side {
+            return Ok(dataset);
+        }
+        // The views' sizes are already `downsample` times smaller than the files'.
+        let native = u64::from(longest) * u64::from(options.downsample);
+        let downsample = u32::try_from(native.div_ceil(u64::from(max_side))).unwrap_or(u32::MAX);
+        Self::load_at(
+            path,
+            &DatasetOptions {
+                downsample,
+                ..options.clone()
+            },
+        )
+    }
+
+    /// [`Dataset::load`] at `options.downsample`, without `max_side`.
+    fn load_at(path: &Path, options: &DatasetOptions) -> Result<Dataset> {
         if options.downsample == 0 {
             return Err(DataError::InvalidOption(
                 "downsample must be at least 1".to_string(),
@@ -365,6 +407,8 @@ fn assemble(
         points,
         center,
         extent,
+        unregistered: Vec::new(),
+        downsample: options.downsample,
     })
 }
 
@@ -415,7 +459,7 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
     let views = finish_views(pending, &images_path, &images_dir, options)?;
     let (train, test) = split_every(views, options.test_every);
     let points = (!model.points3d.is_empty()).then(|| PointCloud::from_colmap(&model.points3d));
-    assemble(
+    let mut dataset = assemble(
         root,
         DatasetFormat::Colmap {
             model_dir: model_dir.to_path_buf(),
@@ -424,7 +468,38 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
         [train, Vec::new(), test],
         points,
         options,
-    )
+    )?;
+    dataset.unregistered = unregistered_images(&images_dir, &model)?;
+    Ok(dataset)
+}
+
+/// The image files (by extension, case-insensitive) in `images_dir` that no image of `model`
+/// names, in name order.
+fn unregistered_images(images_dir: &Path, model: &ColmapModel) -> Result<Vec<String>> {
+    let registered: std::collections::HashSet<&str> = model
+        .images
+        .iter()
+        .map(|image| image.name.as_str())
+        .collect();
+    let entries = std::fs::read_dir(images_dir).map_err(|e| DataError::io(images_dir, e))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| DataError::io(images_dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_image = Path::new(&name)
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| {
+                ["jpg", "jpeg", "png"]
+                    .iter()
+                    .any(|known| e.eq_ignore_ascii_case(known))
+            });
+        if is_image && !registered.contains(name.as_str()) && entry.path().is_file() {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// Pending views for the frames of one transforms file.

@@ -8,15 +8,19 @@ use std::path::PathBuf;
 /// Every variant carries the path of the offending file (or folder), and where it makes sense
 /// the line, byte offset, field or index of the problem. Nothing in this crate panics on what a
 /// user supplies; it returns one of these.
+///
+/// Each message already holds its cause (the operating system's, decoder's or parser's words),
+/// so [`std::error::Error::source`] returns `None`: a report that walks the chain prints the
+/// cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// The file or folder could not be read (missing, permissions, ...).
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file or folder.
         path: PathBuf,
         /// What the operating system said.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The folder holds neither a COLMAP model nor a `transforms*.json`.
     #[error(
@@ -57,12 +61,12 @@ pub enum DataError {
         problem: String,
     },
     /// A JSON file is not valid JSON or does not have the expected structure.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Json {
         /// The file.
         path: PathBuf,
         /// serde_json's message, with line and column.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// A camera model that Ember does not load.
     #[error(
@@ -125,12 +129,12 @@ pub enum DataError {
         names: Vec<String>,
     },
     /// An image file that cannot be decoded (unreadable, truncated, corrupt, unsupported).
-    #[error("{path}: cannot decode image: {source}")]
+    #[error("{path}: cannot decode image: {cause}")]
     Image {
         /// The image file.
         path: PathBuf,
         /// The decoder's message.
-        source: image::ImageError,
+        cause: image::ImageError,
     },
     /// An image whose size is not the size its camera says.
     #[error(
@@ -167,7 +171,7 @@ pub enum DataError {
     },
     /// A transform that cannot be applied (non-positive scale, NaN, buffer sizes).
     #[error("cannot transform the splats: {0}")]
-    Transform(#[from] ember_kernels::TransformError),
+    Transform(ember_kernels::TransformError),
     /// Options that cannot be honoured (for example `downsample = 0`).
     #[error("invalid option: {0}")]
     InvalidOption(String),
@@ -208,11 +212,17 @@ impl fmt::Display for NameList<'_> {
 
 impl DataError {
     /// Wraps an I/O error with the path it happened on.
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    pub(crate) fn io(path: impl Into<PathBuf>, cause: std::io::Error) -> Self {
         DataError::Io {
             path: path.into(),
-            source,
+            cause,
         }
+    }
+}
+
+impl From<ember_kernels::TransformError> for DataError {
+    fn from(error: ember_kernels::TransformError) -> Self {
+        DataError::Transform(error)
     }
 }
 

@@ -151,9 +151,9 @@ impl ImageSource {
 
 /// Reads only the header of an image file: its `(width, height)`.
 pub fn image_dimensions(path: &Path) -> Result<(u32, u32)> {
-    let image_error = |source| DataError::Image {
+    let image_error = |cause| DataError::Image {
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     ImageReader::open(path)
         .map_err(|e| DataError::io(path, e))?
@@ -174,9 +174,9 @@ fn decode_composited(
     path: &Path,
     background: [f32; 3],
 ) -> Result<(RgbImage, Option<Vec<u8>>)> {
-    let image_error = |source| DataError::Image {
+    let image_error = |cause| DataError::Image {
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     if bytes.starts_with(&[0xFF, 0xD8])
         && let Err(problem) = check_jpeg_complete(bytes)

@@ -145,9 +145,9 @@ impl TransformsFile {
 /// Checks that every frame has a 4x4 or 3x4 finite rigid pose, a way to get its focal length,
 /// and a supported camera model; image sizes are resolved later (they may need the image file).
 pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
-    let raw: RawFile = serde_json::from_slice(bytes).map_err(|source| DataError::Json {
+    let raw: RawFile = serde_json::from_slice(bytes).map_err(|cause| DataError::Json {
         path: path.to_path_buf(),
-        source,
+        cause,
     })?;
     let mut frames = Vec::with_capacity(raw.frames.len());
     for (index, frame) in raw.frames.into_iter().enumerate() {

@@ -101,12 +101,112 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
     /// Restores the state saved by [`Trainer::save_checkpoint`] into this trainer (built for
     /// the same scene and config); afterwards [`Trainer::step`] continues from the saved step.
+    /// Nothing changes when the file is refused.
     pub fn load_checkpoint(&mut self, path: &Path) -> Result<(), TrainError> {
         let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
+        let file = CheckpointFile::parse(&bytes, path)?;
         let bad = |m: String| TrainError::checkpoint(path, m);
-        let (_, metadata) = safetensors::SafeTensors::read_metadata(&bytes)
+        // Both depend on the config: the one the checkpoint was written with is in its
+        // metadata and in its run folder's `config.toml`.
+        if file.strategy != self.strategy.name() {
+            return Err(bad(format!(
+                "it was written with the `{}` densification strategy, this run uses `{}` \
+                 (resume with the config the checkpoint was trained with)",
+                file.strategy,
+                self.strategy.name()
+            )));
+        }
+        let model_k = self.field.sh_rest.dims()[1];
+        if file.sh_rest_coefficients != model_k {
+            return Err(bad(format!(
+                "{} SH coefficients beyond DC per channel, this run's model has {model_k} \
+                 (resume with the config the checkpoint was trained with)",
+                file.sh_rest_coefficients
+            )));
+        }
+        let device = self.device.clone();
+        let upload = |rows: &HostRows| -> Tensor<Inner<B>, 2> {
+            Tensor::from_data(
+                TensorData::new(rows.values.clone(), [file.gaussians, rows.columns]),
+                &device,
+            )
+        };
+        let mut field = self.field.clone();
+        let mut adam = self.adam.clone();
+        for (group, saved) in ParamGroup::ALL.into_iter().zip(&file.groups) {
+            group.set_columns(&mut field, upload(&saved.param));
+            group.set_columns(&mut adam.exp_avg, upload(&saved.exp_avg));
+            group.set_columns(&mut adam.exp_avg_sq, upload(&saved.exp_avg_sq));
+            adam.steps[group.index()] = saved.adam_steps;
+        }
+        let strategy_state = file
+            .strategy_state
+            .into_iter()
+            .map(|(key, values)| {
+                let n = values.len();
+                (
+                    key,
+                    Tensor::from_data(TensorData::new(values, [n]), &device),
+                )
+            })
+            .collect();
+        self.strategy.load_state(strategy_state)?;
+        self.field = field;
+        self.generation += 1;
+        self.adam = adam;
+        self.step = file.step;
+        Ok(())
+    }
+}
+
+/// `[N, columns]` f32 values, row-major, as a checkpoint stores a parameter or moment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRows {
+    /// Values per Gaussian.
+    pub columns: usize,
+    /// `N * columns` values.
+    pub values: Vec<f32>,
+}
+
+/// One parameter group of a checkpoint: the parameter, its Adam moments and step count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SavedGroup {
+    /// `param.<group>`.
+    pub param: HostRows,
+    /// `adam.<group>.exp_avg`.
+    pub exp_avg: HostRows,
+    /// `adam.<group>.exp_avg_sq`.
+    pub exp_avg_sq: HostRows,
+    /// `adam.<group>.steps`.
+    pub adam_steps: u64,
+}
+
+/// A checkpoint file read into host memory and checked for consistency on its own (every
+/// tensor present, F32, of the shape the others imply), before anything touches a trainer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointFile {
+    /// The step the run had completed.
+    pub step: usize,
+    /// SH coefficients beyond DC per channel (`K` of `sh_rest` `[N, K, 3]`).
+    pub sh_rest_coefficients: usize,
+    /// The densification strategy's name.
+    pub strategy: String,
+    /// Number of Gaussians.
+    pub gaussians: usize,
+    /// One entry per [`ParamGroup`], in [`ParamGroup::ALL`] order.
+    pub groups: Vec<SavedGroup>,
+    /// `strategy.<name>` tensors `[N]`, sorted by name.
+    pub strategy_state: Vec<(String, Vec<f32>)>,
+}
+
+impl CheckpointFile {
+    /// Parses the bytes of a checkpoint; `path` names the file in errors. Allocates at most
+    /// the size of the tensors the file holds (the values are copied once, out of `bytes`).
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<CheckpointFile, TrainError> {
+        let bad = |m: String| TrainError::checkpoint(path, m);
+        let (_, metadata) = safetensors::SafeTensors::read_metadata(bytes)
             .map_err(|e| bad(format!("not a safetensors file ({e})")))?;
-        let tensors = safetensors::SafeTensors::deserialize(&bytes)
+        let tensors = safetensors::SafeTensors::deserialize(bytes)
             .map_err(|e| bad(format!("not a safetensors file ({e})")))?;
         let meta = metadata.metadata().clone().unwrap_or_default();
         let get = |key: &str| -> Result<&String, TrainError> {
@@ -124,14 +224,9 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 .parse::<u64>()
                 .map_err(|_| bad(format!("`{key}` is not a count")))
         };
-        let strategy = get("strategy")?;
-        if strategy != self.strategy.name() {
-            return Err(bad(format!(
-                "it was written with the `{strategy}` densification strategy, this run uses `{}`",
-                self.strategy.name()
-            )));
-        }
-        let device = self.device.clone();
+        let count = |key: &str| -> Result<usize, TrainError> {
+            usize::try_from(number(key)?).map_err(|_| bad(format!("`{key}` is too large")))
+        };
         let read = |name: &str| -> Result<(Vec<usize>, Vec<f32>), TrainError> {
             let view = tensors
                 .tensor(name)
@@ -149,72 +244,65 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 .collect();
             Ok((view.shape().to_vec(), values))
         };
-        let tensor2 = |name: &str| -> Result<Tensor<Inner<B>, 2>, TrainError> {
-            let (shape, values) = read(name)?;
-            if shape.len() != 2 {
-                return Err(bad(format!(
-                    "tensor `{name}` has shape {shape:?}, not [N, C]"
-                )));
-            }
-            Ok(Tensor::from_data(
-                TensorData::new(values, [shape[0], shape[1]]),
-                &device,
-            ))
-        };
-        let mut field = self.field.clone();
-        let mut adam = self.adam.clone();
-        let k = number("sh_rest_coefficients")? as usize;
-        let model_k = self.field.sh_rest.dims()[1];
-        if k != model_k {
+        let sh_rest_coefficients = count("sh_rest_coefficients")?;
+        // SH degree 4 has 24; beyond that the file cannot have come from Ember.
+        if sh_rest_coefficients > 24 {
             return Err(bad(format!(
-                "{k} SH coefficients beyond DC per channel, this run's model has {model_k}"
+                "`sh_rest_coefficients` is {sh_rest_coefficients}, more than SH degree 4's 24"
             )));
         }
-        let mut n = None;
+        let rows = |tensor: &str, columns: usize, gaussians: Option<usize>| {
+            let (shape, values) = read(tensor)?;
+            match shape[..] {
+                [n, c] if c == columns && gaussians.is_none_or(|g| g == n) => {
+                    Ok((n, HostRows { columns, values }))
+                }
+                _ => Err(bad(format!(
+                    "`{tensor}` has shape {shape:?}, expected [N, {columns}]{}",
+                    gaussians
+                        .map(|n| format!(" with N = {n}"))
+                        .unwrap_or_default()
+                ))),
+            }
+        };
+        let mut gaussians = None;
+        let mut groups = Vec::with_capacity(ParamGroup::ALL.len());
         for group in ParamGroup::ALL {
             let name = group.name();
-            let param = tensor2(&format!("param.{name}"))?;
-            let expected_cols = group.columns(&self.field).dims()[1];
-            let [rows, cols] = param.dims();
-            if cols != expected_cols || n.is_some_and(|n| n != rows) {
-                return Err(bad(format!(
-                    "`param.{name}` has shape [{rows}, {cols}], expected [N, {expected_cols}]"
-                )));
-            }
-            n = Some(rows);
-            let exp_avg = tensor2(&format!("adam.{name}.exp_avg"))?;
-            let exp_avg_sq = tensor2(&format!("adam.{name}.exp_avg_sq"))?;
-            if exp_avg.dims() != [rows, cols] || exp_avg_sq.dims() != [rows, cols] {
-                return Err(bad(format!(
-                    "Adam moments of `{name}` do not match the parameter"
-                )));
-            }
-            group.set_columns(&mut adam.exp_avg, exp_avg);
-            group.set_columns(&mut adam.exp_avg_sq, exp_avg_sq);
-            adam.steps[group.index()] = number(&format!("adam.{name}.steps"))?;
-            group.set_columns(&mut field, param);
+            let columns = group.width(sh_rest_coefficients);
+            let (n, param) = rows(&format!("param.{name}"), columns, gaussians)?;
+            gaussians = Some(n);
+            let (_, exp_avg) = rows(&format!("adam.{name}.exp_avg"), columns, gaussians)?;
+            let (_, exp_avg_sq) = rows(&format!("adam.{name}.exp_avg_sq"), columns, gaussians)?;
+            groups.push(SavedGroup {
+                param,
+                exp_avg,
+                exp_avg_sq,
+                adam_steps: number(&format!("adam.{name}.steps"))?,
+            });
         }
-        let n = n.unwrap_or(0);
+        let gaussians = gaussians.unwrap_or(0);
         let mut strategy_state = Vec::new();
         for name in tensors.names() {
             if let Some(key) = name.strip_prefix("strategy.") {
                 let (shape, values) = read(name)?;
-                if shape != [n] {
-                    return Err(bad(format!("`{name}` has shape {shape:?}, expected [{n}]")));
+                if shape != [gaussians] {
+                    return Err(bad(format!(
+                        "`{name}` has shape {shape:?}, expected [{gaussians}]"
+                    )));
                 }
-                strategy_state.push((
-                    key.to_string(),
-                    Tensor::from_data(TensorData::new(values, [n]), &device),
-                ));
+                strategy_state.push((key.to_string(), values));
             }
         }
-        // Checkpoint tensor names come back in no particular order: sort for determinism.
+        // Tensor names come back in no particular order: sorted, loading is deterministic.
         strategy_state.sort_by(|a, b| a.0.cmp(&b.0));
-        self.strategy.load_state(strategy_state)?;
-        self.field = field;
-        self.generation += 1;
-        self.adam = adam;
-        self.step = number("step")? as usize;
-        Ok(())
+        Ok(CheckpointFile {
+            step: count("step")?,
+            sh_rest_coefficients,
+            strategy: get("strategy")?.clone(),
+            gaussians,
+            groups,
+            strategy_state,
+        })
     }
 }

@@ -60,6 +60,9 @@ pub struct DataConfig {
     pub path: Option<PathBuf>,
     /// Integer factor the images are shrunk by.
     pub downsample: u32,
+    /// The longest image side after downsampling, pixels: `downsample` is raised to the
+    /// smallest factor that brings every view within it; `None`: no limit.
+    pub max_side: Option<u32>,
     /// At most this many views per split (evenly spaced); `None`: all.
     pub max_images: Option<usize>,
     /// Without split files, hold out every `test_every`-th view.
@@ -84,6 +87,7 @@ impl Default for DataConfig {
         DataConfig {
             path: None,
             downsample: 1,
+            max_side: None,
             max_images: None,
             test_every: Some(8),
             background: [1.0, 1.0, 1.0],
@@ -129,8 +133,13 @@ impl Default for ProceduralConfig {
 pub enum InitMode {
     /// One Gaussian per scene point (falls back to `random` when the scene has none).
     Points,
-    /// `random_count` Gaussians uniform in the scene bounds.
+    /// `random_count` Gaussians uniform in the scene bounds, random colours (3DGS's start for
+    /// scenes without points).
     Random,
+    /// `random_count` Gaussians uniform in the part of the scene bounds that at least
+    /// `view_fraction` of the training cameras see, coloured from the photos that see them:
+    /// no Gaussians in space no camera looks at, where they can only become floaters.
+    ViewVolume,
 }
 
 /// The initial Gaussians.
@@ -144,6 +153,8 @@ pub struct InitConfig {
     /// Half the side of the random box, as a fraction of the scene extent (the box is centred on
     /// the points' centre, or without points on the point the training cameras look at).
     pub random_box: f64,
+    /// `view_volume`: the fraction of training cameras that must see a point, in `(0, 1]`.
+    pub view_fraction: f64,
     /// Initial opacity, after the sigmoid.
     pub opacity: f64,
     /// SH degree of the model (bands are switched on by [`OptimConfig::sh_interval`]).
@@ -156,6 +167,7 @@ impl Default for InitConfig {
             mode: InitMode::Points,
             random_count: 100_000,
             random_box: 1.0,
+            view_fraction: 0.5,
             opacity: 0.1,
             sh_degree: 3,
         }
@@ -345,6 +357,65 @@ impl Default for OutputConfig {
     }
 }
 
+/// A key that may be left unset (an `Option` field), for [`TrainConfig::to_annotated_toml`].
+#[derive(Debug, Clone, Copy)]
+pub struct OptionalKey {
+    /// Its table (`data`, `optim`, ...).
+    pub section: &'static str,
+    /// Its name in the table.
+    pub key: &'static str,
+    /// A valid value, as TOML.
+    pub example: &'static str,
+    /// What leaving it unset means.
+    pub unset: &'static str,
+}
+
+/// Every optional key of [`TrainConfig`].
+pub const OPTIONAL_KEYS: [OptionalKey; 7] = [
+    OptionalKey {
+        section: "data",
+        key: "path",
+        example: "\"path/to/scene\"",
+        unset: "train on the built-in procedural scene",
+    },
+    OptionalKey {
+        section: "data",
+        key: "max_side",
+        example: "800",
+        unset: "`downsample` alone sets the size",
+    },
+    OptionalKey {
+        section: "data",
+        key: "max_images",
+        example: "100",
+        unset: "every view",
+    },
+    OptionalKey {
+        section: "data",
+        key: "test_every",
+        example: "8",
+        unset: "no view is held out (a scene's split files still decide where it has them)",
+    },
+    OptionalKey {
+        section: "data",
+        key: "point_cloud",
+        example: "\"points3d.ply\"",
+        unset: "the scene's own points",
+    },
+    OptionalKey {
+        section: "optim",
+        key: "lr_means_steps",
+        example: "30000",
+        unset: "the run's `steps`",
+    },
+    OptionalKey {
+        section: "eval",
+        key: "max_views",
+        example: "8",
+        unset: "every held-out view",
+    },
+];
+
 impl TrainConfig {
     /// Parses a TOML document; `origin` names it in errors (a file path, or `<built-in>`).
     pub fn from_toml_str(text: &str, origin: &str) -> Result<TrainConfig, TrainError> {
@@ -372,6 +443,37 @@ impl TrainConfig {
     /// The config as TOML (what a run records next to its outputs and in checkpoints).
     pub fn to_toml_string(&self) -> String {
         toml::to_string(self).unwrap_or_else(|e| format!("# not serialisable: {e}\n"))
+    }
+
+    /// [`TrainConfig::to_toml_string`] with every unset optional key ([`OPTIONAL_KEYS`]) shown
+    /// as a comment under its section, with an example value and what unset means: what
+    /// `trainer --print-config` prints, so that every key can be discovered.
+    pub fn to_annotated_toml(&self) -> String {
+        let text = self.to_toml_string();
+        let table = toml::Table::try_from(self).unwrap_or_default();
+        let is_set = |section: &str, key: &str| {
+            table
+                .get(section)
+                .and_then(toml::Value::as_table)
+                .is_some_and(|t| t.contains_key(key))
+        };
+        let mut out = String::with_capacity(text.len() + 512);
+        for line in text.lines() {
+            out.push_str(line);
+            out.push('\n');
+            let Some(section) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) else {
+                continue;
+            };
+            for optional in OPTIONAL_KEYS.iter().filter(|k| k.section == section) {
+                if !is_set(section, optional.key) {
+                    out.push_str(&format!(
+                        "# {} = {}  # unset: {}\n",
+                        optional.key, optional.example, optional.unset
+                    ));
+                }
+            }
+        }
+        out
     }
 
     /// This config with `key=value` overrides applied in order. `key` is a dotted path
@@ -429,6 +531,9 @@ impl TrainConfig {
         if self.data.downsample == 0 {
             return fail("data.downsample", "must be at least 1");
         }
+        if self.data.max_side == Some(0) {
+            return fail("data.max_side", "must be at least 1 pixel");
+        }
         if self
             .data
             .background
@@ -453,6 +558,9 @@ impl TrainConfig {
         }
         if self.init.random_count == 0 || self.init.random_box <= 0.0 {
             return fail("init.random_count / init.random_box", "must be positive");
+        }
+        if !(self.init.view_fraction > 0.0 && self.init.view_fraction <= 1.0) {
+            return fail("init.view_fraction", "must be in (0, 1]");
         }
         if self.eval.max_views == Some(0) {
             return fail(
@@ -516,6 +624,36 @@ fn parse_override_value(text: &str) -> toml::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_annotated_toml_shows_every_unset_optional_key_and_its_examples_are_valid() {
+        let mut config = TrainConfig::default();
+        config.data.test_every = None;
+        let text = config.to_annotated_toml();
+        for optional in OPTIONAL_KEYS {
+            let commented = format!("# {} = {}", optional.key, optional.example);
+            assert_eq!(
+                text.matches(&commented).count(),
+                1,
+                "{commented} in\n{text}"
+            );
+        }
+        // Uncommented, the example values make a valid config with every optional key set.
+        let uncommented: String = text
+            .lines()
+            .map(|line| match line.strip_prefix("# ") {
+                Some(rest) => rest.split("  # unset:").next().unwrap_or(rest),
+                None => line,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let full = TrainConfig::from_toml_str(&uncommented, "uncommented").unwrap();
+        assert!(full.data.path.is_some() && full.data.max_images.is_some());
+        assert!(full.data.max_side.is_some());
+        assert!(full.data.test_every.is_some() && full.data.point_cloud.is_some());
+        assert!(full.optim.lr_means_steps.is_some() && full.eval.max_views.is_some());
+        assert!(!full.to_annotated_toml().contains("# unset:"));
+    }
 
     #[test]
     fn defaults_are_the_3dgs_schedule() {

@@ -3,6 +3,9 @@
 use std::path::{Path, PathBuf};
 
 /// Everything that can stop training, naming what and where.
+///
+/// Each message holds its cause, so only the wrapped `ember-data` and model errors are
+/// [`std::error::Error::source`]s; a report that walks the chain prints every cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
     /// A config document or override was refused.
@@ -20,20 +23,20 @@ pub enum TrainError {
     #[error(transparent)]
     Model(#[from] ember_field::ModelError),
     /// The renderer refused a camera or the field.
-    #[error("rendering view {view}: {source}")]
+    #[error("rendering view {view}: {cause}")]
     Render {
         /// The view's name.
         view: String,
         /// The renderer's reason.
-        source: ember_field::RenderError,
+        cause: ember_field::RenderError,
     },
     /// The loss refused a render and its target (mismatched sizes).
-    #[error("loss on view {view}: {source}")]
+    #[error("loss on view {view}: {cause}")]
     Loss {
         /// The view's name.
         view: String,
         /// The loss's reason.
-        source: ember_kernels::LossError,
+        cause: ember_kernels::LossError,
     },
     /// The scene cannot be trained on (no views, mismatched image sizes, ...).
     #[error("scene: {0}")]
@@ -75,12 +78,12 @@ pub enum TrainError {
         message: String,
     },
     /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}: {cause}")]
     Io {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
+        /// What the operating system said.
+        cause: std::io::Error,
     },
     /// Reading back a tensor from the device failed.
     #[error("reading {what} from the device: {message}")]
@@ -102,10 +105,10 @@ pub enum TrainError {
 
 impl TrainError {
     /// An I/O error on `path`.
-    pub fn io(path: &Path, source: std::io::Error) -> TrainError {
+    pub fn io(path: &Path, cause: std::io::Error) -> TrainError {
         TrainError::Io {
             path: path.to_path_buf(),
-            source,
+            cause,
         }
     }
 

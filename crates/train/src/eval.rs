@@ -153,10 +153,10 @@ impl<B: SplatBackend> Evaluator<B> {
                 Some(cached) => cached,
                 None => {
                     let target = scene.eval_image(index)?.to_tensor::<B>(&device);
-                    let out = render(field, &view.camera, &options).map_err(|source| {
+                    let out = render(field, &view.camera, &options).map_err(|cause| {
                         TrainError::Render {
                             view: view.name.clone(),
-                            source,
+                            cause,
                         }
                     })?;
                     let rgb = out.rgb.clamp(0.0, 1.0);
@@ -166,9 +166,9 @@ impl<B: SplatBackend> Evaluator<B> {
                         .into_scalar()
                         .elem();
                     let s: f32 = ssim(rgb.clone(), target)
-                        .map_err(|source| TrainError::Loss {
+                        .map_err(|cause| TrainError::Loss {
                             view: view.name.clone(),
-                            source,
+                            cause,
                         })?
                         .into_scalar()
                         .elem();

@@ -54,6 +54,17 @@ impl ParamGroup {
         self as usize
     }
 
+    /// Values per Gaussian in the `[N, columns]` layout, for a model with
+    /// `sh_rest_coefficients` SH coefficients beyond DC per channel.
+    pub fn width(self, sh_rest_coefficients: usize) -> usize {
+        match self {
+            ParamGroup::Means | ParamGroup::LogScales | ParamGroup::ShDc => 3,
+            ParamGroup::Quats => 4,
+            ParamGroup::Opacity => 1,
+            ParamGroup::ShRest => 3 * sh_rest_coefficients,
+        }
+    }
+
     /// The group's parameter in `field` as `[N, columns]` (`columns` = the values per
     /// Gaussian: `3K` for [`ParamGroup::ShRest`], coefficient-major), the layout of checkpoints.
     pub fn columns<B: Backend>(self, field: &GaussianField<B>) -> Tensor<B, 2> {

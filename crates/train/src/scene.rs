@@ -64,6 +64,9 @@ pub struct TrainScene {
     pub extent: f64,
     /// Background colour, RGB.
     pub background: [f32; 3],
+    /// What the user should know about how the scene was read (photos left out, a raised
+    /// downsample factor), one line each.
+    pub notes: Vec<String>,
     train_images: Images,
     eval_images: Images,
 }
@@ -99,6 +102,7 @@ impl TrainScene {
     pub fn from_dataset(path: &Path, config: &DataConfig) -> Result<TrainScene, TrainError> {
         let options = DatasetOptions {
             downsample: config.downsample,
+            max_side: config.max_side,
             max_images: config.max_images,
             test_every: config.test_every,
             background: config.background,
@@ -145,6 +149,28 @@ impl TrainScene {
             };
             (xyz, rgb)
         });
+        let mut notes = Vec::new();
+        if dataset.downsample != config.downsample {
+            notes.push(format!(
+                "images downsampled {}x (not {}x) so that no side exceeds max_side = {} px",
+                dataset.downsample,
+                config.downsample,
+                config.max_side.unwrap_or_default()
+            ));
+        }
+        if !dataset.unregistered.is_empty() {
+            const SHOWN: usize = 10;
+            let mut names =
+                dataset.unregistered[..dataset.unregistered.len().min(SHOWN)].join(", ");
+            if dataset.unregistered.len() > SHOWN {
+                names.push_str(&format!(" and {} more", dataset.unregistered.len() - SHOWN));
+            }
+            notes.push(format!(
+                "warning: {} photo(s) in the image folder are not registered in the COLMAP model and are \
+                 skipped: {names}",
+                dataset.unregistered.len()
+            ));
+        }
         Ok(TrainScene {
             name: path.display().to_string(),
             train: to_scene(&dataset.train),
@@ -153,6 +179,7 @@ impl TrainScene {
             center: dataset.center,
             extent: dataset.extent,
             background: config.background,
+            notes,
             train_images: Images::Files(loader(&dataset.train)?),
             eval_images: Images::Files(loader(eval_views)?),
         })
@@ -189,6 +216,77 @@ impl TrainScene {
         let cameras: Vec<Camera> = self.train.iter().map(|v| v.camera).collect();
         let focus = cameras_focus(&cameras).unwrap_or(self.center);
         (focus.map(|c| c as f32), self.extent as f32)
+    }
+}
+
+impl TrainScene {
+    /// `count` points uniform in the cube `(centre, half)` among those at least `fraction` of
+    /// the training cameras see (in front of the camera, inside its image), each coloured by
+    /// the mean of its pixel in up to 8 of those photos; `[count, 3]` positions and linear RGB
+    /// in `[0, 1]`, flattened. Candidates are drawn until `count` are kept or 64 `count` were
+    /// tried, so a volume that no camera sees yields fewer points (an error when none).
+    pub fn view_volume_points(
+        &self,
+        count: usize,
+        (centre, half): ([f32; 3], f32),
+        fraction: f64,
+        rng: &mut impl rand::Rng,
+    ) -> Result<(Vec<f32>, Vec<f32>), TrainError> {
+        let cameras: Vec<Camera> = self.train.iter().map(|v| v.camera).collect();
+        let needed = ((fraction * cameras.len() as f64).ceil() as usize).max(1);
+        let images = (0..cameras.len())
+            .map(|i| self.train_image(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut xyz = Vec::with_capacity(3 * count);
+        let mut rgb = Vec::with_capacity(3 * count);
+        let mut seen = Vec::with_capacity(cameras.len());
+        let mut tries = 0usize;
+        while xyz.len() < 3 * count && tries < 64 * count {
+            tries += 1;
+            let p: [f64; 3] = core::array::from_fn(|a| {
+                f64::from(centre[a] + half * (2.0 * rng.random::<f32>() - 1.0))
+            });
+            seen.clear();
+            for (i, cam) in cameras.iter().enumerate() {
+                let (r, t) = (&cam.rotation, &cam.translation);
+                let c: [f64; 3] = core::array::from_fn(|k| {
+                    r[3 * k] * p[0] + r[3 * k + 1] * p[1] + r[3 * k + 2] * p[2] + t[k]
+                });
+                if c[2] <= 1e-6 {
+                    continue;
+                }
+                let u = cam.fx * c[0] / c[2] + cam.cx;
+                let v = cam.fy * c[1] / c[2] + cam.cy;
+                if u >= 0.0 && v >= 0.0 && u < f64::from(cam.width) && v < f64::from(cam.height) {
+                    seen.push((i, u as usize, v as usize));
+                }
+            }
+            if seen.len() < needed {
+                continue;
+            }
+            let mut colour = [0.0f32; 3];
+            let step = seen.len().div_ceil(8);
+            let samples = seen.iter().step_by(step);
+            let n = samples.clone().count() as f32;
+            for &(i, u, v) in samples {
+                let image = &images[i];
+                let at = 3 * (v * image.width as usize + u);
+                for (c, value) in colour.iter_mut().zip(&image.data[at..at + 3]) {
+                    *c += f32::from(*value) / 255.0 / n;
+                }
+            }
+            xyz.extend(p.map(|v| v as f32));
+            rgb.extend(colour);
+        }
+        if xyz.is_empty() {
+            return Err(TrainError::Scene(format!(
+                "no point of the initialisation box (centre {centre:?}, half side {half}) is seen \
+                 by {needed} of the {} training cameras: lower init.view_fraction or use \
+                 init.mode = \"random\"",
+                cameras.len()
+            )));
+        }
+        Ok((xyz, rgb))
     }
 }
 
@@ -416,9 +514,9 @@ pub fn procedural<B: SplatBackend>(
         for (i, eye) in eyes.iter().enumerate() {
             let camera = look_at_origin(*eye, config.resolution);
             let name = format!("{prefix}_{i:03}");
-            let out = render(&field, &camera, &options).map_err(|source| TrainError::Render {
+            let out = render(&field, &camera, &options).map_err(|cause| TrainError::Render {
                 view: name.clone(),
-                source,
+                cause,
             })?;
             let rgb = to_host(out.rgb, "procedural image")?;
             let alpha = to_host(out.alpha, "procedural alpha")?;
@@ -458,6 +556,7 @@ pub fn procedural<B: SplatBackend>(
         center,
         extent,
         background,
+        notes: Vec::new(),
         train_images: Images::Memory(train_images),
         eval_images: Images::Memory(eval_images),
     })

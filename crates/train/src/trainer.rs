@@ -108,6 +108,22 @@ pub fn initial_field<Bk: burn::tensor::backend::Backend>(
         (InitMode::Points, Some((xyz, rgb))) => {
             Ok(GaussianField::from_points(&field_config, xyz, rgb, device)?)
         }
+        (InitMode::ViewVolume, _) => {
+            let (centre, half) = scene.bounds();
+            let mut rng = StdRng::seed_from_u64(derive_seed(config.seed, STREAM_INIT, 1));
+            let (xyz, rgb) = scene.view_volume_points(
+                config.init.random_count,
+                (centre, half * config.init.random_box as f32),
+                config.init.view_fraction,
+                &mut rng,
+            )?;
+            Ok(GaussianField::from_points(
+                &field_config,
+                &xyz,
+                &rgb,
+                device,
+            )?)
+        }
         _ => {
             // As 3DGS does for scenes without points: uniform positions in the box, random
             // colours, scales from the 3 nearest neighbours.
@@ -396,19 +412,19 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let sh_degree = self.sh_degree_at(step);
         let field = autodiff_leaves::<B>(&self.field)?;
         let out = render(&field, &camera, &self.render_options(sh_degree, background)).map_err(
-            |source| TrainError::Render {
+            |cause| TrainError::Render {
                 view: self.scene.train[view].name.clone(),
-                source,
+                cause,
             },
         )?;
         let options = LossOptions {
             ssim_lambda: self.config.loss.ssim_lambda,
         };
         let mut loss =
-            photometric_loss(out.rgb.clone(), target.clone(), options).map_err(|source| {
+            photometric_loss(out.rgb.clone(), target.clone(), options).map_err(|cause| {
                 TrainError::Loss {
                     view: self.scene.train[view].name.clone(),
-                    source,
+                    cause,
                 }
             })?;
         let (opacity_reg, scale_reg) = (self.config.loss.opacity_reg, self.config.loss.scale_reg);

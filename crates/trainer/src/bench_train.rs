@@ -35,7 +35,7 @@ const DEFAULT_STEPS: usize = 100;
 pub struct TrainBenchArgs {
     /// The run to time; `--steps` is the number of timed steps (default 100).
     #[command(flatten)]
-    run: ConfigArgs,
+    pub(crate) run: ConfigArgs,
     /// Untimed steps before the timed ones (allocations, first-use costs).
     #[arg(long, default_value_t = 2)]
     warmup: usize,

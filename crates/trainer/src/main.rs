@@ -26,8 +26,50 @@ use signal_hook::consts::SIGINT;
 
 use crate::guard::{fits_in_memory, not_an_input};
 
-/// The built-in default config (the procedural scene).
-const QUICK_TOML: &str = include_str!("../../../configs/quick.toml");
+/// A preset compiled into the binary, used when there is no `--config`.
+struct Preset {
+    /// Its file in the repository.
+    file: &'static str,
+    /// Its text.
+    toml: &'static str,
+    /// What it is for, for the run's first line.
+    what: &'static str,
+}
+
+/// Without `--data`: the built-in procedural scene.
+const QUICK: Preset = Preset {
+    file: "configs/quick.toml",
+    toml: include_str!("../../../configs/quick.toml"),
+    what: "the procedural demo",
+};
+
+/// `--data` on a real capture, CPU backend.
+const CAPTURE_CPU: Preset = Preset {
+    file: "configs/colmap-cpu.toml",
+    toml: include_str!("../../../configs/colmap-cpu.toml"),
+    what: "real captures on the CPU",
+};
+
+/// `--data` on a real capture, GPU backends.
+const CAPTURE_GPU: Preset = Preset {
+    file: "configs/colmap.toml",
+    toml: include_str!("../../../configs/colmap.toml"),
+    what: "real captures on a GPU",
+};
+
+/// `--data` on a NeRF-Synthetic scene (`transforms_train.json`), CPU backend.
+const SYNTHETIC_CPU: Preset = Preset {
+    file: "configs/lego-cpu.toml",
+    toml: include_str!("../../../configs/lego-cpu.toml"),
+    what: "NeRF-Synthetic scenes on the CPU",
+};
+
+/// `--data` on a NeRF-Synthetic scene, GPU backends.
+const SYNTHETIC_GPU: Preset = Preset {
+    file: "configs/h100.toml",
+    toml: include_str!("../../../configs/h100.toml"),
+    what: "NeRF-Synthetic scenes on a GPU",
+};
 
 /// The training config and its overrides (the run's, and `bench train`'s).
 #[derive(clap::Args, Debug)]
@@ -47,15 +89,62 @@ pub struct ConfigArgs {
     /// Override any config field, e.g. `--set optim.lr_opacity=0.05` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// The backend the run uses (the global `--backend`), which picks the built-in preset.
+    #[arg(skip = Backend::default_compiled())]
+    backend: Backend,
 }
 
 impl ConfigArgs {
-    /// Where the config came from, for reports.
-    fn origin(&self) -> String {
-        match &self.config {
-            Some(path) => path.display().to_string(),
-            None => "configs/quick.toml (built in)".to_string(),
+    /// The built-in preset these arguments train with when there is no `--config`: the
+    /// procedural demo without `--data`; for a scene, the NeRF-Synthetic or the real-capture
+    /// preset, sized for the CPU on ndarray and for a GPU on the other backends.
+    fn preset(&self) -> &'static Preset {
+        let cpu = self.backend == Backend::Ndarray;
+        match &self.data {
+            None => &QUICK,
+            Some(data) if data.join("transforms_train.json").is_file() => {
+                if cpu {
+                    &SYNTHETIC_CPU
+                } else {
+                    &SYNTHETIC_GPU
+                }
+            }
+            Some(_) => {
+                if cpu {
+                    &CAPTURE_CPU
+                } else {
+                    &CAPTURE_GPU
+                }
+            }
         }
+    }
+
+    /// Where the config comes from, for the first line of a run, `--print-config` and
+    /// benchmark files: the file or the built-in preset (whose schedule differs from the
+    /// library defaults a file starts from), and the command-line overrides.
+    fn origin(&self) -> String {
+        let mut origin = match &self.config {
+            Some(path) => path.display().to_string(),
+            None => format!(
+                "the built-in preset {} ({}; keys a --config file leaves out take the library \
+                 defaults instead, e.g. {} steps)",
+                self.preset().file,
+                self.preset().what,
+                TrainConfig::default().steps
+            ),
+        };
+        let mut overrides: Vec<String> = self.set.iter().map(|s| format!("--set {s}")).collect();
+        overrides.extend(
+            self.data
+                .as_ref()
+                .map(|d| format!("--data {}", d.display())),
+        );
+        overrides.extend(self.steps.map(|n| format!("--steps {n}")));
+        overrides.extend(self.seed.map(|n| format!("--seed {n}")));
+        if !overrides.is_empty() {
+            origin.push_str(&format!(", with {}", overrides.join(" ")));
+        }
+        origin
     }
 }
 
@@ -275,7 +364,10 @@ fn load_config(args: &ConfigArgs) -> Result<TrainConfig> {
     let mut config = match &args.config {
         Some(path) => TrainConfig::from_file(path)
             .with_context(|| format!("reading the config {}", path.display()))?,
-        None => TrainConfig::from_toml_str(QUICK_TOML, "configs/quick.toml (built in)")?,
+        None => {
+            let preset = args.preset();
+            TrainConfig::from_toml_str(preset.toml, &format!("{} (built in)", preset.file))?
+        }
     };
     config = config.with_overrides(&args.set)?;
     if let Some(data) = &args.data {
@@ -333,7 +425,10 @@ fn train<B: ember_train::SplatAutodiffBackend>(
         scene.extent,
         started.elapsed().as_secs_f64()
     );
-    if config.init.mode == ember_train::config::InitMode::Random || scene.points.is_none() {
+    for note in &scene.notes {
+        println!("{note}");
+    }
+    if config.init.mode != ember_train::config::InitMode::Points || scene.points.is_none() {
         // Parameters, their gradients and two Adam moments, in f32.
         let floats = 11 + 3 * (config.init.sh_degree + 1).pow(2);
         fits_in_memory(
@@ -361,8 +456,7 @@ fn train<B: ember_train::SplatAutodiffBackend>(
         args.resume.as_deref(),
         device,
         &mut progress,
-    )
-    .with_context(|| format!("training into {}", args.out.display()))?;
+    )?;
     progress.bar.finish();
     let held_out = match &summary.final_eval {
         Some(eval) => format!(
@@ -427,7 +521,11 @@ fn run_command() -> Result<()> {
     // Every step frees and reallocates tens of megabytes of host buffers: keep them in the
     // heap instead of faulting them in again (see `ember_kernels::host_allocator`).
     ember_kernels::host_allocator::keep_freed_memory();
-    let args = Args::parse();
+    let mut args = Args::parse();
+    args.run.backend = args.backend;
+    if let Some(Command::Bench(BenchCommand::Train(bench))) = &mut args.command {
+        bench.run.backend = args.backend;
+    }
     if let Some(command) = &args.command {
         use splat_tools::{SplatCommand, render_png};
         return match command {
@@ -451,10 +549,12 @@ fn run_command() -> Result<()> {
         };
     }
     let config = load_config(&args.run)?;
+    let origin = args.run.origin();
     if args.print_config {
-        print!("{}", config.to_toml_string());
+        print!("# {origin}\n{}", config.to_annotated_toml());
         return Ok(());
     }
+    println!("config: {origin}");
     println!(
         "backend {}, {} steps, seed {}, output {}",
         args.backend.name(),

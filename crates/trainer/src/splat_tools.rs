@@ -8,10 +8,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use ember_data::camera::camera_params;
-use ember_data::{
-    Dataset, DatasetOptions, Intrinsics, Pose, SplatInfo, convert, info, read_splats, transform,
-};
+use ember_data::camera::{CameraFile, camera_params};
+use ember_data::{Dataset, DatasetOptions, SplatInfo, convert, info, read_splats, transform};
 use ember_field::{RenderOptions, render};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
@@ -71,43 +69,12 @@ pub struct RenderArgs {
     background: Option<[f64; 3]>,
 }
 
-/// The camera file of `trainer render --camera`.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CameraFile {
-    rotation: [f64; 9],
-    translation: [f64; 3],
-    fx: f64,
-    fy: f64,
-    cx: f64,
-    cy: f64,
-    width: u32,
-    height: u32,
-}
-
 impl RenderArgs {
     fn camera(&self) -> Result<CameraParams> {
         if let Some(path) = &self.camera {
-            let text = std::fs::read_to_string(path)
+            let bytes = std::fs::read(path)
                 .with_context(|| format!("reading the camera {}", path.display()))?;
-            let c: CameraFile = serde_json::from_str(&text)
-                .with_context(|| format!("the camera {}", path.display()))?;
-            let pose = Pose {
-                rotation: c.rotation,
-                translation: c.translation,
-            };
-            let intrinsics = Intrinsics {
-                fx: c.fx,
-                fy: c.fy,
-                cx: c.cx,
-                cy: c.cy,
-                width: c.width,
-                height: c.height,
-            };
-            // The checks the dataset loaders make on every view.
-            if let Some(problem) = pose.problem().or_else(|| intrinsics.problem()) {
-                bail!("the camera {}: {problem}", path.display());
-            }
+            let (pose, intrinsics) = CameraFile::parse(&bytes, path)?;
             return Ok(camera_params(&pose, &intrinsics));
         }
         let (Some(data), Some(view)) = (&self.data, self.view) else {

@@ -57,6 +57,13 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
                     if let Some(c) = indexed("f_dc_").filter(|&c| c < 3) {
                         Slot::Dc(c)
                     } else if let Some(j) = indexed("f_rest_") {
+                        // Checked before `j + 1`, which `usize::MAX` would overflow.
+                        let most = 3 * sh_rest_coefficients(3);
+                        if j >= most {
+                            return Err(ply_error(format!(
+                                "property `{other}`: SH degree 3, the highest, has {most} `f_rest_*` values"
+                            )));
+                        }
                         rest_count = rest_count.max(j + 1);
                         Slot::Rest(j)
                     } else if let Some(c) = indexed("scale_").filter(|&c| c < 3) {
@@ -453,34 +460,27 @@ mod tests {
     /// Found by the `splat_ply` fuzz target: the largest `f_rest_*` index sized a list of
     /// names before the SH degree was checked (an allocation of 7.2 PB).
     #[test]
-    fn a_huge_f_rest_index_is_refused_without_allocating() {
-        let mut text = String::from("ply\nformat binary_little_endian 1.0\nelement vertex 1\n");
-        for name in [
-            "x",
-            "y",
-            "z",
-            "f_dc_0",
-            "f_dc_1",
-            "f_dc_2",
-            "opacity",
-            "scale_0",
-            "scale_1",
-            "scale_2",
-            "rot_0",
-            "rot_1",
-            "rot_2",
-            "rot_3",
-            "f_rest_300000000000000000",
-        ] {
-            text.push_str(&format!("property float {name}\n"));
+    fn a_huge_f_rest_index_is_refused_without_allocating_or_overflowing() {
+        // The second is `usize::MAX`, whose `+ 1` once overflowed (found by the fuzz target).
+        for huge in ["f_rest_300000000000000000", "f_rest_18446744073709551615"] {
+            let mut text = String::from("ply\nformat binary_little_endian 1.0\nelement vertex 1\n");
+            for name in [
+                "x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1",
+                "scale_2", "rot_0", "rot_1", "rot_2", "rot_3", huge,
+            ] {
+                text.push_str(&format!("property float {name}\n"));
+            }
+            text.push_str("end_header\n");
+            let mut bytes = text.into_bytes();
+            bytes.extend_from_slice(&[0u8; 15 * 4]);
+            let message = parse(&bytes, Path::new("huge.ply"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                message.contains(huge) && message.contains("has 45 `f_rest_*` values"),
+                "{message}"
+            );
         }
-        text.push_str("end_header\n");
-        let mut bytes = text.into_bytes();
-        bytes.extend_from_slice(&[0u8; 15 * 4]);
-        let message = parse(&bytes, Path::new("huge.ply"))
-            .unwrap_err()
-            .to_string();
-        assert!(message.contains("`f_rest_*` properties"), "{message}");
     }
 
     #[test]

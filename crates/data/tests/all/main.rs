@@ -1,5 +1,6 @@
 //! `ember-data`'s integration tests: one binary, one module per area.
 
+mod captures;
 mod colmap_roundtrip;
 mod common;
 mod corruption;

@@ -2,6 +2,7 @@
 //! does a run that waits for the device after every phase; a NaN loss stops the run and leaves
 //! the last checkpoint intact.
 
+use ember_train::checkpoint::CheckpointFile;
 use ember_train::params::{ParamGroup, to_host};
 use ember_train::{Phase, TrainError, Trainer};
 
@@ -141,4 +142,34 @@ fn bad_checkpoints_are_refused() {
         .unwrap_err();
     assert!(matches!(err, TrainError::Io { .. }), "{err}");
     assert_eq!(trainer.step_count(), 0);
+
+    // A checkpoint of a run with other settings: parsed on its own, then refused by this
+    // trainer with what differs and what to do, and nothing changes.
+    let before = state(&trainer);
+    for (key, value, expected) in [
+        ("densify.strategy", "none", "densification strategy"),
+        ("init.sh_degree", "2", "SH coefficients beyond DC"),
+    ] {
+        let other = common::tiny_config()
+            .with_overrides(&[format!("{key}={value}")])
+            .unwrap();
+        let mut writer =
+            Trainer::<B>::new(other.clone(), common::scene(&other), &Default::default()).unwrap();
+        writer.step().unwrap();
+        let path = dir.path().join(format!("{value}.safetensors"));
+        writer.save_checkpoint(&path).unwrap();
+        let file = CheckpointFile::parse(&std::fs::read(&path).unwrap(), &path).unwrap();
+        assert_eq!(file.step, 1);
+        assert_eq!(file.gaussians, writer.num_gaussians());
+        assert_eq!(file.groups.len(), ParamGroup::ALL.len());
+        let err = trainer.load_checkpoint(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(expected) && err.contains("resume with the config"),
+            "{err}"
+        );
+        assert!(
+            state(&trainer) == before,
+            "a refused checkpoint changed the trainer"
+        );
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output};
 
 use crate::common::{data_path, stdout, trainer};
 
@@ -38,8 +38,30 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 /// Runs `trainer args` in `dir`'s terms and checks that it failed cleanly with a message
 /// holding every one of `expected`, and that nothing under `dir` changed.
 fn refused(dir: &Path, args: &[&str], expected: &[&str]) -> String {
+    refused_by(trainer, dir, args, expected)
+}
+
+/// The data segment (heap and anonymous mappings) `trainer_limited` allows, KiB: 1 GiB.
+const MEMORY_LIMIT_KIB: u64 = 1 << 20;
+
+/// Runs the `trainer` binary with `args`, its data segment limited to [`MEMORY_LIMIT_KIB`]
+/// (`ulimit -d`), so that an allocation beyond it aborts the process.
+fn trainer_limited(args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -d {MEMORY_LIMIT_KIB} && exec \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_trainer"))
+        .args(args)
+        .output()
+        .expect("running sh")
+}
+
+/// [`refused`] with `run` starting the binary.
+fn refused_by(run: fn(&[&str]) -> Output, dir: &Path, args: &[&str], expected: &[&str]) -> String {
     let before = snapshot(dir);
-    let out = trainer(args);
+    let out = run(args);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{args:?}: {out:?}");
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
@@ -528,6 +550,215 @@ fn a_configs_data_path_is_relative_to_the_config_file() {
         stdout(&out).contains("lego_400: 100 training views"),
         "{}",
         stdout(&out)
+    );
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+/// A COLMAP binary model of one 4x4 PINHOLE camera (`cameras.bin`).
+fn one_camera_bin() -> Vec<u8> {
+    let mut bytes = 1u64.to_le_bytes().to_vec();
+    bytes.extend(1u32.to_le_bytes());
+    bytes.extend(1i32.to_le_bytes());
+    bytes.extend(4u64.to_le_bytes());
+    bytes.extend(4u64.to_le_bytes());
+    for param in [4.0f64, 4.0, 2.0, 2.0] {
+        bytes.extend(param.to_le_bytes());
+    }
+    bytes
+}
+
+/// The 16-byte header of an SPZ v2 file of `count` points at SH degree 0.
+fn spz_header(count: u32) -> Vec<u8> {
+    let mut bytes = 0x5053_474e_u32.to_le_bytes().to_vec();
+    bytes.extend(2u32.to_le_bytes());
+    bytes.extend(count.to_le_bytes());
+    bytes.extend([0, 12, 0, 0]);
+    bytes
+}
+
+/// A COLMAP binary file of no records.
+fn no_records() -> Vec<u8> {
+    0u64.to_le_bytes().to_vec()
+}
+
+/// A small file (a count, then 92 zero bytes) that announces `count` records.
+fn announcing(count: u64) -> Vec<u8> {
+    let mut bytes = count.to_le_bytes().to_vec();
+    bytes.resize(100, 0);
+    bytes
+}
+
+/// A safetensors file whose one tensor claims `[rows, 3]` f32 values over 12 bytes of data.
+fn safetensors_claiming(rows: u64) -> Vec<u8> {
+    let header = format!(
+        r#"{{"__metadata__":{{"format":"ember-train checkpoint v1"}},"param.means":{{"dtype":"F32","shape":[{rows},3],"data_offsets":[0,12]}}}}"#
+    );
+    let mut bytes = (header.len() as u64).to_le_bytes().to_vec();
+    bytes.extend(header.as_bytes());
+    bytes.extend([0u8; 12]);
+    bytes
+}
+
+#[test]
+fn huge_counts_in_small_files_fail_fast_under_a_memory_limit() {
+    use std::io::Write;
+    const HUGE: u64 = 1_000_000_000_000;
+    let Some(real) = data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
+        return;
+    };
+    let dir = folder("huge-counts");
+    let ply = dir.join("s.ply");
+    std::fs::copy(&real, &ply).expect("copy");
+
+    // The limit is in force: a render whose buffers need about 4 GB aborts under it (or, on
+    // a machine with less memory free than that, is refused by the estimate).
+    let camera = dir.join("big.json");
+    std::fs::write(&camera, CAMERA.replace("64", "9000").replace("48", "9000")).expect("camera");
+    let control = trainer_limited(&[
+        "render",
+        s(&ply),
+        "--camera",
+        s(&camera),
+        "--out",
+        s(&dir.join("big.png")),
+    ]);
+    let said = String::from_utf8_lossy(&control.stderr);
+    assert!(
+        said.contains("memory allocation of") || said.contains("needs about"),
+        "the memory limit did not stop a 4 GB render: {control:?}"
+    );
+    std::fs::remove_file(&camera).expect("clean up");
+    let _ = std::fs::remove_file(dir.join("big.png"));
+
+    // Splat files: every count the header gives is checked against the bytes that follow.
+    let text = String::from_utf8(uniform_ply(0, 0.0)).expect("ascii header");
+    let huge_ply = dir.join("huge.ply");
+    let mut bytes = text
+        .replace("element vertex 0", &format!("element vertex {HUGE}"))
+        .into_bytes();
+    bytes.resize(bytes.len() + 100, 0);
+    std::fs::write(&huge_ply, bytes).expect("ply");
+    let compressed = dir.join("huge.compressed.ply");
+    let mut bytes = format!(
+        "ply\nformat binary_little_endian 1.0\nelement chunk {HUGE}\nproperty float min_x\n\
+         element vertex {HUGE}\nproperty uint packed_position\nend_header\n"
+    )
+    .into_bytes();
+    bytes.resize(bytes.len() + 100, 0);
+    std::fs::write(&compressed, bytes).expect("compressed ply");
+    // SPZ counts are u32: the largest one, raw and gzipped.
+    let mut header = spz_header(u32::MAX);
+    header.resize(100, 0);
+    let raw_spz = dir.join("huge-raw.spz");
+    std::fs::write(&raw_spz, &header).expect("spz");
+    let gzip_spz = dir.join("huge.spz");
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(&header).expect("gzip");
+    std::fs::write(&gzip_spz, encoder.finish().expect("gzip")).expect("spz");
+    for (file, expected) in [
+        (
+            &huge_ply,
+            "declares 1000000000000 `vertex` entries but only",
+        ),
+        (&compressed, "1000000000000"),
+        (&raw_spz, "huge-raw.spz"),
+        (&gzip_spz, "compressed bytes can hold"),
+    ] {
+        refused_by(trainer_limited, &dir, &["info", s(file)], &[expected]);
+    }
+
+    // COLMAP binary models: each of the three files announcing 10^12 records.
+    let scene = dir.join("scene");
+    let model = scene.join("sparse/0");
+    std::fs::create_dir_all(&model).expect("model folder");
+    std::fs::create_dir_all(scene.join("images")).expect("images folder");
+    let run = dir.join("run");
+    for (file, contents) in [
+        (
+            "cameras.bin",
+            [announcing(HUGE), no_records(), no_records()],
+        ),
+        (
+            "images.bin",
+            [one_camera_bin(), announcing(HUGE), no_records()],
+        ),
+        (
+            "points3D.bin",
+            [one_camera_bin(), no_records(), announcing(HUGE)],
+        ),
+    ] {
+        for (name, bytes) in ["cameras.bin", "images.bin", "points3D.bin"]
+            .iter()
+            .zip(contents)
+        {
+            std::fs::write(model.join(name), bytes).expect("model file");
+        }
+        refused_by(
+            trainer_limited,
+            &dir,
+            &["--data", s(&scene), "--steps", "1", "--out", s(&run)],
+            &[file, "announces 1000000000000 records"],
+        );
+    }
+
+    // A checkpoint whose tensor claims 10^12 rows over 12 bytes.
+    let checkpoint = dir.join("huge.safetensors");
+    std::fs::write(&checkpoint, safetensors_claiming(HUGE)).expect("checkpoint");
+    refused_by(
+        trainer_limited,
+        &dir,
+        &["--resume", s(&checkpoint), "--steps", "1", "--out", s(&run)],
+        &["huge.safetensors", "not a safetensors file"],
+    );
+    assert!(!run.exists(), "a refused run created {}", run.display());
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
+#[test]
+fn the_first_line_names_the_config_and_print_config_shows_unset_keys() {
+    let dir = folder("config-origin");
+    let printed = trainer(&["--print-config"]);
+    ok(&printed);
+    let text = stdout(&printed);
+    assert!(
+        text.starts_with("# the built-in preset configs/quick.toml"),
+        "{text}"
+    );
+    assert!(text.contains("steps = 1500"), "{text}");
+    for unset in [
+        "# path = \"path/to/scene\"  # unset: train on the built-in procedural scene",
+        "# max_images = 100  # unset: every view",
+        "# point_cloud = ",
+        "# lr_means_steps = 30000  # unset: the run's `steps`",
+        "# max_views = 8  # unset: every held-out view",
+    ] {
+        assert!(text.contains(unset), "`{unset}` missing from\n{text}");
+    }
+    // An empty file starts from the library defaults, and says which file it is.
+    let empty = dir.join("empty.toml");
+    std::fs::write(&empty, "").expect("config");
+    let printed = trainer(&["--config", s(&empty), "--print-config", "--set", "seed=3"]);
+    ok(&printed);
+    let text = stdout(&printed);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.contains("empty.toml") && first.contains("--set seed=3"),
+        "{first}"
+    );
+    assert!(
+        text.contains("steps = 30000") && text.contains("seed = 3"),
+        "{text}"
+    );
+    // A run's first line names its config.
+    let run = trainer(&["--steps", "1", "--out", s(&dir.join("run"))]);
+    ok(&run);
+    let text = stdout(&run);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("config: the built-in preset configs/quick.toml")
+            && first.contains("30000 steps")
+            && first.contains("--steps 1"),
+        "{first}"
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }

@@ -1,4 +1,4 @@
-//! The 3DGS PLY splat reader (and the compressed-PLY reader) on arbitrary bytes.
+//! The 3DGS PLY splat reader (binary and ASCII) and the compressed-PLY reader on arbitrary bytes.
 #![no_main]
 
 use std::path::Path;
