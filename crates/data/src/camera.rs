@@ -81,7 +81,17 @@ impl Intrinsics {
 /// ```
 ///
 /// COLMAP's SIMPLE_RADIAL (`k1`), RADIAL (`k1, k2`) and OPENCV (`k1, k2, p1, p2`) models and
-/// nerfstudio's `k1 k2 k3 p1 p2` are all special cases. The coefficients are dimensionless, so
+/// nerfstudio's `k1 k2 k3 p1 p2` are all special cases.
+///
+/// With `fisheye` set it is the equidistant fisheye model instead (OpenCV's `cv::fisheye`,
+/// COLMAP's and nerfstudio's OPENCV_FISHEYE), acting on the angle `theta = atan(r)` of the ray:
+///
+/// ```text
+/// theta_d = theta (1 + k1 theta^2 + k2 theta^4 + k3 theta^6 + k4 theta^8)
+/// (x_d, y_d) = (x, y) theta_d / r
+/// ```
+///
+/// The coefficients are dimensionless, so
 /// they do not change when the image is resized.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Distortion {
@@ -95,6 +105,10 @@ pub struct Distortion {
     pub p1: f64,
     /// Second tangential coefficient.
     pub p2: f64,
+    /// Fourth radial coefficient (fisheye only).
+    pub k4: f64,
+    /// The equidistant fisheye model: `k1..k4` act on the ray's angle; `p1`, `p2` are unused.
+    pub fisheye: bool,
 }
 
 impl Distortion {
@@ -105,7 +119,7 @@ impl Distortion {
 
     /// Whether every coefficient is finite.
     pub fn is_finite(&self) -> bool {
-        [self.k1, self.k2, self.k3, self.p1, self.p2]
+        [self.k1, self.k2, self.k3, self.k4, self.p1, self.p2]
             .iter()
             .all(|v| v.is_finite())
     }
@@ -114,16 +128,52 @@ impl Distortion {
     /// lands on the real sensor.
     pub fn distort(&self, x: f64, y: f64) -> (f64, f64) {
         let r2 = x * x + y * y;
+        if self.fisheye {
+            let r = r2.sqrt();
+            if r < 1e-12 {
+                return (x, y);
+            }
+            let theta = r.atan();
+            let t2 = theta * theta;
+            let theta_d =
+                theta * (1.0 + t2 * (self.k1 + t2 * (self.k2 + t2 * (self.k3 + t2 * self.k4))));
+            let scale = theta_d / r;
+            return (x * scale, y * scale);
+        }
         let radial = 1.0 + r2 * (self.k1 + r2 * (self.k2 + r2 * self.k3));
         let xd = x * radial + 2.0 * self.p1 * x * y + self.p2 * (r2 + 2.0 * x * x);
         let yd = y * radial + self.p1 * (r2 + 2.0 * y * y) + 2.0 * self.p2 * x * y;
         (xd, yd)
     }
 
-    /// Undistorts normalised coordinates (the inverse of [`Distortion::distort`]) by fixed-point
-    /// iteration, which converges for the mild distortions of real lenses; returns the last
-    /// iterate after 20 steps otherwise.
+    /// Undistorts normalised coordinates (the inverse of [`Distortion::distort`]): by
+    /// fixed-point iteration, which converges for the mild distortions of real lenses (the last
+    /// iterate after 20 steps otherwise); for a fisheye, by Newton's method on the angle.
     pub fn undistort(&self, xd: f64, yd: f64) -> (f64, f64) {
+        if self.fisheye {
+            // Newton's method on theta (1 + k1 theta^2 + ...) = theta_d, then r = tan(theta).
+            let theta_d = (xd * xd + yd * yd).sqrt();
+            if theta_d < 1e-12 {
+                return (xd, yd);
+            }
+            let mut theta = theta_d;
+            for _ in 0..20 {
+                let t2 = theta * theta;
+                let f = theta
+                    * (1.0 + t2 * (self.k1 + t2 * (self.k2 + t2 * (self.k3 + t2 * self.k4))))
+                    - theta_d;
+                let df = 1.0
+                    + t2 * (3.0 * self.k1
+                        + t2 * (5.0 * self.k2 + t2 * (7.0 * self.k3 + t2 * 9.0 * self.k4)));
+                let step = f / df;
+                theta -= step;
+                if step.abs() < 1e-15 {
+                    break;
+                }
+            }
+            let scale = theta.tan() / theta_d;
+            return (xd * scale, yd * scale);
+        }
         let (mut x, mut y) = (xd, yd);
         for _ in 0..20 {
             let (fx, fy) = self.distort(x, y);
@@ -425,6 +475,37 @@ mod tests {
     }
 
     #[test]
+    fn fisheye_distortion_follows_the_equidistant_model_and_inverts() {
+        let d = Distortion {
+            k1: -0.01,
+            k2: 0.002,
+            k3: -0.0005,
+            k4: 0.0001,
+            fisheye: true,
+            ..Distortion::default()
+        };
+        // A ray at 45 degrees lands at theta_d = theta (1 + k1 theta^2 + ...) from the centre.
+        let theta = std::f64::consts::FRAC_PI_4;
+        let t2 = theta * theta;
+        let expected = theta * (1.0 + t2 * (-0.01 + t2 * (0.002 + t2 * (-0.0005 + t2 * 0.0001))));
+        let (xd, yd) = d.distort(1.0, 0.0);
+        assert!((xd - expected).abs() < 1e-12 && yd == 0.0, "{xd}");
+        // With no coefficients a fisheye still bends rays: r -> atan(r).
+        let (xd, _) = Distortion {
+            fisheye: true,
+            ..Distortion::default()
+        }
+        .distort(1.0, 0.0);
+        assert!((xd - theta).abs() < 1e-12);
+        for &(x, y) in &[(0.0, 0.0), (0.3, -0.2), (-0.5, 0.4), (0.6, 0.6)] {
+            let (xd, yd) = d.distort(x, y);
+            let (xu, yu) = d.undistort(xd, yd);
+            assert!((xu - x).abs() < 1e-9 && (yu - y).abs() < 1e-9, "{x},{y}");
+        }
+        assert!(!d.is_none());
+    }
+
+    #[test]
     fn undistort_inverts_distort() {
         let d = Distortion {
             k1: -0.12,
@@ -432,6 +513,7 @@ mod tests {
             k3: -0.001,
             p1: 0.001,
             p2: -0.0007,
+            ..Distortion::default()
         };
         for &(x, y) in &[(0.0, 0.0), (0.3, -0.2), (-0.5, 0.4), (0.6, 0.6)] {
             let (xd, yd) = d.distort(x, y);

@@ -70,7 +70,7 @@ pub enum DataError {
     },
     /// A camera model that Ember does not load.
     #[error(
-        "{path}: camera {camera_id} uses the {model} model, which is not supported (supported: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV)"
+        "{path}: camera {camera_id} uses the {model} model, which is not supported (supported: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE)"
     )]
     UnsupportedCameraModel {
         /// The file that declares the camera.

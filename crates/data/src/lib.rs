@@ -6,12 +6,12 @@
 //! |---|---|---|
 //! | COLMAP | `sparse/0/{cameras,images,points3D}.{bin,txt}` + `images/` | binary and text, read and written ([`colmap`]); `sparse/0`, else the largest model in `sparse/`; `images_N/` for pre-downscaled sets |
 //! | NeRF-Synthetic | `transforms_{train,val,test}.json` | `camera_angle_x`; RGBA PNGs composited over [`DatasetOptions::background`] |
-//! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2`, global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path` |
+//! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2` (`k1..k4` for OPENCV_FISHEYE), global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path` |
 //! | point clouds | COLMAP `points3D`, PLY | [`PointCloud`]: ASCII and binary PLY, `x y z` + optional `red green blue` |
 //! | trained splats | 3DGS PLY, `.splat`, SPZ, PlayCanvas compressed PLY | [`Splats`], see [`splats`]: read and write by extension, [`convert`], [`transform`], [`info`] |
 //!
-//! Camera models: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV (COLMAP), and
-//! nerfstudio's OPENCV/PINHOLE. Distorted images are **undistorted when decoded** (remapped to
+//! Camera models: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE
+//! (COLMAP), and nerfstudio's OPENCV, PINHOLE and OPENCV_FISHEYE. Distorted images are **undistorted when decoded** (remapped to
 //! the pinhole camera with the same intrinsics and size, see [`images::undistort`]), so every
 //! [`View`] is a pinhole camera; with [`DatasetOptions::undistort`] off the images are left as
 //! they are and the coefficients are carried in [`View::distortion`], which Ember's projection
@@ -31,8 +31,9 @@
 //!   training camera centre from their mean.
 //!
 //! # Not supported
-//! Fisheye and other COLMAP camera models (OPENCV_FISHEYE, FULL_OPENCV, FOV, the *_FISHEYE
-//! models: they load as records but are refused as cameras, by name); COLMAP split lists (COLMAP
+//! The other COLMAP camera models (FULL_OPENCV, FOV, SIMPLE_RADIAL_FISHEYE, RADIAL_FISHEYE,
+//! THIN_PRISM_FISHEYE: they load as records but are refused as cameras, by name); the part of a
+//! fisheye's view beyond the pinhole image of the same size (undistortion keeps the centre); COLMAP split lists (COLMAP
 //! scenes use [`DatasetOptions::test_every`]); masks, depth maps and per-image exposure;
 //! 3DGS-layout PLY attributes beyond position and colour in [`PointCloud`] (a splat file is
 //! read by [`read_splats`]).
@@ -42,9 +43,8 @@
 //! # Errors
 //! Everything that reads a file returns [`DataError`], which names the file and the problem;
 //! nothing panics on user data. The binary readers check record counts against the file size
-//! before allocating. `crates/data/fuzz` holds cargo-fuzz targets for the COLMAP, JSON and PLY
-//! readers and the splat readers (`splat_ply`, `spz`; `cargo +nightly fuzz run colmap_binary`,
-//! outside the workspace); the test suite's
+//! before allocating. Every reader is a libFuzzer target in the repository's `fuzz/` folder
+//! (`scripts/fuzz.sh`, on the stable toolchain; see `FUZZING.md`); the test suite's
 //! `corruption` module runs every reader, image decoders included, on deterministic truncations
 //! and byte flips.
 

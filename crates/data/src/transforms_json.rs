@@ -3,8 +3,9 @@
 //! - **NeRF-Synthetic** (Blender): `camera_angle_x` (horizontal field of view, radians) and
 //!   per-split files `transforms_{train,val,test}.json`; `file_path` usually has no extension
 //!   (`./train/r_0` for `train/r_0.png`); the images are RGBA.
-//! - **nerfstudio / instant-ngp**: `fl_x fl_y cx cy w h` (pixels), distortion `k1 k2 k3 p1 p2`,
-//!   `camera_model` (`OPENCV` or absent; fisheye and equirectangular models are refused), each
+//! - **nerfstudio / instant-ngp**: `fl_x fl_y cx cy w h` (pixels), distortion `k1 k2 k3 p1 p2`
+//!   (`k1 k2 k3 k4` for `OPENCV_FISHEYE`), `camera_model` (`OPENCV`, `PINHOLE`,
+//!   `OPENCV_FISHEYE` or absent; equirectangular is refused), each
 //!   either global or per frame (a frame's value wins); optional `train_filenames`,
 //!   `val_filenames`, `test_filenames` (explicit splits) and `ply_file_path` (initial points).
 //!
@@ -191,9 +192,9 @@ pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
                 "no focal length (fl_x, fl_y, camera_angle_x or camera_angle_y)",
             ));
         }
+        let fisheye = camera.camera_model.as_deref() == Some("OPENCV_FISHEYE");
         if let Some(model) = &camera.camera_model
-            && model != "OPENCV"
-            && model != "PINHOLE"
+            && !["OPENCV", "PINHOLE", "OPENCV_FISHEYE"].contains(&model.as_str())
         {
             return Err(DataError::UnsupportedCameraModel {
                 path: path.to_path_buf(),
@@ -201,7 +202,7 @@ pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
                 model: model.clone(),
             });
         }
-        if camera.k4.is_some_and(|k4| k4 != 0.0) {
+        if !fisheye && camera.k4.is_some_and(|k4| k4 != 0.0) {
             return Err(DataError::UnsupportedCameraModel {
                 path: path.to_path_buf(),
                 camera_id: index as u64,
@@ -212,8 +213,10 @@ pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
             k1: camera.k1.unwrap_or(0.0),
             k2: camera.k2.unwrap_or(0.0),
             k3: camera.k3.unwrap_or(0.0),
+            k4: camera.k4.unwrap_or(0.0),
             p1: camera.p1.unwrap_or(0.0),
             p2: camera.p2.unwrap_or(0.0),
+            fisheye,
         };
         frames.push(TransformsFrame {
             index,
@@ -364,11 +367,17 @@ mod tests {
             parse_transforms(no_focal.as_bytes(), path),
             Err(DataError::MissingIntrinsics { frame: 0, .. })
         ));
-        let fisheye = format!(
-            r#"{{"fl_x": 1, "camera_model": "OPENCV_FISHEYE", "frames": [{{"file_path": "a", "transform_matrix": {MATRIX}}}]}}"#
+        let equirectangular = format!(
+            r#"{{"fl_x": 1, "camera_model": "EQUIRECTANGULAR", "frames": [{{"file_path": "a", "transform_matrix": {MATRIX}}}]}}"#
         );
-        let error = parse_transforms(fisheye.as_bytes(), path).unwrap_err();
-        assert!(error.to_string().contains("OPENCV_FISHEYE"), "{error}");
+        let error = parse_transforms(equirectangular.as_bytes(), path).unwrap_err();
+        assert!(error.to_string().contains("EQUIRECTANGULAR"), "{error}");
+        let fisheye = format!(
+            r#"{{"fl_x": 1, "k1": 0.1, "k4": 0.01, "camera_model": "OPENCV_FISHEYE", "frames": [{{"file_path": "a", "transform_matrix": {MATRIX}}}]}}"#
+        );
+        let file = parse_transforms(fisheye.as_bytes(), path).unwrap();
+        let d = file.frames[0].distortion;
+        assert!(d.fisheye && d.k1 == 0.1 && d.k4 == 0.01, "{d:?}");
         let scaled = r#"{"fl_x": 1, "frames": [{"file_path": "a", "transform_matrix": [[2,0,0,0],[0,1,0,0],[0,0,1,0]]}]}"#;
         let error = parse_transforms(scaled.as_bytes(), path).unwrap_err();
         assert!(error.to_string().contains("frame 0 (a)"), "{error}");

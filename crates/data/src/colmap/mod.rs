@@ -201,7 +201,21 @@ impl ColmapCamera {
                     k2: p[5],
                     p1: p[6],
                     p2: p[7],
-                    k3: 0.0,
+                    ..Distortion::default()
+                },
+            ),
+            CameraModel::OpenCvFisheye => (
+                p[0],
+                p[1],
+                p[2],
+                p[3],
+                Distortion {
+                    k1: p[4],
+                    k2: p[5],
+                    k3: p[6],
+                    k4: p[7],
+                    fisheye: true,
+                    ..Distortion::default()
                 },
             ),
             other => {
@@ -465,15 +479,17 @@ mod tests {
     fn unsupported_model_is_named() {
         let camera = ColmapCamera {
             id: 7,
-            model: CameraModel::OpenCvFisheye,
+            model: CameraModel::FullOpenCv,
             width: 100,
             height: 80,
-            params: vec![50.0, 50.0, 50.0, 40.0, 0.0, 0.0, 0.0, 0.0],
+            params: vec![
+                50.0, 50.0, 50.0, 40.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0,
+            ],
         };
         let error = camera.intrinsics(Path::new("cameras.bin")).unwrap_err();
         let message = error.to_string();
         assert!(
-            message.contains("camera 7") && message.contains("OPENCV_FISHEYE"),
+            message.contains("camera 7") && message.contains("FULL_OPENCV"),
             "{message}"
         );
     }
@@ -498,6 +514,18 @@ mod tests {
         let (k, d) = opencv.intrinsics(Path::new("c")).unwrap();
         assert_eq!((k.fx, k.fy), (60.0, 61.0));
         assert_eq!((d.k1, d.k2, d.p1, d.p2, d.k3), (0.1, 0.2, 0.3, 0.4, 0.0));
+        let fisheye = ColmapCamera {
+            model: CameraModel::OpenCvFisheye,
+            params: vec![60.0, 61.0, 50.0, 40.0, 0.1, 0.2, 0.3, 0.4],
+            ..camera.clone()
+        };
+        let (k, d) = fisheye.intrinsics(Path::new("c")).unwrap();
+        assert_eq!((k.fx, k.fy, k.cx, k.cy), (60.0, 61.0, 50.0, 40.0));
+        assert!(d.fisheye);
+        assert_eq!(
+            (d.k1, d.k2, d.k3, d.k4, d.p1, d.p2),
+            (0.1, 0.2, 0.3, 0.4, 0.0, 0.0)
+        );
         let broken = ColmapCamera {
             model: CameraModel::Pinhole,
             params: vec![0.0, 61.0, 50.0, 40.0],
