@@ -139,22 +139,41 @@ fn images_n_folder_is_used_for_downsampling() {
 }
 
 #[test]
-fn unsupported_camera_model_is_named() {
+fn an_opencv_fisheye_scene_loads_and_is_undistorted_on_decode() {
     let tmp = tempfile::tempdir().unwrap();
     colmap_scene(
         tmp.path(),
-        "1 OPENCV_FISHEYE 8 6 10 10 4 3 0.1 0 0 0",
-        &["a.png"],
+        "1 OPENCV_FISHEYE 16 12 20 20 8 6 0.05 -0.01 0.002 -0.0005",
+        &["a.png", "b.png"],
     );
+    write_png(&tmp.path().join("images/a.png"), 16, 12);
+    write_png(&tmp.path().join("images/b.png"), 16, 12);
+    let dataset = Dataset::load(tmp.path(), &DatasetOptions::default()).unwrap();
+    let view = &dataset.train[0];
+    assert!(view.distortion.is_none(), "undistorted on load");
+    let (_, distortion) = view.source.undistort.unwrap();
+    assert!(distortion.fisheye);
+    assert_eq!(
+        (distortion.k1, distortion.k2, distortion.k3, distortion.k4),
+        (0.05, -0.01, 0.002, -0.0005)
+    );
+    let image = view.source.decode().unwrap();
+    assert!(image.data.chunks(3).all(|p| p == [40, 80, 120]));
+}
+
+#[test]
+fn unsupported_camera_model_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    colmap_scene(tmp.path(), "1 FOV 8 6 10 10 4 3 0.1", &["a.png"]);
     let error = Dataset::load(tmp.path(), &DatasetOptions::default()).unwrap_err();
     assert!(
-        matches!(&error, DataError::UnsupportedCameraModel { camera_id: 1, model, .. } if model == "OPENCV_FISHEYE"),
+        matches!(&error, DataError::UnsupportedCameraModel { camera_id: 1, model, .. } if model == "FOV"),
         "{error}"
     );
     assert!(
         error
             .to_string()
-            .contains("cameras.txt: camera 1 uses the OPENCV_FISHEYE model")
+            .contains("cameras.txt: camera 1 uses the FOV model")
     );
 }
 
