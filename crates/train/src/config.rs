@@ -131,7 +131,7 @@ impl Default for ProceduralConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InitMode {
-    /// One Gaussian per scene point (falls back to `random` when the scene has none).
+    /// One Gaussian per scene point (falls back to `view_volume` when the scene has none).
     Points,
     /// `random_count` Gaussians uniform in the scene bounds, random colours (3DGS's start for
     /// scenes without points).

@@ -110,9 +110,12 @@ pub fn to_host<B: Backend, const D: usize>(
     tensor: Tensor<B, D>,
     what: &'static str,
 ) -> Result<Vec<f32>, TrainError> {
-    tensor
-        .into_data()
-        .convert::<f32>()
+    // `try_into_data`: a device that failed (out of memory, lost) is an error, not a panic.
+    let data = tensor.try_into_data().map_err(|e| TrainError::Readback {
+        what,
+        message: e.to_string(),
+    })?;
+    data.convert::<f32>()
         .to_vec::<f32>()
         .map_err(|e| TrainError::Readback {
             what,

@@ -44,8 +44,10 @@ fn refused(dir: &Path, args: &[&str], expected: &[&str]) -> String {
 /// The data segment (heap and anonymous mappings) `trainer_limited` allows, KiB: 1 GiB.
 const MEMORY_LIMIT_KIB: u64 = 1 << 20;
 
-/// Runs the `trainer` binary with `args`, its data segment limited to [`MEMORY_LIMIT_KIB`]
-/// (`ulimit -d`), so that an allocation beyond it aborts the process.
+/// Runs the `trainer` binary on the ndarray backend with `args`, its data segment limited to
+/// [`MEMORY_LIMIT_KIB`] (`ulimit -d`), so that an allocation beyond it aborts the process. The
+/// backend is fixed because a GPU driver's own mappings (lavapipe's, under `--features wgpu`)
+/// also count against the limit.
 fn trainer_limited(args: &[&str]) -> Output {
     Command::new("sh")
         .arg("-c")
@@ -53,6 +55,7 @@ fn trainer_limited(args: &[&str]) -> Output {
             "ulimit -d {MEMORY_LIMIT_KIB} && exec \"$0\" \"$@\""
         ))
         .arg(env!("CARGO_BIN_EXE_trainer"))
+        .args(["--backend", "ndarray"])
         .args(args)
         .output()
         .expect("running sh")
