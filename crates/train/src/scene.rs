@@ -234,6 +234,13 @@ impl TrainScene {
     ) -> Result<(Vec<f32>, Vec<f32>), TrainError> {
         let cameras: Vec<Camera> = self.train.iter().map(|v| v.camera).collect();
         let needed = ((fraction * cameras.len() as f64).ceil() as usize).max(1);
+        let poses: Vec<ember_data::Pose> = cameras
+            .iter()
+            .map(|cam| ember_data::Pose {
+                rotation: cam.rotation,
+                translation: cam.translation,
+            })
+            .collect();
         let images = (0..cameras.len())
             .map(|i| self.train_image(i))
             .collect::<Result<Vec<_>, _>>()?;
@@ -247,11 +254,8 @@ impl TrainScene {
                 f64::from(centre[a] + half * (2.0 * rng.random::<f32>() - 1.0))
             });
             seen.clear();
-            for (i, cam) in cameras.iter().enumerate() {
-                let (r, t) = (&cam.rotation, &cam.translation);
-                let c: [f64; 3] = core::array::from_fn(|k| {
-                    r[3 * k] * p[0] + r[3 * k + 1] * p[1] + r[3 * k + 2] * p[2] + t[k]
-                });
+            for (i, (cam, pose)) in cameras.iter().zip(&poses).enumerate() {
+                let c = pose.transform_point(p);
                 if c[2] <= 1e-6 {
                     continue;
                 }
