@@ -17,7 +17,7 @@ use std::path::Path;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember_field::SplatAutodiffBackend;
+use ember_field::{GaussianField, SplatAutodiffBackend};
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::error::{TrainError, write_atomically};
@@ -200,6 +200,34 @@ pub struct CheckpointFile {
 }
 
 impl CheckpointFile {
+    /// The field the checkpoint holds, on `device` (to view or export it; resuming training
+    /// goes through [`Trainer::load_checkpoint`]); `path` names the file in errors.
+    pub fn field<B: Backend>(
+        &self,
+        device: &B::Device,
+        path: &Path,
+    ) -> Result<GaussianField<B>, TrainError> {
+        let n = self.gaussians;
+        let k = self.sh_rest_coefficients;
+        let rows = |group: ParamGroup| -> Tensor<B, 2> {
+            let saved = &self.groups[group.index()].param;
+            Tensor::from_data(
+                TensorData::new(saved.values.clone(), [n, saved.columns]),
+                device,
+            )
+        };
+        GaussianField::from_tensors(
+            rows(ParamGroup::Means),
+            rows(ParamGroup::Quats),
+            rows(ParamGroup::LogScales),
+            rows(ParamGroup::Opacity).reshape([n]),
+            rows(ParamGroup::ShDc).reshape([n, 1, 3]),
+            rows(ParamGroup::ShRest).reshape([n, k, 3]),
+            None,
+        )
+        .map_err(|e| TrainError::checkpoint(path, e.to_string()))
+    }
+
     /// Parses the bytes of a checkpoint; `path` names the file in errors. Allocates at most
     /// the size of the tensors the file holds (the values are copied once, out of `bytes`).
     pub fn parse(bytes: &[u8], path: &Path) -> Result<CheckpointFile, TrainError> {

@@ -63,7 +63,7 @@ pub use ember_field::SplatAutodiffBackend;
 pub use error::{TrainError, write_atomically};
 pub use eval::EvalReport;
 pub use params::ParamGroup;
-pub use run::{Quiet, RunObserver, RunSummary, run};
+pub use run::{ObserverAction, Quiet, RunObserver, RunSummary, run};
 pub use scene::{SceneView, TrainScene};
 pub use splat_file::{field_from_splats, splats_from_field, write_field};
 pub use timing::{Phase, PhaseTimes};

@@ -27,14 +27,21 @@ use crate::timing::{Phase, PhaseTimes};
 use crate::trainer::{StepReport, Trainer};
 use crate::view_cache::CacheStats;
 
-/// Hooks for progress display.
-pub trait RunObserver {
+/// Hooks for progress display, and for showing the field as it trains (the live viewer).
+pub trait RunObserver<B: SplatAutodiffBackend> {
     /// After every step.
     fn on_step(&mut self, _report: &StepReport, _total_steps: usize) {}
     /// After every evaluation.
     fn on_eval(&mut self, _report: &EvalReport) {}
     /// A line worth showing (files written, resume).
     fn on_message(&mut self, _message: &str) {}
+    /// After every step (after [`RunObserver::on_step`], before evaluation and checkpoints),
+    /// with the trainer as the step left it: an observer that shows the field renders it
+    /// here, and holds the run while it does not return (a paused viewer).
+    /// [`ObserverAction::Checkpoint`] writes a checkpoint now and asks again.
+    fn between_steps(&mut self, _trainer: &Trainer<B>) -> ObserverAction {
+        ObserverAction::Continue
+    }
     /// Checked after every step: `true` ends the run there, with a checkpoint and the logs
     /// written, as [`TrainError::Interrupted`] (the `trainer` binary answers Ctrl-C so).
     fn stop_requested(&self) -> bool {
@@ -42,11 +49,20 @@ pub trait RunObserver {
     }
 }
 
+/// What the run does after [`RunObserver::between_steps`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObserverAction {
+    /// The next step.
+    Continue,
+    /// Write the checkpoint now (the observer was asked for one), then ask the observer again.
+    Checkpoint,
+}
+
 /// An observer that shows nothing.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Quiet;
 
-impl RunObserver for Quiet {}
+impl<B: SplatAutodiffBackend> RunObserver<B> for Quiet {}
 
 /// What a finished run reports.
 #[derive(Debug, Clone)]
@@ -252,7 +268,7 @@ pub fn run<B: SplatAutodiffBackend>(
     out: &Path,
     resume: Option<&Path>,
     device: &B::Device,
-    observer: &mut dyn RunObserver,
+    observer: &mut dyn RunObserver<B>,
 ) -> Result<RunSummary, TrainError> {
     let started = Instant::now();
     let held_out = !scene.eval.is_empty();
@@ -284,7 +300,7 @@ pub fn run<B: SplatAutodiffBackend>(
     let evaluate = |trainer: &mut Trainer<B>,
                     logs: &mut Logs,
                     evals: &mut Vec<EvalReport>,
-                    observer: &mut dyn RunObserver|
+                    observer: &mut dyn RunObserver<B>|
      -> Result<(), TrainError> {
         if !held_out {
             return Ok(());
@@ -332,6 +348,14 @@ pub fn run<B: SplatAutodiffBackend>(
             logs.step(&report)?;
         }
         observer.on_step(&report, total);
+        while observer.between_steps(&trainer) == ObserverAction::Checkpoint {
+            trainer.save_checkpoint(&checkpoint_path)?;
+            last_checkpoint = Some(checkpoint_path.clone());
+            observer.on_message(&format!(
+                "wrote {} at step {step}",
+                checkpoint_path.display()
+            ));
+        }
         if observer.stop_requested() && step < total {
             if !step.is_multiple_of(config.output.log_every) {
                 logs.step(&report)?;

@@ -2,16 +2,20 @@
 //!
 //! `cargo run --release -p trainer` trains the built-in procedural scene of `configs/quick.toml`
 //! (compiled in, so it works without data); `--config FILE` picks another preset, `--data` a
-//! scene folder, `--set key=value` overrides any config field. The subcommands `convert`,
-//! `transform`, `info` and `render` work on splat files (3DGS PLY, `.splat`, SPZ); `bench
-//! render|train|data` time renders, training steps and the image pipeline and write JSON
-//! (`ember_bench::BenchFile`), `compare` puts two such files side by side. See `--help`.
+//! scene folder, `--set key=value` overrides any config field, `--view` serves the live
+//! viewer during training. The subcommands `convert`, `transform`, `info` and `render` work on
+//! splat files (3DGS PLY, `.splat`, SPZ); `view` serves a splat file, checkpoint or run folder
+//! to the browser; `bench render|train|data|view` time renders, training steps, the image
+//! pipeline and the viewer and write JSON (`ember_bench::BenchFile`), `compare` puts two such
+//! files side by side. See `--help`.
 
 mod bench;
 mod bench_data;
 mod bench_train;
+mod bench_view;
 mod guard;
 mod splat_tools;
+mod view;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -22,9 +26,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use ember_train::{EvalReport, RunObserver, StepReport, TrainConfig, TrainScene, run};
 use indicatif::{ProgressBar, ProgressStyle};
-use signal_hook::consts::SIGINT;
 
 use crate::guard::{fits_in_memory, not_an_input};
+use crate::view::{ListenArgs, LiveObserver, interrupt_flag, live_budget, start_live};
 
 /// A preset compiled into the binary, used when there is no `--config`.
 struct Preset {
@@ -166,6 +170,12 @@ struct Args {
     /// Print the effective config and exit.
     #[arg(long)]
     print_config: bool,
+    /// Serve the live viewer while training: the field as it trains, curves, held-out views,
+    /// pause and checkpoint buttons (port 7878 unless given; 0 picks a free one).
+    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "7878")]
+    view: Option<u16>,
+    #[command(flatten)]
+    listen: ListenArgs,
     /// A splat-file operation or a benchmark instead of training.
     #[command(subcommand)]
     command: Option<Command>,
@@ -176,6 +186,8 @@ struct Args {
 enum Command {
     #[command(flatten)]
     Splat(splat_tools::SplatCommand),
+    /// Serve a splat file, checkpoint or run folder to the browser (`--backend` renders it).
+    View(view::ViewArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -200,6 +212,10 @@ enum BenchCommand {
     /// Time the image pipeline on a dataset: cold passes (decode) and warm passes (cache,
     /// prefetch, upload): images/s, MB/s, wait fraction, peak host memory; JSON out.
     Data(bench_data::DataBenchArgs),
+    /// The viewer as a page sees it: frame latency (p50, p95) and FPS over an orbit, the
+    /// renderer's share of it; with `--train`, training speed with and without a page asking
+    /// for frames; JSON out.
+    View(bench_view::ViewBenchArgs),
 }
 
 /// Runs `f` on the backend `backend` names (among the compiled ones).
@@ -305,7 +321,7 @@ impl Progress {
     }
 }
 
-impl RunObserver for Progress {
+impl<B: ember_train::SplatAutodiffBackend> RunObserver<B> for Progress {
     fn on_step(&mut self, report: &StepReport, total: usize) {
         // Exponential moving average, as the loss of one view is noisy.
         let loss = match self.smoothed_loss {
@@ -441,22 +457,37 @@ fn train<B: ember_train::SplatAutodiffBackend>(
     }
     // The first Ctrl-C ends the run after the step in progress, with a checkpoint; a second
     // one exits at once.
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for handler in [
-        signal_hook::flag::register_conditional_shutdown(SIGINT, 130, interrupted.clone()),
-        signal_hook::flag::register(SIGINT, interrupted.clone()),
-    ] {
-        handler.context("installing the Ctrl-C handler")?;
-    }
-    let mut progress = Progress::new(config.steps, interrupted);
-    let summary = run::<B>(
-        config,
-        Arc::new(scene),
-        &args.out,
-        args.resume.as_deref(),
-        device,
-        &mut progress,
-    )?;
+    let interrupted = interrupt_flag()?;
+    let progress = Progress::new(config.steps, interrupted.clone());
+    let scene = Arc::new(scene);
+    let run_with = |observer: &mut dyn RunObserver<B>| {
+        run::<B>(
+            config,
+            scene.clone(),
+            &args.out,
+            args.resume.as_deref(),
+            device,
+            observer,
+        )
+    };
+    let (summary, progress) = match args.view {
+        Some(port) => {
+            let viewer = start_live(&args.listen, port, &scene, config)?;
+            progress.line(&format!("viewer: open {}", viewer.url()));
+            let budget = live_budget(args.backend == Backend::Ndarray);
+            let mut live = LiveObserver::new(progress, viewer, budget, interrupted);
+            let summary = run_with(&mut live)?;
+            live.inner.line(&format!(
+                "viewer: rendering took {:.1}% of the training time",
+                100.0 * live.render_share()
+            ));
+            (summary, live.inner)
+        }
+        None => {
+            let mut progress = progress;
+            (run_with(&mut progress)?, progress)
+        }
+    };
     progress.bar.finish();
     let held_out = match &summary.final_eval {
         Some(eval) => format!(
@@ -523,8 +554,10 @@ fn run_command() -> Result<()> {
     ember_kernels::host_allocator::keep_freed_memory();
     let mut args = Args::parse();
     args.run.backend = args.backend;
-    if let Some(Command::Bench(BenchCommand::Train(bench))) = &mut args.command {
-        bench.run.backend = args.backend;
+    match &mut args.command {
+        Some(Command::Bench(BenchCommand::Train(bench))) => bench.run.backend = args.backend,
+        Some(Command::Bench(BenchCommand::View(bench))) => bench.run.backend = args.backend,
+        _ => {}
     }
     if let Some(command) = &args.command {
         use splat_tools::{SplatCommand, render_png};
@@ -533,6 +566,10 @@ fn run_command() -> Result<()> {
                 on_backend!(args.backend, render_png, render)
             }
             Command::Splat(other) => splat_tools::run(other),
+            Command::View(scene) => {
+                use view::view;
+                on_backend!(args.backend, view, scene)
+            }
             Command::Bench(BenchCommand::Render(bench)) => {
                 use bench::bench_render;
                 on_backend!(args.backend, bench_render, bench)
@@ -540,6 +577,10 @@ fn run_command() -> Result<()> {
             Command::Bench(BenchCommand::Train(bench)) => {
                 use bench_train::bench_train;
                 on_backend!(args.backend, bench_train, bench)
+            }
+            Command::Bench(BenchCommand::View(bench)) => {
+                use bench_view::bench_view;
+                on_backend!(args.backend, bench_view, bench)
             }
             Command::Bench(BenchCommand::Data(bench)) => {
                 use bench_data::bench_data;

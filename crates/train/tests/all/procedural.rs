@@ -183,3 +183,81 @@ fn view_volume_points_are_seen_by_enough_cameras_and_coloured_from_the_photos() 
         .to_string();
     assert!(err.contains("init.view_fraction"), "{err}");
 }
+
+/// An observer that asks for a checkpoint between steps 3 and 4 and counts the steps it was
+/// shown between.
+struct CheckpointAtThree {
+    shown: Vec<usize>,
+    messages: Vec<String>,
+}
+
+impl ember_train::RunObserver<B> for CheckpointAtThree {
+    fn on_message(&mut self, message: &str) {
+        self.messages.push(message.to_string());
+    }
+
+    fn between_steps(&mut self, trainer: &Trainer<B>) -> ember_train::ObserverAction {
+        let step = trainer.step_count();
+        let asked = self.shown.last() == Some(&step);
+        self.shown.push(step);
+        if step == 3 && !asked {
+            ember_train::ObserverAction::Checkpoint
+        } else {
+            ember_train::ObserverAction::Continue
+        }
+    }
+}
+
+#[test]
+fn an_observer_sees_every_step_and_gets_its_checkpoint() {
+    let mut config = common::tiny_config();
+    config.steps = 5;
+    config.eval.every = 0;
+    config.output.checkpoint_every = 0;
+    let scene = common::scene(&config);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut observer = CheckpointAtThree {
+        shown: Vec::new(),
+        messages: Vec::new(),
+    };
+    run::<B>(
+        &config,
+        scene,
+        &out,
+        None,
+        &Default::default(),
+        &mut observer,
+    )
+    .unwrap();
+    // Shown after each step, and once more after the checkpoint it asked for.
+    assert_eq!(observer.shown, vec![1, 2, 3, 3, 4, 5]);
+    let written = format!(
+        "wrote {} at step 3",
+        out.join("checkpoint.safetensors").display()
+    );
+    assert!(
+        observer.messages.contains(&written),
+        "{:?}",
+        observer.messages
+    );
+    // The checkpoint file holds the field the trainer had: viewable without a trainer.
+    let path = out.join("checkpoint.safetensors");
+    let bytes = std::fs::read(&path).unwrap();
+    let file = ember_train::checkpoint::CheckpointFile::parse(&bytes, &path).unwrap();
+    let field = file
+        .field::<ember_train::trainer::Inner<B>>(&Default::default(), &path)
+        .unwrap();
+    assert_eq!(field.sh_rest.dims()[1], file.sh_rest_coefficients);
+    // The same centres as the PLY the run exported at the end.
+    let splats = ember_data::read_splats(&out.join("splats.ply")).unwrap();
+    let from_ply = ember_train::field_from_splats::<ember_train::trainer::Inner<B>>(
+        &splats,
+        &Default::default(),
+    )
+    .unwrap();
+    let means = |f: &ember_field::GaussianField<ember_train::trainer::Inner<B>>| {
+        f.means.val().into_data().into_vec::<f32>().unwrap()
+    };
+    assert_eq!(means(&field), means(&from_ply));
+}

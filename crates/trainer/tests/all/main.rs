@@ -4,3 +4,4 @@ mod bad_inputs;
 mod bench_commands;
 mod common;
 mod splat_commands;
+mod viewer;

@@ -1,0 +1,392 @@
+//! `trainer view SCENE` (a splat file, a checkpoint or a run folder in the browser) and
+//! `trainer --view [PORT]` (the training run, live): the glue between `ember-train` and
+//! `ember-viewer`.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use ember_data::read_splats;
+use ember_field::GaussianField;
+use ember_kernels::SplatBackend;
+use ember_train::checkpoint::CheckpointFile;
+use ember_train::config::DataConfig;
+use ember_train::scene::cameras_focus;
+use ember_train::{
+    EvalReport, ObserverAction, RunObserver, SplatAutodiffBackend, StepReport, TrainConfig,
+    TrainScene, Trainer, field_from_splats,
+};
+use ember_viewer::{
+    DatasetCamera, EvalViews, Frame, LiveAction, LiveRenderer, Mode, PhotoSource, SceneInfo, Split,
+    Status, Viewer, ViewerConfig, serve_field,
+};
+use signal_hook::consts::SIGINT;
+
+/// Where the viewer listens.
+#[derive(Args, Debug, Clone)]
+pub struct ListenArgs {
+    /// Address to listen on. The default serves this machine only; another address (e.g.
+    /// 0.0.0.0) lets the network in, with no authentication.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+}
+
+impl ListenArgs {
+    /// The server's config on `port`, with a warning when it is reachable from the network.
+    pub fn config(&self, port: u16) -> ViewerConfig {
+        if !self.host.is_loopback() {
+            eprintln!(
+                "warning: the viewer listens on {}: anyone who can reach this machine can watch \
+                 and pause the run (there is no authentication); prefer SSH port forwarding \
+                 (see the README)",
+                self.host
+            );
+        }
+        ViewerConfig {
+            host: self.host,
+            port,
+            ..ViewerConfig::default()
+        }
+    }
+}
+
+/// `trainer view SCENE`.
+#[derive(Args, Debug)]
+pub struct ViewArgs {
+    /// A splat file (.ply, .compressed.ply, .splat, .spz), a checkpoint (.safetensors) or a
+    /// run folder (its checkpoint.safetensors, else its splats.ply; its dataset's cameras).
+    scene: PathBuf,
+    /// A dataset whose cameras (and photos) the page can jump to; a run folder's own
+    /// dataset is used without it.
+    #[arg(long, value_name = "PATH")]
+    data: Option<PathBuf>,
+    /// Port (0 picks a free one).
+    #[arg(long, default_value_t = ember_viewer::DEFAULT_PORT)]
+    port: u16,
+    #[command(flatten)]
+    listen: ListenArgs,
+}
+
+/// The field a SCENE argument names, and where its dataset is when it says.
+fn load_field<B: SplatBackend>(
+    scene: &Path,
+    device: &B::Device,
+) -> Result<(GaussianField<B>, Option<DataConfig>)> {
+    let run_config = |folder: &Path| -> Result<Option<DataConfig>> {
+        let file = folder.join("config.toml");
+        if !file.is_file() {
+            return Ok(None);
+        }
+        let config = TrainConfig::from_file(&file)
+            .with_context(|| format!("reading the run's config {}", file.display()))?;
+        Ok(Some(config.data))
+    };
+    let from_checkpoint = |path: &Path| -> Result<GaussianField<B>> {
+        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let file = CheckpointFile::parse(&bytes, path)?;
+        Ok(file.field(device, path)?)
+    };
+    let from_splats = |path: &Path| -> Result<GaussianField<B>> {
+        let splats = read_splats(path).with_context(|| format!("reading {}", path.display()))?;
+        if let Some(bad) = splats.non_finite() {
+            bail!(
+                "{}: {} of {} Gaussians hold NaN or infinite values (the first is index {})",
+                path.display(),
+                bad.count,
+                splats.len(),
+                bad.first
+            );
+        }
+        field_from_splats::<B>(&splats, device)
+            .with_context(|| format!("{} as a field", path.display()))
+    };
+    if scene.is_dir() {
+        let data = run_config(scene)?;
+        let checkpoint = scene.join("checkpoint.safetensors");
+        let ply = scene.join("splats.ply");
+        let field = if checkpoint.is_file() {
+            from_checkpoint(&checkpoint)?
+        } else if ply.is_file() {
+            from_splats(&ply)?
+        } else {
+            bail!(
+                "{} is a folder without checkpoint.safetensors or splats.ply: give a run \
+                 folder, a splat file or a checkpoint",
+                scene.display()
+            );
+        };
+        return Ok((field, data));
+    }
+    let is_checkpoint = scene
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"));
+    if is_checkpoint {
+        let data = scene.parent().map(run_config).transpose()?.flatten();
+        Ok((from_checkpoint(scene)?, data))
+    } else {
+        Ok((from_splats(scene)?, None))
+    }
+}
+
+/// The dataset cameras (train, then held-out) and their photos.
+fn dataset_cameras(scene: Arc<TrainScene>) -> (Vec<DatasetCamera>, PhotoSource) {
+    let cameras = scene
+        .train
+        .iter()
+        .map(|v| (v, Split::Train))
+        .chain(scene.eval.iter().map(|v| (v, Split::Test)))
+        .map(|(view, split)| DatasetCamera {
+            name: view.name.clone(),
+            split,
+            camera: view.camera,
+        })
+        .collect();
+    let photos: PhotoSource = Box::new(move |index| {
+        let n = scene.train.len();
+        let image = if index < n {
+            scene.train_image(index)
+        } else {
+            scene.eval_image(index - n)
+        };
+        image.map_err(|e| e.to_string())
+    });
+    (cameras, photos)
+}
+
+fn focus(cameras: &[DatasetCamera]) -> Option<[f64; 3]> {
+    let cameras: Vec<_> = cameras.iter().map(|c| c.camera).collect();
+    cameras_focus(&cameras)
+}
+
+/// The Ctrl-C flag (a second Ctrl-C exits at once).
+pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for handler in [
+        signal_hook::flag::register_conditional_shutdown(SIGINT, 130, interrupted.clone()),
+        signal_hook::flag::register(SIGINT, interrupted.clone()),
+    ] {
+        handler.context("installing the Ctrl-C handler")?;
+    }
+    Ok(interrupted)
+}
+
+/// A SCENE argument loaded for the viewer: the field, what the page is told, the photos.
+pub struct ViewedScene<B: SplatBackend> {
+    /// The field.
+    pub field: GaussianField<B>,
+    /// Its name, size, framing and dataset cameras.
+    pub info: SceneInfo,
+    /// The dataset cameras' photos.
+    pub photos: Option<PhotoSource>,
+}
+
+/// Loads `scene` (see [`ViewArgs`]) with the cameras of `data`, else of the run folder's
+/// dataset when it is there.
+pub fn load_scene<B: SplatBackend>(
+    scene: &Path,
+    data: Option<&Path>,
+    device: &B::Device,
+) -> Result<ViewedScene<B>> {
+    let (field, run_data) = load_field::<B>(scene, device)?;
+    let data = match (data, run_data) {
+        (Some(path), _) => Some(DataConfig {
+            path: Some(path.to_path_buf()),
+            ..DataConfig::default()
+        }),
+        (None, Some(data)) if data.path.as_ref().is_some_and(|p| p.exists()) => Some(data),
+        (None, Some(data)) => {
+            if let Some(path) = &data.path {
+                println!(
+                    "note: the run's dataset {} is not there: no dataset cameras (give --data PATH)",
+                    path.display()
+                );
+            }
+            None
+        }
+        (None, None) => None,
+    };
+    let (cameras, photos) = match data.as_ref().and_then(|d| d.path.as_ref().map(|p| (p, d))) {
+        Some((path, config)) => {
+            let dataset = TrainScene::from_dataset(path, config)
+                .with_context(|| format!("loading the dataset {}", path.display()))?;
+            let (cameras, photos) = dataset_cameras(Arc::new(dataset));
+            (cameras, Some(photos))
+        }
+        None => (Vec::new(), None),
+    };
+    let means = ember_train::params::to_host(field.means.val(), "the Gaussian centres")?;
+    let focus = focus(&cameras);
+    let name = scene.display().to_string();
+    let info = SceneInfo::framed(name, Mode::Scene, field.sh_degree(), &means, cameras, focus);
+    Ok(ViewedScene {
+        field,
+        info,
+        photos,
+    })
+}
+
+/// `trainer view SCENE`: serves until Ctrl-C.
+pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> {
+    let started = Instant::now();
+    let scene = load_scene::<B>(&args.scene, args.data.as_deref(), device)?;
+    let camera_count = scene.info.cameras.len();
+    let viewer = Viewer::start(&args.listen.config(args.port), scene.info, scene.photos)?;
+    println!(
+        "{}: {} Gaussians, SH degree {}, {} dataset cameras, on {} ({:.1} s to load)",
+        args.scene.display(),
+        scene.field.num_gaussians(),
+        scene.field.sh_degree(),
+        camera_count,
+        B::name(device),
+        started.elapsed().as_secs_f64()
+    );
+    println!("viewer: open {} (Ctrl-C stops)", viewer.url());
+    let interrupted = interrupt_flag()?;
+    serve_field(&viewer, &scene.field, || interrupted.load(Ordering::SeqCst));
+    Ok(())
+}
+
+/// The share of the training time the live viewer may render in: the targets are 15% on the
+/// CPU and 5% on a GPU for the whole cost, which includes encoding and sending.
+pub fn live_budget(cpu: bool) -> f64 {
+    if cpu { 0.10 } else { 0.04 }
+}
+
+/// Starts the live viewer for a run on `scene`.
+pub fn start_live(
+    listen: &ListenArgs,
+    port: u16,
+    scene: &Arc<TrainScene>,
+    config: &TrainConfig,
+) -> Result<Viewer> {
+    let (cameras, photos) = dataset_cameras(scene.clone());
+    let focus = focus(&cameras);
+    let info = SceneInfo::framed(
+        scene.name.clone(),
+        Mode::Training,
+        config.init.sh_degree,
+        &[],
+        cameras,
+        focus,
+    );
+    Ok(Viewer::start(&listen.config(port), info, Some(photos))?)
+}
+
+/// A run's observer with the live viewer: progress as before, plus status, evaluations and
+/// renders for the pages, pause and checkpoint from them.
+pub struct LiveObserver<O> {
+    /// The observer it adds the viewer to.
+    pub inner: O,
+    viewer: Viewer,
+    renderer: LiveRenderer,
+    /// The last step's end and its number, for the speed.
+    last: Option<(Instant, usize)>,
+    steps_per_second: f64,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl<O> LiveObserver<O> {
+    /// `inner` with `viewer`, rendering within `budget` of the training time.
+    pub fn new(inner: O, viewer: Viewer, budget: f64, interrupted: Arc<AtomicBool>) -> Self {
+        LiveObserver {
+            inner,
+            viewer,
+            renderer: LiveRenderer::new(budget),
+            last: None,
+            steps_per_second: 0.0,
+            interrupted,
+        }
+    }
+
+    /// Rendering time against training time so far.
+    pub fn render_share(&self) -> f64 {
+        self.renderer.share()
+    }
+}
+
+impl<B: SplatAutodiffBackend, O: RunObserver<B>> RunObserver<B> for LiveObserver<O> {
+    fn on_step(&mut self, report: &StepReport, total_steps: usize) {
+        self.inner.on_step(report, total_steps);
+        let now = Instant::now();
+        if let Some((then, step)) = self.last {
+            let seconds = now.duration_since(then).as_secs_f64();
+            let rate = (report.step - step) as f64 / seconds.max(1e-9);
+            // Smoothed over about ten steps: one step's time jumps with evaluations.
+            self.steps_per_second = if self.steps_per_second > 0.0 {
+                0.9 * self.steps_per_second + 0.1 * rate
+            } else {
+                rate
+            };
+        }
+        self.last = Some((now, report.step));
+        self.viewer.set_status(Status {
+            step: report.step,
+            total_steps,
+            gaussians: report.gaussians,
+            loss: report.loss,
+            psnr: report.psnr,
+            paused: self.viewer.paused(),
+            steps_per_second: self.steps_per_second,
+        });
+    }
+
+    fn on_eval(&mut self, report: &EvalReport) {
+        self.inner.on_eval(report);
+        let views = report
+            .images
+            .iter()
+            .map(|image| {
+                let frame = Frame {
+                    width: image.width,
+                    height: image.height,
+                    rgb: image.rgb.clone(),
+                    render_ms: 0.0,
+                    step: Some(report.step),
+                };
+                (image.name.clone(), frame)
+            })
+            .collect();
+        let eval = EvalViews {
+            step: report.step,
+            psnr: report.psnr,
+            ssim: report.ssim,
+            views,
+        };
+        if let Err(e) = self.viewer.publish_eval(eval) {
+            self.inner.on_message(&format!("viewer: {e}"));
+        }
+    }
+
+    fn on_message(&mut self, message: &str) {
+        self.inner.on_message(message);
+        self.viewer.message(message);
+    }
+
+    fn between_steps(&mut self, trainer: &Trainer<B>) -> ObserverAction {
+        if self.inner.between_steps(trainer) == ObserverAction::Checkpoint {
+            return ObserverAction::Checkpoint;
+        }
+        let interrupted = &self.interrupted;
+        let stop = || interrupted.load(Ordering::SeqCst);
+        let paused = self.viewer.paused();
+        let action =
+            self.renderer
+                .between_steps(&self.viewer, trainer.field(), trainer.step_count(), &stop);
+        // The time paused does not count towards the speed.
+        if let Some((_, step)) = self.last.filter(|_| paused) {
+            self.last = Some((Instant::now(), step));
+        }
+        match action {
+            LiveAction::Continue => ObserverAction::Continue,
+            LiveAction::Checkpoint => ObserverAction::Checkpoint,
+        }
+    }
+
+    fn stop_requested(&self) -> bool {
+        self.inner.stop_requested()
+    }
+}

@@ -1,0 +1,240 @@
+//! The WebSocket messages (`PROTOCOL.md` beside this crate's `Cargo.toml` is the reference):
+//! what a page sends, parsed and checked here, and the frame header the server sends back.
+
+use ember_kernels::CameraParams;
+use serde::{Deserialize, Serialize};
+
+/// Smallest frame side a page may ask for, pixels.
+pub const MIN_SIDE: u32 = 16;
+/// Largest frame side a page may ask for, pixels.
+pub const MAX_SIDE: u32 = 4096;
+
+/// A message from the page, as sent (before [`RenderMessage::request`] checks it).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientMessage {
+    /// Render one frame.
+    Render(RenderMessage),
+    /// Pause training (live mode).
+    Pause,
+    /// Resume training (live mode).
+    Resume,
+    /// Write a checkpoint now (live mode).
+    Checkpoint,
+}
+
+/// A pinhole camera as the page sends it: world-to-camera rotation (row-major, OpenCV axes),
+/// camera centre in world units, intrinsics in pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WireCamera {
+    /// World-to-camera rotation `R`, 3x3 row-major.
+    pub rotation: [f64; 9],
+    /// The camera centre, world units.
+    pub position: [f64; 3],
+    /// Focal length along x, pixels.
+    pub fx: f64,
+    /// Focal length along y, pixels.
+    pub fy: f64,
+    /// Principal point x, pixels.
+    pub cx: f64,
+    /// Principal point y, pixels.
+    pub cy: f64,
+    /// Frame width, pixels.
+    pub width: u32,
+    /// Frame height, pixels.
+    pub height: u32,
+}
+
+impl WireCamera {
+    /// The page's form of `camera`.
+    pub fn from_params(camera: &CameraParams) -> WireCamera {
+        let r = &camera.rotation;
+        let t = &camera.translation;
+        // The centre is -R^T t.
+        let position = [0, 1, 2].map(|i| -(r[i] * t[0] + r[3 + i] * t[1] + r[6 + i] * t[2]));
+        WireCamera {
+            rotation: camera.rotation,
+            position,
+            fx: camera.fx,
+            fy: camera.fy,
+            cx: camera.cx,
+            cy: camera.cy,
+            width: camera.width,
+            height: camera.height,
+        }
+    }
+
+    /// The renderer's form (`t = -R position`), after checking every field.
+    pub fn to_params(&self) -> Result<CameraParams, String> {
+        let finite = self
+            .rotation
+            .iter()
+            .chain(&self.position)
+            .chain(&[self.fx, self.fy, self.cx, self.cy])
+            .all(|v| v.is_finite());
+        if !finite {
+            return Err("camera: every number must be finite".into());
+        }
+        for (name, side) in [("width", self.width), ("height", self.height)] {
+            if !(MIN_SIDE..=MAX_SIDE).contains(&side) {
+                return Err(format!(
+                    "camera: {name} {side} is outside {MIN_SIDE}..={MAX_SIDE}"
+                ));
+            }
+        }
+        if self.fx <= 0.0 || self.fy <= 0.0 {
+            return Err("camera: fx and fy must be positive".into());
+        }
+        // R R^T = I within what a page's float arithmetic keeps.
+        let r = &self.rotation;
+        for i in 0..3 {
+            for j in 0..3 {
+                let dot: f64 = (0..3).map(|k| r[3 * i + k] * r[3 * j + k]).sum();
+                let want = if i == j { 1.0 } else { 0.0 };
+                if (dot - want).abs() > 1e-3 {
+                    return Err("camera: rotation is not orthonormal".into());
+                }
+            }
+        }
+        let p = &self.position;
+        let translation =
+            [0, 1, 2].map(|i| -(r[3 * i] * p[0] + r[3 * i + 1] * p[1] + r[3 * i + 2] * p[2]));
+        Ok(CameraParams {
+            rotation: self.rotation,
+            translation,
+            fx: self.fx,
+            fy: self.fy,
+            cx: self.cx,
+            cy: self.cy,
+            width: self.width,
+            height: self.height,
+        })
+    }
+}
+
+/// An encoding a frame can travel in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameFormat {
+    /// Lossy, small: what moving views use.
+    #[default]
+    Jpeg,
+    /// Lossless: screenshots.
+    Png,
+}
+
+impl FrameFormat {
+    /// The MIME type.
+    pub fn mime(self) -> &'static str {
+        match self {
+            FrameFormat::Jpeg => "image/jpeg",
+            FrameFormat::Png => "image/png",
+        }
+    }
+}
+
+/// The `render` message as sent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenderMessage {
+    /// The page's number for the request, echoed in the frame header.
+    pub id: u64,
+    /// The camera.
+    pub camera: WireCamera,
+    /// Background colour, RGB in `[0, 1]` (default black).
+    #[serde(default)]
+    pub background: [f32; 3],
+    /// SH bands to use; `None` = all the scene has.
+    #[serde(default)]
+    pub sh_degree: Option<u32>,
+    /// Overlay the Gaussian centres.
+    #[serde(default)]
+    pub centres: bool,
+    /// The frame's encoding.
+    #[serde(default)]
+    pub format: FrameFormat,
+}
+
+impl RenderMessage {
+    /// The checked request.
+    pub fn request(&self) -> Result<FrameRequest, String> {
+        let camera = self.camera.to_params()?;
+        if !self
+            .background
+            .iter()
+            .all(|c| c.is_finite() && (0.0..=1.0).contains(c))
+        {
+            return Err("background: each channel must be in [0, 1]".into());
+        }
+        if let Some(degree) = self.sh_degree.filter(|&d| d > 3) {
+            return Err(format!("sh_degree {degree}: at most 3"));
+        }
+        Ok(FrameRequest {
+            id: self.id,
+            camera,
+            background: self.background,
+            sh_degree: self.sh_degree,
+            centres: self.centres,
+            format: self.format,
+        })
+    }
+}
+
+/// A checked render request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameRequest {
+    /// The page's number for it.
+    pub id: u64,
+    /// The camera.
+    pub camera: CameraParams,
+    /// Background colour, RGB in `[0, 1]`.
+    pub background: [f32; 3],
+    /// SH bands (clamped to the scene's when rendered); `None` = all.
+    pub sh_degree: Option<u32>,
+    /// Overlay the Gaussian centres.
+    pub centres: bool,
+    /// The frame's encoding.
+    pub format: FrameFormat,
+}
+
+/// The JSON header in front of a frame's image bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FrameHeader {
+    /// The request's id.
+    pub id: u64,
+    /// Width, pixels.
+    pub width: u32,
+    /// Height, pixels.
+    pub height: u32,
+    /// The encoding of the bytes after the header.
+    pub format: FrameFormat,
+    /// Time to render it (read-back included, encoding excluded), ms.
+    pub render_ms: f64,
+    /// Training steps done when it was rendered (live mode).
+    pub step: Option<usize>,
+}
+
+impl FrameHeader {
+    /// The binary message: `u32` LE header length, the header's JSON, the image bytes.
+    pub fn message(&self, image: &[u8]) -> Vec<u8> {
+        let header = serde_json::to_vec(self).unwrap_or_default();
+        let mut out = Vec::with_capacity(4 + header.len() + image.len());
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        out.extend_from_slice(&header);
+        out.extend_from_slice(image);
+        out
+    }
+
+    /// Splits a binary message into its header and image bytes.
+    pub fn parse(message: &[u8]) -> Result<(FrameHeader, &[u8]), String> {
+        let len = message
+            .get(..4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+            .ok_or("frame: shorter than its length field")?;
+        let header = message
+            .get(4..4 + len)
+            .ok_or("frame: shorter than its header")?;
+        let header = serde_json::from_slice(header).map_err(|e| format!("frame header: {e}"))?;
+        Ok((header, &message[4 + len..]))
+    }
+}

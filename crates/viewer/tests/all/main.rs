@@ -1,0 +1,4 @@
+//! ember-viewer's tests: the server over real sockets (HTTP routes, WebSocket messages,
+//! bad input, several pages, the latest-request rule, live-mode controls).
+
+mod server;

@@ -1,0 +1,476 @@
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use burn::backend::NdArray;
+use burn::tensor::{Tensor, TensorData};
+use ember_data::DecodedImage;
+use ember_field::GaussianField;
+use ember_kernels::CameraParams;
+use ember_viewer::{
+    DatasetCamera, EvalViews, Frame, FrameHeader, FrameRequest, LiveAction, LiveRenderer, Mode,
+    SceneInfo, Split, Status, Viewer, ViewerConfig, render_frame, serve_field,
+};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+type B = NdArray<f32>;
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Twenty coloured Gaussians around the origin.
+fn field() -> GaussianField<B> {
+    let device = Default::default();
+    let n = 20;
+    let means: Vec<f32> = (0..n)
+        .flat_map(|i| {
+            let a = i as f32 * 0.7;
+            [
+                0.6 * a.cos(),
+                0.6 * a.sin(),
+                0.2 * (i as f32 / n as f32 - 0.5),
+            ]
+        })
+        .collect();
+    let quats: Vec<f32> = (0..n).flat_map(|_| [1.0, 0.0, 0.0, 0.0]).collect();
+    let scales = vec![-2.0f32; n * 3];
+    let opacity = vec![2.0f32; n];
+    let dc: Vec<f32> = (0..n)
+        .flat_map(|i| [i as f32 / n as f32 - 0.3, 0.4, 0.3 - i as f32 / n as f32])
+        .collect();
+    let t2 = |v: Vec<f32>, c: usize| Tensor::<B, 2>::from_data(TensorData::new(v, [n, c]), &device);
+    GaussianField::from_tensors(
+        t2(means, 3),
+        t2(quats, 4),
+        t2(scales, 3),
+        Tensor::from_data(TensorData::new(opacity, [n]), &device),
+        Tensor::from_data(TensorData::new(dc, [n, 1, 3]), &device),
+        Tensor::zeros([n, 0, 3], &device),
+        None,
+    )
+    .unwrap()
+}
+
+/// A camera at (0, 0, -3) looking down +z at the origin.
+fn camera(width: u32, height: u32) -> CameraParams {
+    CameraParams {
+        rotation: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        translation: [0.0, 0.0, 3.0],
+        fx: width as f64,
+        fy: width as f64,
+        cx: width as f64 / 2.0,
+        cy: height as f64 / 2.0,
+        width,
+        height,
+    }
+}
+
+fn scene(mode: Mode) -> SceneInfo {
+    let cameras = vec![
+        DatasetCamera {
+            name: "front".into(),
+            split: Split::Train,
+            camera: camera(64, 48),
+        },
+        DatasetCamera {
+            name: "held".into(),
+            split: Split::Test,
+            camera: camera(32, 32),
+        },
+    ];
+    SceneInfo::framed("test".into(), mode, 0, &[0.0; 3], cameras, Some([0.0; 3]))
+}
+
+fn start(mode: Mode) -> Viewer {
+    let config = ViewerConfig {
+        port: 0,
+        ..ViewerConfig::default()
+    };
+    let photos: ember_viewer::PhotoSource = Box::new(|index| {
+        Ok(Arc::new(DecodedImage {
+            width: 8,
+            height: 4,
+            data: vec![(index * 40) as u8; 8 * 4 * 3],
+            transparency: None,
+        }))
+    });
+    Viewer::start(&config, scene(mode), Some(photos)).unwrap()
+}
+
+/// A renderer thread serving `field()` until the returned flag is set.
+fn serve(viewer: &Arc<Viewer>) -> (Arc<AtomicBool>, thread::JoinHandle<()>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (v, s) = (viewer.clone(), stop.clone());
+    let handle = thread::spawn(move || serve_field(&v, &field(), || s.load(Ordering::SeqCst)));
+    (stop, handle)
+}
+
+/// A plain HTTP/1.1 GET: status code, content type, body.
+fn get(address: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
+    let mut stream = TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type: ")
+                .map(str::to_string)
+        })
+        .unwrap_or_default();
+    (status, content_type, response[split + 4..].to_vec())
+}
+
+async fn connect(viewer: &Viewer) -> (Socket, Value) {
+    let url = format!("ws://{}/ws", viewer.address());
+    let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let hello = next_text(&mut socket).await;
+    (socket, hello)
+}
+
+async fn next_message(socket: &mut Socket) -> Message {
+    tokio::time::timeout(Duration::from_secs(20), socket.next())
+        .await
+        .expect("no message within 20 s")
+        .expect("the socket closed")
+        .unwrap()
+}
+
+/// The next text message, skipping frames.
+async fn next_text(socket: &mut Socket) -> Value {
+    loop {
+        if let Message::Text(text) = next_message(socket).await {
+            return serde_json::from_str(&text).unwrap();
+        }
+    }
+}
+
+/// The next text message of `kind`, skipping everything else.
+async fn next_of(socket: &mut Socket, kind: &str) -> Value {
+    loop {
+        let message = next_text(socket).await;
+        if message["type"] == kind {
+            return message;
+        }
+    }
+}
+
+/// The next frame, skipping text messages.
+async fn next_frame(socket: &mut Socket) -> (FrameHeader, Vec<u8>) {
+    loop {
+        if let Message::Binary(bytes) = next_message(socket).await {
+            let (header, image) = FrameHeader::parse(&bytes).unwrap();
+            return (header, image.to_vec());
+        }
+    }
+}
+
+fn render_message(id: u64, camera: &CameraParams, format: &str) -> Message {
+    let wire = ember_viewer::protocol::WireCamera::from_params(camera);
+    Message::Text(
+        json!({"type": "render", "id": id, "camera": wire, "background": [0.1, 0.2, 0.3],
+               "format": format})
+        .to_string()
+        .into(),
+    )
+}
+
+#[test]
+fn routes_serve_the_page_and_refuse_everything_else() {
+    let viewer = start(Mode::Scene);
+    let address = viewer.address();
+    let (status, mime, body) = get(address, "/");
+    assert_eq!(status, 200);
+    assert!(mime.starts_with("text/html"));
+    let page = String::from_utf8(body).unwrap();
+    assert!(page.contains("/app.js") && page.contains("/style.css"));
+    // No asset comes from another host.
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "{page}"
+    );
+    assert!(get(address, "/app.js").1.starts_with("text/javascript"));
+    assert!(get(address, "/style.css").1.starts_with("text/css"));
+    let (status, mime, body) = get(address, "/api/info");
+    assert_eq!((status, mime.as_str()), (200, "application/json"));
+    let info: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(info["type"], "hello");
+    assert_eq!(info["cameras"].as_array().unwrap().len(), 2);
+    assert_eq!(info["cameras"][1]["split"], "test");
+    let (status, mime, body) = get(address, "/photo/1");
+    assert_eq!((status, mime.as_str()), (200, "image/jpeg"));
+    let photo = image::load_from_memory(&body).unwrap().to_rgb8();
+    assert_eq!(photo.dimensions(), (8, 4));
+    assert!(
+        photo
+            .pixels()
+            .all(|p| p.0.iter().all(|&c| (c as i32 - 40).abs() <= 2))
+    );
+    for path in [
+        "/photo/2",
+        "/photo/../../etc/passwd",
+        "/eval/0/0",
+        "/Cargo.toml",
+        "/assets/app.js",
+        "/src/lib.rs",
+    ] {
+        assert_eq!(get(address, path).0, 404, "{path}");
+    }
+    // A photo is named by its index only.
+    for path in ["/photo/abc", "/photo/%2e%2e%2fCargo.toml", "/photo/-1"] {
+        assert_eq!(get(address, path).0, 400, "{path}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_render_request_gets_the_renderers_frame() {
+    let viewer = Arc::new(start(Mode::Scene));
+    let (stop, handle) = serve(&viewer);
+    let (mut socket, hello) = connect(&viewer).await;
+    assert_eq!(hello["mode"], "scene");
+    let camera = camera(40, 30);
+    socket
+        .send(render_message(7, &camera, "png"))
+        .await
+        .unwrap();
+    let (header, bytes) = next_frame(&mut socket).await;
+    assert_eq!((header.id, header.width, header.height), (7, 40, 30));
+    let got = image::load_from_memory(&bytes)
+        .unwrap()
+        .to_rgb8()
+        .into_raw();
+    let request = FrameRequest {
+        id: 7,
+        camera,
+        background: [0.1, 0.2, 0.3],
+        sh_degree: None,
+        centres: false,
+        format: ember_viewer::FrameFormat::Png,
+    };
+    let want = render_frame(&field(), &request).unwrap();
+    assert_eq!(got, want.rgb, "the PNG frame is the render, bit for bit");
+    // Not blank: the Gaussians cover part of the frame, the background the rest.
+    assert!(want.rgb.chunks_exact(3).any(|p| p != [26, 51, 77]));
+    assert!(want.rgb.chunks_exact(3).any(|p| p == [26, 51, 77]));
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_messages_get_an_error_and_the_connection_stays_up() {
+    let viewer = Arc::new(start(Mode::Scene));
+    let (stop, handle) = serve(&viewer);
+    let (mut socket, _) = connect(&viewer).await;
+    let mut camera = ember_viewer::protocol::WireCamera::from_params(&camera(32, 32));
+    let mut too_big = camera;
+    too_big.width = 100_000;
+    camera.rotation[0] = 2.0;
+    let bad = [
+        "not json".to_string(),
+        json!({"type": "fly"}).to_string(),
+        json!({"type": "render", "id": 1}).to_string(),
+        json!({"type": "render", "id": 1, "camera": camera}).to_string(),
+        json!({"type": "render", "id": 1, "camera": too_big}).to_string(),
+        json!({"type": "pause"}).to_string(),
+        json!({"type": "checkpoint"}).to_string(),
+    ];
+    for text in &bad {
+        socket
+            .send(Message::Text(text.clone().into()))
+            .await
+            .unwrap();
+        let reply = next_text(&mut socket).await;
+        assert_eq!(reply["type"], "error", "{text}: {reply}");
+        assert!(!reply["message"].as_str().unwrap().is_empty());
+    }
+    socket
+        .send(Message::Binary(vec![1, 2, 3].into()))
+        .await
+        .unwrap();
+    assert_eq!(next_text(&mut socket).await["type"], "error");
+    // Still served.
+    socket
+        .send(render_message(9, &camera_params_ok(), "jpeg"))
+        .await
+        .unwrap();
+    assert_eq!(next_frame(&mut socket).await.0.id, 9);
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
+
+fn camera_params_ok() -> CameraParams {
+    camera(32, 24)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_pages_are_served_and_one_leaving_disturbs_nobody() {
+    let viewer = Arc::new(start(Mode::Scene));
+    let (stop, handle) = serve(&viewer);
+    let mut sockets = Vec::new();
+    for _ in 0..4 {
+        sockets.push(connect(&viewer).await.0);
+    }
+    assert_eq!(viewer.connections(), 4);
+    for (i, socket) in sockets.iter_mut().enumerate() {
+        socket
+            .send(render_message(
+                100 + i as u64,
+                &camera(32 + 8 * i as u32, 24),
+                "jpeg",
+            ))
+            .await
+            .unwrap();
+    }
+    // One page leaves with its request unanswered.
+    let mut gone = sockets.remove(0);
+    gone.close(None).await.unwrap();
+    for (i, socket) in sockets.iter_mut().enumerate() {
+        let (header, bytes) = next_frame(socket).await;
+        assert_eq!(header.id, 101 + i as u64);
+        assert_eq!(header.width, 40 + 8 * i as u32);
+        let decoded = image::load_from_memory(&bytes).unwrap();
+        assert_eq!(decoded.width(), header.width);
+    }
+    for _ in 0..100 {
+        if viewer.connections() == 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(viewer.connections(), 3);
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_latest_request_of_a_page_is_rendered() {
+    let viewer = Arc::new(start(Mode::Scene));
+    let (mut socket, _) = connect(&viewer).await;
+    // No renderer yet: the requests wait, each replacing the one before.
+    for id in 1..=20 {
+        socket
+            .send(render_message(id, &camera(32, 24), "jpeg"))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (stop, handle) = serve(&viewer);
+    assert_eq!(next_frame(&mut socket).await.0.id, 20);
+    // Nothing else comes.
+    let more = tokio::time::timeout(Duration::from_millis(500), socket.next()).await;
+    assert!(more.is_err(), "a second frame arrived: {more:?}");
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_mode_pauses_checkpoints_and_publishes_progress() {
+    let viewer = Arc::new(start(Mode::Training));
+    let (mut socket, hello) = connect(&viewer).await;
+    assert_eq!(hello["mode"], "training");
+    let status = |step| Status {
+        step,
+        total_steps: 100,
+        gaussians: 20,
+        loss: 0.5 / step as f32,
+        psnr: Some(20.0),
+        paused: false,
+        steps_per_second: 3.0,
+    };
+    viewer.set_status(status(1));
+    let got = next_of(&mut socket, "status").await;
+    assert_eq!(
+        (got["step"].as_u64(), got["gaussians"].as_u64()),
+        (Some(1), Some(20))
+    );
+    let frame = Frame {
+        width: 16,
+        height: 8,
+        rgb: vec![200; 16 * 8 * 3],
+        render_ms: 0.0,
+        step: Some(5),
+    };
+    viewer
+        .publish_eval(EvalViews {
+            step: 5,
+            psnr: 21.5,
+            ssim: 0.8,
+            views: vec![("r_0".into(), frame)],
+        })
+        .unwrap();
+    let eval = next_of(&mut socket, "eval").await;
+    assert_eq!(eval["views"][0]["url"], "/eval/5/0");
+    let (code, mime, _) = get(viewer.address(), "/eval/5/0");
+    assert_eq!((code, mime.as_str()), (200, "image/jpeg"));
+
+    socket
+        .send(Message::Text(json!({"type": "pause"}).to_string().into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        next_of(&mut socket, "message").await["text"],
+        "training paused"
+    );
+    assert!(viewer.paused());
+    // A page that connects now sees the history and the evaluation.
+    let (_, later) = connect(&viewer).await;
+    assert_eq!(later["history"].as_array().unwrap().len(), 1);
+    assert_eq!(later["evals"][0]["step"], 5);
+
+    // Paused, the live renderer holds the run and still renders; a checkpoint request and
+    // then resume let it go.
+    let (v, field) = (viewer.clone(), field());
+    let live = thread::spawn(move || {
+        let mut renderer = LiveRenderer::new(0.1);
+        let first = renderer.between_steps(&v, &field, 5, &|| false);
+        let second = renderer.between_steps(&v, &field, 5, &|| false);
+        (first, second)
+    });
+    socket
+        .send(render_message(3, &camera(32, 24), "jpeg"))
+        .await
+        .unwrap();
+    let (header, _) = next_frame(&mut socket).await;
+    assert_eq!((header.id, header.step), (3, Some(5)));
+    socket
+        .send(Message::Text(
+            json!({"type": "checkpoint"}).to_string().into(),
+        ))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    socket
+        .send(Message::Text(json!({"type": "resume"}).to_string().into()))
+        .await
+        .unwrap();
+    let (first, second) = live.join().unwrap();
+    assert_eq!(
+        (first, second),
+        (LiveAction::Checkpoint, LiveAction::Continue)
+    );
+    assert!(!viewer.paused());
+}
+
+#[test]
+fn a_taken_port_is_a_clear_error() {
+    let first = start(Mode::Scene);
+    let config = ViewerConfig {
+        port: first.address().port(),
+        ..ViewerConfig::default()
+    };
+    let error = Viewer::start(&config, scene(Mode::Scene), None).unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains(&first.address().to_string()), "{text}");
+}
