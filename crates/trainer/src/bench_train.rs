@@ -42,6 +42,10 @@ pub struct TrainBenchArgs {
     /// After the timed steps, evaluate twice (rendering, then from the render cache).
     #[arg(long)]
     eval: bool,
+    /// Start from a checkpoint of a run of the same config (its Gaussians and step), to time
+    /// steps of a trained scene instead of its first steps.
+    #[arg(long, value_name = "CHECKPOINT")]
+    resume: Option<std::path::PathBuf>,
     /// Wait for the device at the end of every phase, so that on a GPU each phase's time holds
     /// its own device work (steps get slower: host and device no longer overlap).
     #[arg(long)]
@@ -61,9 +65,19 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     let mut inputs: Vec<&std::path::Path> = Vec::new();
     inputs.extend(args.run.config.as_deref());
     inputs.extend(config.data.path.as_deref());
+    inputs.extend(args.resume.as_deref());
     crate::guard::not_an_input("--json", &args.json, &inputs)?;
-    // The schedules (learning-rate decay, SH bands, densification) see a run of this length.
-    config.steps = args.warmup + timed;
+    // The schedules (learning-rate decay, SH bands, densification) see a run of this length,
+    // after the steps a checkpoint already holds.
+    let resumed_at = match &args.resume {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+            ember_train::checkpoint::CheckpointFile::parse(&bytes, path)?.step
+        }
+        None => 0,
+    };
+    config.steps = resumed_at + args.warmup + timed;
     config.validate()?;
     let loading = Instant::now();
     let scene =
@@ -82,7 +96,17 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         args.warmup
     );
     let scene_name = scene.name.clone();
-    let mut trainer = Trainer::<Autodiff<Bk>>::new(config, Arc::new(scene), device)?;
+    let scene = Arc::new(scene);
+    let mut trainer = Trainer::<Autodiff<Bk>>::new(config, scene.clone(), device)?;
+    if let Some(path) = &args.resume {
+        trainer.load_checkpoint(path)?;
+        println!(
+            "resumed {} at step {} with {} Gaussians",
+            path.display(),
+            trainer.step_count(),
+            trainer.num_gaussians()
+        );
+    }
     trainer.set_phase_sync(args.sync_phases);
     let gaussians_start = trainer.num_gaussians();
     for _ in 0..args.warmup {
@@ -109,11 +133,23 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     let seconds = started.elapsed().as_secs_f64();
     let totals: PhaseTimes = trainer.times().since(&timed_start);
 
+    let pairs = tile_pairs::<Bk>(trainer.field(), &scene)?;
+    println!(
+        "tile-Gaussian pairs over {} training views: {:.2} per pixel, {:.0} Gaussians per 16x16 \
+         tile on average, {:.1}% of the Gaussians in view",
+        pairs.views,
+        pairs.per_pixel,
+        pairs.per_tile,
+        100.0 * pairs.visible
+    );
     let steps_per_s = timed as f64 / seconds;
     let mut results = vec![
         BenchResult::from_samples("step", &step_ms)
             .context("no step timed")?
-            .with_metric("steps_per_s", steps_per_s),
+            .with_metric("steps_per_s", steps_per_s)
+            .with_metric("pairs_per_pixel", pairs.per_pixel)
+            .with_metric("gaussians_per_tile", pairs.per_tile)
+            .with_metric("visible_fraction", pairs.visible),
     ];
     for (samples, phase) in phase_ms.iter().zip(Phase::STEP) {
         let share = totals.get(phase) / totals.total().max(f64::MIN_POSITIVE);
@@ -166,8 +202,12 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         tool: "trainer bench train".into(),
         backend: Bk::name(device),
         input: format!(
-            "{} on {scene_name}{}",
+            "{} on {scene_name}{}{}",
             args.run.origin(),
+            match &args.resume {
+                Some(path) => format!(", resumed from {} (step {resumed_at})", path.display()),
+                None => String::new(),
+            },
             if args.sync_phases {
                 ", phases synchronised"
             } else {
@@ -179,4 +219,53 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         results,
     };
     write_bench_file(&file, &args.json)
+}
+
+/// How much compositing work a field makes: tile-Gaussian pairs through the training views.
+struct TilePairs {
+    /// Views projected.
+    views: usize,
+    /// Pairs per pixel (each pair is one Gaussian on one 16x16 tile's list).
+    per_pixel: f64,
+    /// Mean length of a tile's list: the Gaussians each pixel of it walks (at most).
+    per_tile: f64,
+    /// Share of the Gaussians that touch at least one tile, mean over the views.
+    visible: f64,
+}
+
+/// [`TilePairs`] of `field` through up to 8 evenly spaced training views of `scene`.
+fn tile_pairs<Bk: SplatBackend>(
+    field: &ember_field::GaussianField<Bk>,
+    scene: &TrainScene,
+) -> Result<TilePairs> {
+    let views = ember_train::eval::evenly_spaced(scene.train.len(), Some(8));
+    let (mut pairs, mut pixels, mut tiles, mut visible) = (0.0, 0.0, 0.0, 0.0);
+    let n = field.num_gaussians().max(1) as f64;
+    for &i in &views {
+        let camera = scene.train[i].camera;
+        let projected = ember_kernels::project::project_gaussians(
+            field.means.val(),
+            field.quats.val(),
+            field.log_scales.val(),
+            field.opacity_logits.val(),
+            field.sh_dc.val(),
+            field.sh_rest.val(),
+            &camera,
+            &ember_kernels::project::ProjectOptions::default(),
+        )?;
+        let counts = projected.tiles().float();
+        let touched = counts.clone().greater_elem(0.0).float().sum();
+        pairs += f64::from(ember_train::params::to_host(counts.sum(), "tile counts")?[0]);
+        visible += f64::from(ember_train::params::to_host(touched, "tile counts")?[0]) / n;
+        let (w, h) = (f64::from(camera.width), f64::from(camera.height));
+        pixels += w * h;
+        tiles += (w / 16.0).ceil() * (h / 16.0).ceil();
+    }
+    let count = views.len().max(1) as f64;
+    Ok(TilePairs {
+        views: views.len(),
+        per_pixel: pairs / pixels.max(1.0),
+        per_tile: pairs / tiles.max(1.0),
+        visible: visible / count,
+    })
 }

@@ -91,6 +91,15 @@ fn bench_train_reports_every_phase_per_step() {
         "{step}"
     );
 
+    // The compositing work of the field through the training views.
+    let metric = |name: &str| step["metrics"][name].as_f64().expect(name);
+    assert!(metric("pairs_per_pixel") > 0.0, "{step}");
+    assert!(
+        metric("gaussians_per_tile") >= metric("pairs_per_pixel"),
+        "{step}"
+    );
+    assert!((0.0..=1.0).contains(&metric("visible_fraction")) && metric("visible_fraction") > 0.0);
+
     let phases = ["data wait", "forward", "backward", "optimizer", "densify"];
     let mut phase_minima = 0.0;
     let mut shares = 0.0;
@@ -118,6 +127,41 @@ fn bench_train_reports_every_phase_per_step() {
     let mut sets = vec!["step", "eval", "eval cached"];
     sets.extend(phases);
     compare_reads(json, &sets);
+
+    // From a checkpoint: the steps continue the run's.
+    let run = scratch("bench-train-run");
+    let shrink = [
+        "--set",
+        "data.procedural.resolution=32",
+        "--set",
+        "data.procedural.train_views=4",
+        "--set",
+        "data.procedural.test_views=1",
+        "--set",
+        "data.procedural.gaussians=300",
+        "--set",
+        "data.procedural.points=200",
+    ];
+    let mut args = vec!["--steps", "4", "--out", run.to_str().expect("utf-8 path")];
+    args.extend(shrink);
+    assert!(trainer(&args).status.success());
+    let checkpoint = run.join("checkpoint.safetensors");
+    let mut args = vec![
+        "bench",
+        "train",
+        "--steps",
+        "2",
+        "--resume",
+        checkpoint.to_str().expect("utf-8 path"),
+        "--json",
+        json,
+    ];
+    args.extend(shrink);
+    let resumed = trainer(&args);
+    assert!(resumed.status.success(), "{resumed:?}");
+    let file = read_json(json);
+    let input = file["input"].as_str().expect("input");
+    assert!(input.contains("(step 4)"), "{input}");
 }
 
 #[test]

@@ -1,6 +1,8 @@
-//! The viewer in a real browser: headless Chromium driven over WebDriver (chromedriver), on
-//! `trainer view` and on a live training run (`trainer --view`). Skipped with a message where
-//! no browser is installed, unless `EMBER_REQUIRE_BROWSER=1` (CI), where that fails.
+//! `trainer view` and `trainer --view`: what each SCENE argument serves and how bad ones are
+//! refused, over plain HTTP; and the page in a real browser, headless Chromium driven over
+//! WebDriver (chromedriver), on a splat file with a dataset and on a live training run. The
+//! browser tests are skipped with a message where no browser is installed, unless
+//! `EMBER_REQUIRE_BROWSER=1` (CI), where that fails.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -436,4 +438,109 @@ async fn the_live_page_shows_the_step_advancing() {
         .collect();
     assert!(problems.is_empty(), "console: {problems:?}");
     client.close().await.expect("session closed");
+}
+
+/// A plain HTTP/1.1 GET against the viewer: status and body.
+fn http_get(url: &str, path: &str) -> (u16, Vec<u8>) {
+    let host = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut stream = TcpStream::connect(&host).expect("the viewer listens");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("request");
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).expect("response");
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("headers");
+    let status = String::from_utf8_lossy(&response[..split])
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, response[split + 4..].to_vec())
+}
+
+#[test]
+fn view_serves_a_run_folder_and_a_checkpoint_with_the_runs_field() {
+    let dir = scratch("viewer-run");
+    let run = dir.join("run");
+    let out = crate::common::trainer(&[
+        "--steps",
+        "12",
+        "--set",
+        "data.procedural.resolution=16",
+        "--set",
+        "eval.every=0",
+        "--out",
+        run.to_str().expect("path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let splats = read_splats(&run.join("splats.ply")).expect("the run's PLY");
+    for scene in [run.clone(), run.join("checkpoint.safetensors")] {
+        let (_server, url) =
+            trainer_with_viewer(&["view", scene.to_str().expect("path"), "--port", "0"]);
+        let (status, body) = http_get(&url, "/api/info");
+        assert_eq!(status, 200);
+        let info: Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(
+            info["gaussians"],
+            json!(splats.len()),
+            "{}",
+            scene.display()
+        );
+        assert_eq!(info["mode"], "scene");
+        // The procedural scene has no dataset on disk: no cameras, no photos.
+        assert_eq!(info["cameras"], json!([]));
+        assert_eq!(http_get(&url, "/photo/0").0, 404);
+        assert_eq!(http_get(&url, "/").0, 200);
+    }
+}
+
+#[test]
+fn view_refuses_what_is_not_a_scene_with_a_clear_error() {
+    let dir = scratch("viewer-bad");
+    std::fs::create_dir_all(dir.join("empty")).expect("folder");
+    std::fs::write(dir.join("noise.ply"), b"ply\nnot really\n").expect("file");
+    std::fs::write(
+        dir.join("noise.safetensors"),
+        b"\x08\x00\x00\x00\x00\x00\x00\x00{}",
+    )
+    .expect("file");
+    let cases = [
+        (dir.join("missing.ply"), "missing.ply"),
+        (
+            dir.join("empty"),
+            "without checkpoint.safetensors or splats.ply",
+        ),
+        (dir.join("noise.ply"), "noise.ply"),
+        (dir.join("noise.safetensors"), "noise.safetensors"),
+    ];
+    for (scene, expected) in cases {
+        let out = crate::common::trainer(&["view", scene.to_str().expect("path"), "--port", "0"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{} was served", scene.display());
+        assert!(stderr.starts_with("error: "), "{stderr}");
+        assert!(stderr.contains(expected), "{}: {stderr}", scene.display());
+        assert!(!stderr.contains("panicked"), "{stderr}");
+    }
+    // A port that is taken is named in the error.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = listener.local_addr().expect("address").port().to_string();
+    let (ply, _) = write_scene(&dir);
+    let out = crate::common::trainer(&["view", ply.to_str().expect("path"), "--port", &port]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains(&format!("127.0.0.1:{port}")),
+        "{stderr}"
+    );
 }
