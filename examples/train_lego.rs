@@ -113,7 +113,7 @@ fn run() -> Result<(), String> {
             println!(
                 "step {:4}: loss {:.4}, {} Gaussians ({:.1} steps/s)",
                 report.step,
-                report.loss,
+                report.loss.unwrap_or(f32::NAN),
                 report.gaussians,
                 report.step as f64 / started.elapsed().as_secs_f64()
             );

@@ -16,6 +16,20 @@
 #                                   # 7k-step schedule, then `trainer bench render` of the result
 #   scripts/device-check.sh bench-train  # there (carry .device-train): `trainer bench train`,
 #                                   # 300 and 1500 steps, with and without --sync-phases
+#   scripts/device-check.sh build-captures  # here: the cuda trainer, lego_400's training
+#                                   # split, mouse_colmap and a trained lego PLY (argument, default
+#                                   # /tmp/lego-trained/splats.ply) into .device-captures/
+#   scripts/device-check.sh captures  # there (carry .device-captures): the issue-17 and -19 GPU
+#                                   # rows: `bench train` on lego with the photos uploaded per step
+#                                   # and resident, on mouse_colmap at full resolution with 1M
+#                                   # and 3M Gaussians; `bench render` of the trained lego at
+#                                   # 800x800 and of a 1M copy at 1920x1080; `bench view` at
+#                                   # 800x600 and 1920x1080 and its training cost; then the
+#                                   # 7k-step lego run. Peak memory from nvidia-smi beside the
+#                                   # allocator's own figure.
+#   scripts/device-check.sh h100-run  # there (carry .device-captures): `bench train` on lego
+#                                   # with the loss read every step and every 100, then the
+#                                   # full configs/h100.toml run (25 held-out views)
 #
 # With the device tool: run(command="scripts/device-check.sh run", carry=[".device", ".gl"]),
 # then at once run(command="scripts/device-check.sh train", carry=[".device-train"]). Logs go to
@@ -164,8 +178,104 @@ bench-train)
     done
   done
   ;;
+build-captures)
+  export CUDARC_CUDA_VERSION=13000
+  ply="${2:-/tmp/lego-trained/splats.ply}"
+  data="${EMBER_DATA_DIR:-../shared/data}"
+  rm -rf .device-captures
+  mkdir -p .device-captures/data/lego_400
+  cargo build --release --features cuda -p trainer
+  cp "${CARGO_TARGET_DIR:-target}/release/trainer" .device-captures/trainer
+  strip .device-captures/trainer
+  gzip -9 .device-captures/trainer
+  cp -r "$data/lego_400/train" "$data/lego_400/transforms_train.json" .device-captures/data/lego_400/
+  # Every 8th of the 200 test views (25), for the held-out PSNR of the 7k-step run within the
+  # 64 MiB a call carries.
+  python3 - "$data/lego_400" .device-captures/data/lego_400 <<'PY'
+import json, os, shutil, sys
+source, target = sys.argv[1], sys.argv[2]
+with open(os.path.join(source, "transforms_test.json")) as f:
+    meta = json.load(f)
+meta["frames"] = meta["frames"][::8]
+os.makedirs(os.path.join(target, "test"), exist_ok=True)
+for frame in meta["frames"]:
+    name = frame["file_path"].lstrip("./") + ".png"
+    shutil.copy(os.path.join(source, name), os.path.join(target, name))
+with open(os.path.join(target, "transforms_test.json"), "w") as f:
+    json.dump(meta, f)
+PY
+  cp -r "$data/mouse_colmap" .device-captures/data/
+  gzip -9 -c "$ply" >.device-captures/lego-trained.ply.gz
+  cp configs/h100-7k.toml configs/colmap.toml scripts/replicate-splats.py .device-captures/
+  du -sh .device-captures
+  ;;
+captures)
+  out="${OUT:-/tmp/ember-device-out}"
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+  cd .device-captures
+  gunzip -f trainer.gz lego-trained.ply.gz
+  python3 replicate-splats.py lego-trained.ply lego-1m.ply 10
+  # Every command's output goes to one log (the tool returns at most 8 files); each prints its
+  # table and the peak of nvidia-smi's used_memory for the process, sampled every 100 ms.
+  measure() { # a time limit in seconds, a name, then the command
+    local limit=$1 name=$2 max=0 used pid
+    shift 2
+    timeout "$limit" "$@" >"/tmp/$name.log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+      used=$(nvidia-smi --query-compute-apps=used_memory --format=csv,noheader,nounits | sort -n | tail -1)
+      [ -n "$used" ] && [ "$used" -gt "$max" ] && max=$used
+      sleep 0.1
+    done
+    wait "$pid" || echo "$name: exit $?"
+    { echo "=== $name: $*"; tr '\r' '\n' <"/tmp/$name.log" | grep -v '^ *[0-9]*/'; echo "nvidia-smi peak: $max MiB"; } >>"$out/captures.log"
+    echo "=== $name (nvidia-smi peak $max MiB)"
+    grep -E "^\||steps/s|peak device|resident|pairs over|FPS|costs|held-out|done:" "/tmp/$name.log" | tail -16
+  }
+  train=(./trainer --backend cuda bench train)
+  lego=(--config h100-7k.toml --data data/lego_400)
+  measure 60 lego-host "${train[@]}" "${lego[@]}" --steps 300 --set data.image_budget_mb=0 --json "$out/lego-host.json"
+  measure 60 lego-resident "${train[@]}" "${lego[@]}" --steps 300 --json "$out/lego-resident.json"
+  measure 60 lego-resident-sync "${train[@]}" "${lego[@]}" --steps 300 --sync-phases --json /tmp/lego-sync.json
+  mouse=(--config colmap.toml --data data/mouse_colmap --set 'init.mode="random"' --warmup 5 --steps 40)
+  measure 90 mouse-1m-host "${train[@]}" "${mouse[@]}" --set init.random_count=1000000 --set data.image_budget_mb=0 --json /tmp/m1h.json
+  measure 90 mouse-1m "${train[@]}" "${mouse[@]}" --set init.random_count=1000000 --json /tmp/m1.json
+  measure 90 mouse-3m "${train[@]}" "${mouse[@]}" --set init.random_count=3000000 --json /tmp/m3.json
+  measure 90 mouse-3m-sync "${train[@]}" "${mouse[@]}" --set init.random_count=3000000 --sync-phases --json /tmp/m3s.json
+  measure 60 render-lego ./trainer --backend cuda bench render --ply lego-trained.ply --repeats 20 --json /tmp/r1.json
+  measure 90 render-1m ./trainer --backend cuda bench render --ply lego-1m.ply --resolution 1920x1080 --repeats 10 --json /tmp/r2.json
+  measure 45 view-lego ./trainer --backend cuda bench view lego-trained.ply --frames 120 --json /tmp/v1.json
+  measure 45 view-lego-1080 ./trainer --backend cuda bench view lego-trained.ply --width 1920 --height 1080 --frames 120 --json /tmp/v2.json
+  measure 60 view-1m-1080 ./trainer --backend cuda bench view lego-1m.ply --width 1920 --height 1080 --frames 60 --json /tmp/v3.json
+  measure 90 view-train ./trainer --backend cuda bench view lego-trained.ply --train "${lego[@]}" --steps 300 --json /tmp/v4.json
+  # Where a training step's GPU time goes, kernel by kernel (3 steps of lego).
+  if command -v ncu >/dev/null; then
+    timeout 90 ncu --clock-control none --metrics gpu__time_duration.sum --print-summary per-kernel \
+      "${train[@]}" "${lego[@]}" --warmup 1 --steps 3 --json /tmp/ncu.json >"$out/ncu-train.log" 2>&1 \
+      || echo "ncu: exit $?"
+  fi
+  measure 120 lego-7k ./trainer --config h100-7k.toml --backend cuda --data data/lego_400 --out /tmp/lego7k
+  ;;
+h100-run)
+  out="${OUT:-/tmp/ember-device-out}"
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+  cd .device-captures
+  gunzip -f trainer.gz
+  for every in 1 100; do
+    echo "=== lego, output.loss_every=$every"
+    timeout 60 ./trainer --backend cuda bench train --config h100-7k.toml --data data/lego_400 \
+      --steps 300 --set "output.loss_every=$every" --json "$out/lego-loss-every-$every.json" 2>&1 \
+      | grep -E "^\||steps/s"
+  done
+  echo "=== configs/h100.toml"
+  timeout "${TRAIN_SECONDS:-230}" ./trainer --config ../configs/h100.toml --backend cuda \
+    --data data/lego_400 --out /tmp/h100 2>&1 | tr '\r' '\n' | grep -v '^ *[0-9]*/' \
+    | tee "$out/h100.log" | grep -E "^step|done:|peak device|held-out|config" || true
+  ;;
 *)
-  echo "usage: $0 build|run|train|bench-train" >&2
+  echo "usage: $0 build|run|train|bench-train|build-captures|captures|h100-run" >&2
   exit 2
   ;;
 esac

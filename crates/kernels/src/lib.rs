@@ -5,7 +5,8 @@
 //! this crate adds one trait per op in the same way: [`FieldOps`], [`ProjectOps`], [`RasterOps`],
 //! [`TransformOps`], [`LossOps`] and [`AdamOps`]. Each entry function bounds only the trait it
 //! uses (`fn rasterize<B: RasterOps>`); [`SplatBackend`] is the alias over all six that the
-//! pipeline asks for, with no methods of its own.
+//! pipeline asks for, with no methods of its own, plus [`DeviceMemory`] (the allocator's
+//! figures, for peak-memory reports).
 //!
 //! Each op lives in its own folder with all of its implementations side by side:
 //!
@@ -59,6 +60,7 @@ mod cube_alloc;
 pub mod field;
 pub mod host_allocator;
 pub mod loss;
+pub mod memory;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;
 pub mod optim;
@@ -74,6 +76,7 @@ pub use field::{
     Covariance, FieldError, FieldGrads, FieldInputs, FieldOps, FieldOptions, field_query,
 };
 pub use loss::{LossError, LossOps, LossOptions, LossPrimitives, photometric_loss, ssim};
+pub use memory::{DeviceMemory, MemoryUsage};
 pub use optim::{AdamOps, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step};
 pub use project::{
     CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOps,
@@ -99,18 +102,19 @@ pub type WgpuCube = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32
 #[cfg(feature = "cuda")]
 pub type CudaCube = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
 /// A Burn backend that can run every one of Ember's custom ops: the op traits together, as
-/// Burn's `Backend` is its `FloatTensorOps`, `ModuleOps`, ... together. It has no methods of its
+/// Burn's `Backend` is its `FloatTensorOps`, `ModuleOps`, ... together, and report its device
+/// memory ([`DeviceMemory`]). It has no methods of its
 /// own and is implemented for every backend that implements the op traits.
 ///
 /// Code that runs one op can ask for that op's trait alone ([`field_query`] takes
 /// `B: FieldOps`); code that runs the whole pipeline asks for `SplatBackend`.
 pub trait SplatBackend:
-    FieldOps + ProjectOps + RasterOps + TransformOps + LossOps + AdamOps
+    FieldOps + ProjectOps + RasterOps + TransformOps + LossOps + AdamOps + DeviceMemory
 {
 }
 
 impl<B> SplatBackend for B where
-    B: FieldOps + ProjectOps + RasterOps + TransformOps + LossOps + AdamOps
+    B: FieldOps + ProjectOps + RasterOps + TransformOps + LossOps + AdamOps + DeviceMemory
 {
 }
 

@@ -78,6 +78,11 @@ pub struct DataConfig {
     /// A PLY point cloud for initialisation, relative to the scene folder, replacing the
     /// scene's own points (e.g. `init.ply` of a NeRF-Synthetic-style folder).
     pub point_cloud: Option<PathBuf>,
+    /// Device memory for the training photos, MB: each is uploaded once, as 8-bit values, and
+    /// kept on the training device while the total fits; the photos past it are uploaded at
+    /// every step that uses them. 0 uploads every photo per step (see
+    /// [`crate::targets::TargetImages`]).
+    pub image_budget_mb: usize,
     /// The built-in scene used when `path` is `None`.
     pub procedural: ProceduralConfig,
 }
@@ -93,6 +98,7 @@ impl Default for DataConfig {
             background: [1.0, 1.0, 1.0],
             random_background: false,
             point_cloud: None,
+            image_budget_mb: 4096,
             procedural: ProceduralConfig::default(),
         }
     }
@@ -345,6 +351,13 @@ pub struct OutputConfig {
     pub ply: bool,
     /// Log the training loss/PSNR every this many steps in `metrics.jsonl`/`.csv`.
     pub log_every: usize,
+    /// Read the loss back and check that it is finite every this many steps; the steps that
+    /// log (`log_every`) and the last step always read it. A read makes the host wait for the
+    /// device, so on a GPU reading every step keeps the host from queueing the next step while
+    /// the device runs this one; the GPU presets read every 100. With 1, a non-finite loss
+    /// stops the run before it changes anything; with more, up to `loss_every - 1` earlier
+    /// steps may have changed the parameters first.
+    pub loss_every: usize,
 }
 
 impl Default for OutputConfig {
@@ -353,6 +366,7 @@ impl Default for OutputConfig {
             checkpoint_every: 5000,
             ply: true,
             log_every: 10,
+            loss_every: 1,
         }
     }
 }
@@ -605,6 +619,9 @@ impl TrainConfig {
         }
         if self.output.log_every == 0 {
             return fail("output.log_every", "must be at least 1");
+        }
+        if self.output.loss_every == 0 {
+            return fail("output.loss_every", "must be at least 1");
         }
         Ok(())
     }

@@ -22,7 +22,10 @@
 //! let mut trainer = Trainer::<B>::new(config, scene, &device)?;
 //! for _ in 0..100 {
 //!     let report = trainer.step()?;
-//!     println!("step {} loss {:.4}", report.step, report.loss);
+//!     // The loss is read back every `output.loss_every` steps (default: every step).
+//!     if let Some(loss) = report.loss {
+//!         println!("step {} loss {loss:.4}", report.step);
+//!     }
 //! }
 //! println!("held-out PSNR {:.2} dB", trainer.evaluate()?.psnr);
 //! # Ok::<(), ember_train::TrainError>(())
@@ -53,6 +56,7 @@ pub mod params;
 pub mod run;
 pub mod scene;
 pub mod splat_file;
+pub mod targets;
 pub mod timing;
 pub mod trainer;
 pub mod view_cache;
@@ -66,6 +70,7 @@ pub use params::ParamGroup;
 pub use run::{ObserverAction, Quiet, RunObserver, RunSummary, run};
 pub use scene::{SceneView, TrainScene};
 pub use splat_file::{field_from_splats, splats_from_field, write_field};
+pub use targets::{TargetImages, TargetStats};
 pub use timing::{Phase, PhaseTimes};
 pub use trainer::{StepReport, Trainer};
 pub use view_cache::{CacheStats, ViewCache};

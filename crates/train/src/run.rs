@@ -1,6 +1,7 @@
 //! [`run`]: a whole training run with its outputs, for the `trainer` binary and for tests.
 //!
-//! Files in the output folder: `config.toml` (the effective config), `metrics.jsonl` (one JSON
+//! Files in the output folder: `config.toml` (the effective config, its `data.path` made
+//! absolute so that the folder names its dataset wherever it is read from), `metrics.jsonl` (one JSON
 //! object per logged step, `"kind": "train"`, and per evaluation, `"kind": "eval"`), `train.csv`
 //! and `eval.csv` (the same rows as CSV), `curve.svg` (loss and PSNR against the step),
 //! `eval/step_NNNNNN_<view>.png` (render left, ground truth right), `checkpoint.safetensors`
@@ -15,6 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ember_field::SplatAutodiffBackend;
+use ember_kernels::MemoryUsage;
 use serde_json::json;
 
 use crate::config::TrainConfig;
@@ -84,6 +86,20 @@ pub struct RunSummary {
     /// The evaluation renders' cache: every evaluation of a run follows a change of the
     /// field, so a run's own hit rate is zero unless something evaluated twice at one step.
     pub eval_cache: CacheStats,
+    /// The largest device memory the allocator held during the steps (`None` on the CPU).
+    pub peak_memory: Option<MemoryUsage>,
+}
+
+/// `config` as a run folder's `config.toml`: a relative `data.path` is relative to the
+/// directory the run started in, which a later reader of the folder does not know.
+fn written_config(config: &TrainConfig) -> String {
+    let mut config = config.clone();
+    if let Some(path) = &config.data.path
+        && let Ok(absolute) = std::path::absolute(path)
+    {
+        config.data.path = Some(absolute);
+    }
+    config.to_toml_string()
 }
 
 /// One log file, appended to row by row.
@@ -222,14 +238,16 @@ impl Logs {
         self.train_csv.append(&format!(
             "{},{},{},{},{},{},{}",
             r.step,
-            r.loss,
+            r.loss.map(|l| l.to_string()).unwrap_or_default(),
             r.psnr.map(|p| p.to_string()).unwrap_or_default(),
             r.gaussians,
             r.sh_degree,
             r.lr_means,
             r.seconds
         ))?;
-        self.curve.push(CurvePoint::train(r.step, r.loss, r.psnr));
+        if let Some(loss) = r.loss {
+            self.curve.push(CurvePoint::train(r.step, loss, r.psnr));
+        }
         Ok(())
     }
 
@@ -279,7 +297,7 @@ pub fn run<B: SplatAutodiffBackend>(
         trainer.load_checkpoint(path)?;
     }
     std::fs::create_dir_all(out.join("eval")).map_err(|e| TrainError::io(out, e))?;
-    write_atomically(&out.join("config.toml"), config.to_toml_string().as_bytes())?;
+    write_atomically(&out.join("config.toml"), written_config(config).as_bytes())?;
     let mut logs = Logs::start(out, resume.map(|_| trainer.step_count()))?;
     let checkpoint_path = out.join("checkpoint.safetensors");
     let mut last_checkpoint = None;
@@ -399,5 +417,6 @@ pub fn run<B: SplatAutodiffBackend>(
         seconds: started.elapsed().as_secs_f64(),
         checkpoint: checkpoint_path,
         eval_cache: trainer.eval_cache_stats(),
+        peak_memory: trainer.peak_memory(),
     })
 }

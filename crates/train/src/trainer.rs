@@ -1,8 +1,8 @@
 //! [`Trainer`]: the state of a run and its step.
 //!
-//! One step: pick the view (a per-epoch permutation drawn from the seed), upload its image,
-//! render on the autodiff backend, loss, backward, one Adam step per parameter group, then the
-//! densification strategy. Every random draw is a function of `(seed, step)`, so a run resumed
+//! One step: pick the view (a per-epoch permutation drawn from the seed), take its photo (kept
+//! on the device after its first use, see [`crate::targets`]), render on the autodiff backend,
+//! loss, backward, one Adam step per parameter group, then the densification strategy. Every random draw is a function of `(seed, step)`, so a run resumed
 //! from a checkpoint takes the same decisions as one that never stopped; on the CPU the numbers
 //! are bit-identical.
 
@@ -11,13 +11,15 @@ use std::time::Instant;
 
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{ElementConversion, Tensor, TensorData};
+use burn::tensor::{ElementConversion, Tensor};
 use ember_field::{
     GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend, render,
 };
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
+
+use ember_kernels::MemoryUsage;
 
 use crate::adam::{AdamSettings, FieldGradients, GroupAdam};
 use crate::config::{InitMode, TrainConfig};
@@ -27,6 +29,7 @@ use crate::eval::{EvalReport, Evaluator};
 use crate::loss::{LossOptions, photometric_loss, psnr_from_mse};
 use crate::params::ParamGroup;
 use crate::scene::TrainScene;
+use crate::targets::{TargetImages, TargetStats};
 use crate::timing::{Phase, PhaseTimes};
 use crate::view_cache::CacheStats;
 
@@ -40,8 +43,9 @@ pub struct StepReport {
     pub step: usize,
     /// The training view rendered.
     pub view: usize,
-    /// The loss.
-    pub loss: f32,
+    /// The loss; `None` on a step that did not read it back (see
+    /// [`OutputConfig::loss_every`](crate::config::OutputConfig::loss_every)).
+    pub loss: Option<f32>,
     /// PSNR of the render against its training image, dB (measured every `output.log_every`
     /// steps, `None` otherwise: it costs a read-back).
     pub psnr: Option<f32>,
@@ -73,6 +77,10 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     /// Held-out evaluation, with the renders of the current generation.
     evaluator: Evaluator<Inner<B>>,
     order: Option<(usize, Vec<usize>)>,
+    /// The training photos on the device.
+    targets: TargetImages<B>,
+    /// The largest device memory figures sampled during steps (`None` on the CPU).
+    peak_memory: Option<MemoryUsage>,
     /// Wait for the device at the end of each phase of a step (see [`Trainer::set_phase_sync`]).
     phase_sync: bool,
 }
@@ -192,6 +200,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let adam = GroupAdam::new(settings, &field);
         let strategy = strategy_from_config(&config.densify, field.num_gaussians(), device);
         let evaluator = Evaluator::new(&config.eval);
+        let targets = TargetImages::new(scene.train.len(), config.data.image_budget_mb, device);
         Ok(Trainer {
             config,
             scene,
@@ -204,8 +213,28 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             generation: 0,
             evaluator,
             order: None,
+            targets,
+            peak_memory: None,
             phase_sync: false,
         })
+    }
+
+    /// How the training photos are held on the device (see [`TargetImages`]).
+    pub fn target_stats(&self) -> TargetStats {
+        self.targets.stats()
+    }
+
+    /// The largest device memory the backend's allocator held, sampled after the backward and
+    /// at the end of every step so far; `None` on the CPU backend.
+    pub fn peak_memory(&self) -> Option<MemoryUsage> {
+        self.peak_memory
+    }
+
+    /// Folds the allocator's figures now into [`Trainer::peak_memory`].
+    fn sample_memory(&mut self) {
+        if let Some(now) = B::memory_usage(&self.device) {
+            self.peak_memory = Some(self.peak_memory.map_or(now, |peak| peak.max(now)));
+        }
     }
 
     /// The run's config.
@@ -388,8 +417,9 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             .with_sh_degree(sh_degree as u32)
     }
 
-    /// Runs one step (see the module docs). A non-finite loss returns
-    /// [`TrainError::NonFiniteLoss`] before anything is changed.
+    /// Runs one step (see the module docs). On a step that reads the loss back
+    /// ([`OutputConfig::loss_every`](crate::config::OutputConfig::loss_every)), a non-finite
+    /// loss returns [`TrainError::NonFiniteLoss`] before anything is changed.
     pub fn step(&mut self) -> Result<StepReport, TrainError> {
         let started = Instant::now();
         let step = self.step;
@@ -399,9 +429,13 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let t = Instant::now();
         let image = self.scene.train_image(view)?;
         let background = self.background_at(step);
-        let shape = [image.height as usize, image.width as usize, 3];
-        let pixels = image.over_background(self.scene.background, background);
-        let target = Tensor::<B, 3>::from_data(TensorData::new(pixels, shape), &self.device);
+        let target = self.targets.target(
+            view,
+            &image,
+            self.scene.background,
+            background,
+            &self.device,
+        );
         self.end_phase(Phase::Data, t)?;
 
         let t = Instant::now();
@@ -430,25 +464,32 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         if scale_reg > 0.0 && self.field.num_gaussians() > 0 {
             loss = loss + field.log_scales.val().exp().mean() * scale_reg;
         }
-        let loss_value: f32 = loss.clone().into_scalar().elem();
-        if !loss_value.is_finite() {
-            return Err(TrainError::NonFiniteLoss {
-                step: step + 1,
-                view: self.scene.train[view].name.clone(),
-                loss: loss_value,
-                last_checkpoint: None,
-            });
-        }
-        let psnr = (step + 1)
-            .is_multiple_of(self.config.output.log_every)
-            .then(|| {
-                let mse: f32 = (out.rgb.clone().inner().clamp(0.0, 1.0) - target.clone().inner())
-                    .powi_scalar(2)
-                    .mean()
-                    .into_scalar()
-                    .elem();
-                psnr_from_mse(mse)
-            });
+        let logs = (step + 1).is_multiple_of(self.config.output.log_every);
+        let reads_loss = logs
+            || (step + 1).is_multiple_of(self.config.output.loss_every)
+            || step + 1 >= self.config.steps;
+        let loss_value = if reads_loss {
+            let value: f32 = loss.clone().into_scalar().elem();
+            if !value.is_finite() {
+                return Err(TrainError::NonFiniteLoss {
+                    step: step + 1,
+                    view: self.scene.train[view].name.clone(),
+                    loss: value,
+                    last_checkpoint: None,
+                });
+            }
+            Some(value)
+        } else {
+            None
+        };
+        let psnr = logs.then(|| {
+            let mse: f32 = (out.rgb.clone().inner().clamp(0.0, 1.0) - target.clone().inner())
+                .powi_scalar(2)
+                .mean()
+                .into_scalar()
+                .elem();
+            psnr_from_mse(mse)
+        });
         self.end_phase(Phase::Forward, t)?;
 
         let t = Instant::now();
@@ -463,6 +504,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         };
         let screen_grads = out.aux.screen_grads.grad(&grads);
         self.end_phase(Phase::Backward, t)?;
+        self.sample_memory();
 
         let t = Instant::now();
         if let Some(screen_grads) = screen_grads {
@@ -495,6 +537,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             .refine(context, &mut self.field, &mut self.adam)?;
         self.end_phase(Phase::Densify, t)?;
 
+        self.sample_memory();
         self.step += 1;
         self.generation += 1;
         Ok(StepReport {

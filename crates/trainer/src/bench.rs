@@ -65,20 +65,28 @@ fn orbit(centre: [f64; 3], radius: f64, (width, height): (u32, u32)) -> Vec<Came
         .collect()
 }
 
-/// Renders every camera `repeats` times (after one untimed pass) and summarises.
+/// Renders every camera `repeats` times (after one untimed pass) and summarises. Each render
+/// waits for the device by reading one value back; with `read_back` it reads the whole image
+/// back to the host instead (what a viewer or an image writer pays).
 fn time_set<B: SplatBackend>(
     name: &str,
     field: &ember_field::GaussianField<B>,
     cameras: &[Camera],
     repeats: usize,
+    read_back: bool,
     device: &B::Device,
 ) -> Result<BenchResult> {
     let options = RenderOptions::default();
     let once = |camera: &Camera| -> Result<f64> {
         let started = Instant::now();
         let out = render(field, camera, &options).context("rendering")?;
-        // Reading one value back waits for the device.
-        let _ = out.alpha.sum().into_scalar();
+        if read_back {
+            out.rgb
+                .try_into_data()
+                .map_err(|e| anyhow::anyhow!("reading the image back: {e:?}"))?;
+        } else {
+            let _ = out.alpha.sum().into_scalar();
+        }
         B::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
         Ok(started.elapsed().as_secs_f64() * 1e3)
     };
@@ -146,12 +154,19 @@ pub fn bench_render<B: SplatBackend>(args: &RenderBenchArgs, device: &B::Device)
         if cameras.is_empty() {
             continue;
         }
-        let r = time_set::<B>(name, &field, cameras, args.repeats, device)?;
-        println!(
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.1} |",
-            r.name, r.frames, r.median_ms, r.min_ms, r.max_ms, r.fps
-        );
-        results.push(r);
+        for read_back in [false, true] {
+            let name = if read_back {
+                format!("{name} (image read back)")
+            } else {
+                name.clone()
+            };
+            let r = time_set::<B>(&name, &field, cameras, args.repeats, read_back, device)?;
+            println!(
+                "| {} | {} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                r.name, r.frames, r.median_ms, r.min_ms, r.max_ms, r.fps
+            );
+            results.push(r);
+        }
     }
     let file = BenchFile {
         tool: "trainer bench render".into(),

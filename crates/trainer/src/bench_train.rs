@@ -115,6 +115,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
 
     let mut step_ms = Vec::with_capacity(timed);
+    let mut losses = Vec::with_capacity(timed);
     let mut phase_ms: [Vec<f64>; Phase::STEP.len()] =
         std::array::from_fn(|_| Vec::with_capacity(timed));
     let timed_start = *trainer.times();
@@ -122,7 +123,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     for _ in 0..timed {
         let before = *trainer.times();
         let t = Instant::now();
-        trainer.step()?;
+        losses.extend(trainer.step()?.loss.map(f64::from));
         step_ms.push(t.elapsed().as_secs_f64() * 1e3);
         let phases = trainer.times().since(&before);
         for (samples, phase) in phase_ms.iter_mut().zip(Phase::STEP) {
@@ -134,6 +135,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     let totals: PhaseTimes = trainer.times().since(&timed_start);
 
     let pairs = tile_pairs::<Bk>(trainer.field(), &scene)?;
+    let steps_per_s = timed as f64 / seconds;
     println!(
         "tile-Gaussian pairs over {} training views: {:.2} per pixel, {:.0} Gaussians per 16x16 \
          tile on average, {:.1}% of the Gaussians in view",
@@ -142,15 +144,36 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         pairs.per_tile,
         100.0 * pairs.visible
     );
-    let steps_per_s = timed as f64 / seconds;
-    let mut results = vec![
-        BenchResult::from_samples("step", &step_ms)
-            .context("no step timed")?
-            .with_metric("steps_per_s", steps_per_s)
-            .with_metric("pairs_per_pixel", pairs.per_pixel)
-            .with_metric("gaussians_per_tile", pairs.per_tile)
-            .with_metric("visible_fraction", pairs.visible),
-    ];
+    let mean_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+    let targets = trainer.target_stats();
+    println!(
+        "training photos: {} of {} views resident on the device ({:.1} MB), {} uploads of the \
+         others",
+        targets.resident_views,
+        scene.train.len(),
+        targets.resident_bytes as f64 / 1e6,
+        targets.per_step_uploads
+    );
+    let mut step = BenchResult::from_samples("step", &step_ms)
+        .context("no step timed")?
+        .with_metric("steps_per_s", steps_per_s)
+        .with_metric("pairs_per_pixel", pairs.per_pixel)
+        .with_metric("gaussians_per_tile", pairs.per_tile)
+        .with_metric("visible_fraction", pairs.visible)
+        .with_metric("resident_views", targets.resident_views as f64)
+        .with_metric("mean_loss", mean_loss);
+    if let Some(peak) = trainer.peak_memory() {
+        println!(
+            "peak device memory (the allocator's, sampled twice a step): {:.0} MiB reserved, \
+             {:.0} MiB in live tensors",
+            mib(peak.reserved),
+            mib(peak.in_use)
+        );
+        step = step
+            .with_metric("peak_device_reserved_mib", mib(peak.reserved))
+            .with_metric("peak_device_in_use_mib", mib(peak.in_use));
+    }
+    let mut results = vec![step];
     for (samples, phase) in phase_ms.iter().zip(Phase::STEP) {
         let share = totals.get(phase) / totals.total().max(f64::MIN_POSITIVE);
         results.push(
@@ -195,7 +218,9 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         );
     }
     println!(
-        "{steps_per_s:.2} steps/s over {timed} steps ({seconds:.2} s); Gaussians {gaussians_start} -> {}",
+        "{steps_per_s:.2} steps/s over {timed} steps ({seconds:.2} s), mean loss {mean_loss:.5} \
+         over the {} steps that read it; Gaussians {gaussians_start} -> {}",
+        losses.len(),
         trainer.num_gaussians()
     );
     let file = BenchFile {
@@ -219,6 +244,11 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         results,
     };
     write_bench_file(&file, &args.json)
+}
+
+/// Bytes to MiB.
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
 }
 
 /// How much compositing work a field makes: tile-Gaussian pairs through the training views.

@@ -36,10 +36,6 @@ use crate::bench::write_bench_file;
 pub struct ViewBenchArgs {
     /// A splat file, checkpoint or run folder (as `trainer view` takes).
     scene: PathBuf,
-    /// A dataset whose cameras frame the orbit (its radius and up); without it, the
-    /// Gaussians' spread does.
-    #[arg(long, value_name = "PATH")]
-    data: Option<PathBuf>,
     /// Frame width, pixels.
     #[arg(long, default_value_t = 800)]
     width: u32,
@@ -52,7 +48,9 @@ pub struct ViewBenchArgs {
     /// Also time training steps of `--config` with and without a page asking for frames.
     #[arg(long)]
     train: bool,
-    /// The training run for `--train` (`--steps`: timed steps per pass, default 30).
+    /// The training run for `--train` (`--steps`: timed steps per pass, default 30). Its
+    /// `--data` also frames the orbit (its cameras' radius and up); without it, the Gaussians'
+    /// spread does.
     #[command(flatten)]
     pub(crate) run: ConfigArgs,
     /// Where the JSON results go.
@@ -200,7 +198,7 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
     if args.frames == 0 {
         bail!("--frames must be at least 1");
     }
-    let scene = crate::view::load_scene::<Bk>(&args.scene, args.data.as_deref(), device)?;
+    let scene = crate::view::load_scene::<Bk>(&args.scene, args.run.data.as_deref(), device)?;
     let field = scene.field;
     let config = ViewerConfig {
         port: 0,

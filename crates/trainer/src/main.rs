@@ -324,18 +324,22 @@ impl Progress {
 impl<B: ember_train::SplatAutodiffBackend> RunObserver<B> for Progress {
     fn on_step(&mut self, report: &StepReport, total: usize) {
         // Exponential moving average, as the loss of one view is noisy.
-        let loss = match self.smoothed_loss {
-            Some(s) => 0.9 * s + 0.1 * report.loss,
-            None => report.loss,
-        };
-        self.smoothed_loss = Some(loss);
+        if let Some(loss) = report.loss {
+            self.smoothed_loss = Some(match self.smoothed_loss {
+                Some(s) => 0.9 * s + 0.1 * loss,
+                None => loss,
+            });
+        }
         if report.psnr.is_some() {
             self.last_psnr = report.psnr;
         }
         self.bar.set_position(report.step as u64);
         let fmt = |v: Option<f32>| v.map(|p| format!("{p:.2}")).unwrap_or("-".into());
         let status = format!(
-            "loss {loss:.4} psnr {} eval {} | {} Gaussians",
+            "loss {} psnr {} eval {} | {} Gaussians",
+            self.smoothed_loss
+                .map(|l| format!("{l:.4}"))
+                .unwrap_or("-".into()),
             fmt(self.last_psnr),
             fmt(self.last_eval),
             report.gaussians
@@ -504,6 +508,13 @@ fn train<B: ember_train::SplatAutodiffBackend>(
     );
     println!("\ntime per phase\n{}", summary.times.table());
     println!("evaluation render cache: {}", summary.eval_cache);
+    if let Some(peak) = summary.peak_memory {
+        println!(
+            "peak device memory: {:.2} GB reserved by the allocator, {:.2} GB in live tensors",
+            peak.reserved as f64 / 1e9,
+            peak.in_use as f64 / 1e9
+        );
+    }
     println!("outputs in {}", args.out.display());
     Ok(())
 }

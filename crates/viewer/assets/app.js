@@ -484,7 +484,7 @@
     $('train-state').textContent = s.step >= s.total_steps ? 'finished' : s.paused ? 'paused' : 'running';
     $('pause').textContent = s.paused ? 'Resume' : 'Pause';
     const last = history[history.length - 1];
-    if (!last || s.step > last.step) {
+    if ((!last || s.step > last.step) && Number.isFinite(s.loss)) {
       history.push({ step: s.step, loss: s.loss, psnr: s.psnr });
       // Thin rather than truncate, so the curve keeps its start.
       if (history.length > MAX_CURVE_POINTS) history = history.filter((_, i) => i % 2 === 0 || i === history.length - 1);

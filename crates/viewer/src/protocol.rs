@@ -1,6 +1,7 @@
 //! The WebSocket messages (`PROTOCOL.md` beside this crate's `Cargo.toml` is the reference):
 //! what a page sends, parsed and checked here, and the frame header the server sends back.
 
+use ember_data::Pose;
 use ember_kernels::CameraParams;
 use serde::{Deserialize, Serialize};
 
@@ -48,13 +49,13 @@ pub struct WireCamera {
 impl WireCamera {
     /// The page's form of `camera`.
     pub fn from_params(camera: &CameraParams) -> WireCamera {
-        let r = &camera.rotation;
-        let t = &camera.translation;
-        // The centre is -R^T t.
-        let position = [0, 1, 2].map(|i| -(r[i] * t[0] + r[3 + i] * t[1] + r[6 + i] * t[2]));
+        let pose = Pose {
+            rotation: camera.rotation,
+            translation: camera.translation,
+        };
         WireCamera {
             rotation: camera.rotation,
-            position,
+            position: pose.center(),
             fx: camera.fx,
             fy: camera.fy,
             cx: camera.cx,

@@ -66,8 +66,9 @@ pub struct Status {
     pub total_steps: usize,
     /// Gaussians now.
     pub gaussians: usize,
-    /// The loss of the last step.
-    pub loss: f32,
+    /// The loss of the last step, when it was read back (a run reads it every
+    /// `output.loss_every` steps).
+    pub loss: Option<f32>,
     /// Training PSNR when the step measured it, dB.
     pub psnr: Option<f32>,
     /// Whether training is paused.
@@ -422,10 +423,12 @@ impl Viewer {
     /// times a second.
     pub fn set_status(&self, status: Status) {
         let mut live = lock(&self.shared.live);
-        live.history.push(json!({
-            "step": status.step, "loss": status.loss, "psnr": status.psnr,
-            "gaussians": status.gaussians,
-        }));
+        if status.loss.is_some() {
+            live.history.push(json!({
+                "step": status.step, "loss": status.loss, "psnr": status.psnr,
+                "gaussians": status.gaussians,
+            }));
+        }
         if live.history.len() > HISTORY_POINTS {
             let mut keep = false;
             live.history.retain(|_| {

@@ -75,3 +75,14 @@ pub fn scene(config: &TrainConfig) -> Arc<TrainScene> {
         .expect("the scene loads"),
     )
 }
+
+/// The loss of one step of `trainer` (the test configs read it back every step).
+pub fn step_loss<B: ember_train::SplatAutodiffBackend>(
+    trainer: &mut ember_train::Trainer<B>,
+) -> f32 {
+    trainer
+        .step()
+        .unwrap()
+        .loss
+        .expect("every step reads the loss")
+}

@@ -120,7 +120,7 @@ fn random_backgrounds_are_drawn_from_the_seed_and_used() {
             "the floor does not fill every view"
         );
         let mut trainer = Trainer::<B>::new(config, scene, &Default::default()).unwrap();
-        (0..4).map(|_| trainer.step().unwrap().loss).collect()
+        (0..4).map(|_| common::step_loss(&mut trainer)).collect()
     };
     let fixed = losses(false);
     let random = losses(true);
@@ -138,6 +138,34 @@ fn random_backgrounds_are_drawn_from_the_seed_and_used() {
 
 /// `init.mode = "view_volume"`: every point is seen by the required share of the training
 /// cameras and takes its colour from the photos; the same seed gives the same points.
+#[test]
+fn a_loss_read_every_few_steps_changes_nothing_but_the_reports() {
+    let run = |loss_every: usize| {
+        let config = common::tiny_config()
+            .with_overrides(&[
+                "steps=12".to_string(),
+                "output.log_every=6".to_string(),
+                format!("output.loss_every={loss_every}"),
+            ])
+            .unwrap();
+        let scene = common::scene(&config);
+        let mut trainer = Trainer::<B>::new(config, scene, &Default::default()).unwrap();
+        let losses: Vec<Option<f32>> = (0..12).map(|_| trainer.step().unwrap().loss).collect();
+        let means: Vec<f32> = trainer.field().means.val().into_data().to_vec().unwrap();
+        (losses, means)
+    };
+    let (every, means_every) = run(1);
+    let (some, means_some) = run(4);
+    assert!(every.iter().all(Option::is_some));
+    let read: Vec<usize> = (1..=12).filter(|s| some[s - 1].is_some()).collect();
+    // Multiples of 4, the logging steps (6, 12) and the last.
+    assert_eq!(read, [4, 6, 8, 12]);
+    for step in read {
+        assert_eq!(some[step - 1], every[step - 1], "step {step}");
+    }
+    assert_eq!(means_some, means_every, "the reads change the training");
+}
+
 #[test]
 fn view_volume_points_are_seen_by_enough_cameras_and_coloured_from_the_photos() {
     let config = common::tiny_config();

@@ -32,7 +32,10 @@ fn phase_sync_changes_timing_not_results() {
     let mut synced = Trainer::<B>::new(config.clone(), scene, &device).unwrap();
     synced.set_phase_sync(true);
     for _ in 0..config.steps {
-        assert_eq!(plain.step().unwrap().loss, synced.step().unwrap().loss);
+        assert_eq!(
+            common::step_loss(&mut plain),
+            common::step_loss(&mut synced)
+        );
     }
     assert_eq!(state(&plain), state(&synced), "identical final state");
     for phase in Phase::STEP {
@@ -48,7 +51,7 @@ fn resume_equals_uninterrupted() {
     let mut straight = Trainer::<B>::new(config.clone(), scene.clone(), &device).unwrap();
     let mut losses = Vec::new();
     for _ in 0..config.steps {
-        losses.push(straight.step().unwrap().loss);
+        losses.push(common::step_loss(&mut straight));
     }
 
     let dir = tempfile::tempdir().unwrap();
@@ -58,7 +61,7 @@ fn resume_equals_uninterrupted() {
     let mut first = Trainer::<B>::new(config.clone(), scene.clone(), &device).unwrap();
     let mut resumed_losses = Vec::new();
     for _ in 0..7 {
-        resumed_losses.push(first.step().unwrap().loss);
+        resumed_losses.push(common::step_loss(&mut first));
     }
     first.save_checkpoint(&path).unwrap();
     drop(first);
@@ -66,7 +69,7 @@ fn resume_equals_uninterrupted() {
     second.load_checkpoint(&path).unwrap();
     assert_eq!(second.step_count(), 7);
     while second.step_count() < config.steps {
-        resumed_losses.push(second.step().unwrap().loss);
+        resumed_losses.push(common::step_loss(&mut second));
     }
     assert_eq!(losses, resumed_losses, "the same loss at every step");
     assert_eq!(state(&straight), state(&second), "identical final state");

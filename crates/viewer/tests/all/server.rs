@@ -384,7 +384,7 @@ async fn live_mode_pauses_checkpoints_and_publishes_progress() {
         step,
         total_steps: 100,
         gaussians: 20,
-        loss: 0.5 / step as f32,
+        loss: Some(0.5 / step as f32),
         psnr: Some(20.0),
         paused: false,
         steps_per_second: 3.0,

@@ -1,0 +1,223 @@
+//! [`TargetImages`]: the training photos a step compares its render with, kept on the training
+//! device.
+//!
+//! Uploading a photo every step costs a host-side conversion to `f32` and a transfer of 12
+//! bytes per pixel (33 MB for a 1440x1920 phone photo), which on a GPU is a large share of a
+//! step. Instead each training view is uploaded once, the first time a step uses it, as 8-bit
+//! values (3 bytes per pixel, plus one byte of transparency for photos with alpha) and kept
+//! while the total stays within `data.image_budget_mb`; a step then converts it to `f32` on the
+//! device. Views past the budget are uploaded per step as before, so a scene of any size trains.
+//! A backend that cannot store `u8` tensors keeps them as `f32` (4x the bytes, same budget).
+//!
+//! The target is the same value either way: `value / 255`, plus `shift * (transparency / 255)`
+//! for a background other than the one the photo was composited over (see
+//! [`DecodedImage::over_background`]), in the same order of operations, so on the CPU a run
+//! gives bit-identical results whichever way its images travel.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Int, Tensor, TensorCreationOptions, TensorData};
+use ember_data::DecodedImage;
+
+/// Bytes in a megabyte of `data.image_budget_mb`.
+const MB: usize = 1 << 20;
+
+/// One training photo on the device.
+struct ResidentImage<B: Backend> {
+    /// `[H, W, 3]` values in `0..=255`.
+    rgb: Tensor<B, 3, Int>,
+    /// `[H, W, 1]` values `255 (1 - alpha)`, for photos with alpha.
+    transparency: Option<Tensor<B, 3, Int>>,
+}
+
+/// Counters of a [`TargetImages`] (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TargetStats {
+    /// Views held on the device.
+    pub resident_views: usize,
+    /// Device bytes they take.
+    pub resident_bytes: usize,
+    /// Uploads of a view that did not fit the budget (one per step that used it).
+    pub per_step_uploads: u64,
+}
+
+/// The training photos of a run, on its device within a byte budget (see the module docs).
+pub struct TargetImages<B: Backend> {
+    budget_bytes: usize,
+    /// The element type the photos are stored in: `U8`, or `F32` where the backend has no `u8`.
+    dtype: DType,
+    /// Indexed by training view; `None` until first used, or when it did not fit.
+    views: Vec<Option<ResidentImage<B>>>,
+    stats: TargetStats,
+}
+
+impl<B: Backend> std::fmt::Debug for TargetImages<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetImages")
+            .field("budget_bytes", &self.budget_bytes)
+            .field("dtype", &self.dtype)
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+impl<B: Backend> TargetImages<B> {
+    /// An empty set for `views` training views, holding at most `budget_mb` megabytes on
+    /// `device` (0: every photo is uploaded per step).
+    pub fn new(views: usize, budget_mb: usize, device: &B::Device) -> Self {
+        let dtype = if B::supports_dtype(device, DType::U8) {
+            DType::U8
+        } else {
+            DType::F32
+        };
+        TargetImages {
+            budget_bytes: budget_mb.saturating_mul(MB),
+            dtype,
+            views: (0..views).map(|_| None).collect(),
+            stats: TargetStats::default(),
+        }
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> TargetStats {
+        self.stats
+    }
+
+    /// The element type resident photos are stored in.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The target of training view `view`: `image` (its decoded photo, composited over
+    /// `composited_over`) over `background`, `[H, W, 3]` in `[0, 1]`, on `device`.
+    pub fn target(
+        &mut self,
+        view: usize,
+        image: &DecodedImage,
+        composited_over: [f32; 3],
+        background: [f32; 3],
+        device: &B::Device,
+    ) -> Tensor<B, 3> {
+        if let Some(Some(resident)) = self.views.get(view) {
+            return composite(resident, composited_over, background, device);
+        }
+        let bytes = self.device_bytes(image);
+        if view < self.views.len() && self.stats.resident_bytes + bytes <= self.budget_bytes {
+            let resident = self.upload(image, device);
+            let target = composite(&resident, composited_over, background, device);
+            self.views[view] = Some(resident);
+            self.stats.resident_views += 1;
+            self.stats.resident_bytes += bytes;
+            return target;
+        }
+        self.stats.per_step_uploads += 1;
+        let shape = [image.height as usize, image.width as usize, 3];
+        let pixels = image.over_background(composited_over, background);
+        Tensor::from_data(TensorData::new(pixels, shape), device)
+    }
+
+    /// Device bytes `image` takes when resident.
+    fn device_bytes(&self, image: &DecodedImage) -> usize {
+        image.byte_len() * self.dtype.size()
+    }
+
+    fn upload(&self, image: &DecodedImage, device: &B::Device) -> ResidentImage<B> {
+        let (h, w) = (image.height as usize, image.width as usize);
+        let options = || TensorCreationOptions::new(device.clone()).with_dtype(self.dtype);
+        let rgb = Tensor::from_data(TensorData::new(image.data.clone(), [h, w, 3]), options());
+        let transparency = image
+            .transparency
+            .as_ref()
+            .map(|t| Tensor::from_data(TensorData::new(t.clone(), [h, w, 1]), options()));
+        ResidentImage { rgb, transparency }
+    }
+}
+
+/// `rgb / 255`, plus `(background - composited_over) * transparency / 255` where the photo has
+/// alpha and the backgrounds differ: [`DecodedImage::over_background`] on the device.
+fn composite<B: Backend>(
+    image: &ResidentImage<B>,
+    composited_over: [f32; 3],
+    background: [f32; 3],
+    device: &B::Device,
+) -> Tensor<B, 3> {
+    let values = image.rgb.clone().float().div_scalar(255.0);
+    match &image.transparency {
+        Some(transparency) if background != composited_over => {
+            let shift = [0, 1, 2].map(|c| background[c] - composited_over[c]);
+            let shift = Tensor::<B, 1>::from_data(TensorData::new(shift.to_vec(), [3]), device)
+                .reshape([1, 1, 3]);
+            values + transparency.clone().float().div_scalar(255.0) * shift
+        }
+        _ => values,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::NdArray;
+
+    type B = NdArray;
+
+    fn photo(width: u32, height: u32, alpha: bool, seed: u32) -> DecodedImage {
+        let n = (width * height) as usize;
+        let byte =
+            |i: usize, k: u32| ((i as u32).wrapping_mul(2654435761).wrapping_add(k) >> 7) as u8;
+        DecodedImage {
+            width,
+            height,
+            data: (0..3 * n).map(|i| byte(i, seed)).collect(),
+            transparency: alpha.then(|| (0..n).map(|i| byte(i, seed + 1)).collect()),
+        }
+    }
+
+    fn values(t: Tensor<B, 3>) -> Vec<f32> {
+        t.into_data().to_vec::<f32>().unwrap()
+    }
+
+    #[test]
+    fn resident_targets_equal_host_targets_bit_for_bit() {
+        let device = Default::default();
+        let over = [1.0, 1.0, 1.0];
+        for alpha in [false, true] {
+            let image = photo(7, 5, alpha, 11);
+            let mut resident = TargetImages::<B>::new(1, 64, &device);
+            let mut host = TargetImages::<B>::new(1, 0, &device);
+            for background in [over, [0.2, 0.7, 0.1]] {
+                let expected = image.over_background(over, background);
+                let a = values(resident.target(0, &image, over, background, &device));
+                let b = values(host.target(0, &image, over, background, &device));
+                assert_eq!(a, expected, "alpha {alpha}, background {background:?}");
+                assert_eq!(b, expected, "alpha {alpha}, background {background:?}");
+            }
+            assert_eq!(resident.stats().resident_views, 1);
+            assert_eq!(resident.stats().per_step_uploads, 0);
+            assert_eq!(host.stats().resident_views, 0);
+            assert_eq!(host.stats().per_step_uploads, 2);
+        }
+    }
+
+    #[test]
+    fn views_past_the_budget_are_uploaded_per_step() {
+        let device = Default::default();
+        // A 1 MB budget holds five of these 256x256 photos as u8 (196,608 bytes each), one as
+        // f32: the first ones used stay resident, the others travel at every use.
+        let images: Vec<DecodedImage> = (0..6).map(|i| photo(256, 256, false, i)).collect();
+        let mut targets = TargetImages::<B>::new(images.len(), 1, &device);
+        let per_photo = 256 * 256 * 3 * targets.dtype().size();
+        let fits = (1 << 20) / per_photo;
+        for _ in 0..2 {
+            for (view, image) in images.iter().enumerate() {
+                let t = targets.target(view, image, [0.0; 3], [0.0; 3], &device);
+                assert_eq!(values(t), image.to_f32());
+            }
+        }
+        let stats = targets.stats();
+        assert_eq!(stats.resident_views, fits.min(images.len()));
+        assert_eq!(stats.resident_bytes, stats.resident_views * per_photo);
+        assert_eq!(
+            stats.per_step_uploads,
+            2 * (images.len() - stats.resident_views) as u64
+        );
+    }
+}
