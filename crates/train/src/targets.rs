@@ -21,12 +21,42 @@ use ember_data::DecodedImage;
 /// Bytes in a megabyte of `data.image_budget_mb`.
 const MB: usize = 1 << 20;
 
+/// 8-bit values on the device: a `u8` int tensor, or an `f32` one (holding `0.0..=255.0`) on
+/// a backend without `u8` tensors.
+enum Bytes<B: Backend> {
+    U8(Tensor<B, 3, Int>),
+    F32(Tensor<B, 3>),
+}
+
+impl<B: Backend> Bytes<B> {
+    fn upload(values: &[u8], shape: [usize; 3], dtype: DType, device: &B::Device) -> Self {
+        match dtype {
+            DType::U8 => Bytes::U8(Tensor::from_data(
+                TensorData::new(values.to_vec(), shape),
+                TensorCreationOptions::new(device.clone()).with_dtype(DType::U8),
+            )),
+            _ => Bytes::F32(Tensor::from_data(
+                TensorData::new(values.iter().map(|&v| f32::from(v)).collect(), shape),
+                device,
+            )),
+        }
+    }
+
+    /// The values as `f32`, still in `0..=255` (exact).
+    fn values(&self) -> Tensor<B, 3> {
+        match self {
+            Bytes::U8(t) => t.clone().float(),
+            Bytes::F32(t) => t.clone(),
+        }
+    }
+}
+
 /// One training photo on the device.
 struct ResidentImage<B: Backend> {
     /// `[H, W, 3]` values in `0..=255`.
-    rgb: Tensor<B, 3, Int>,
+    rgb: Bytes<B>,
     /// `[H, W, 1]` values `255 (1 - alpha)`, for photos with alpha.
-    transparency: Option<Tensor<B, 3, Int>>,
+    transparency: Option<Bytes<B>>,
 }
 
 /// Counters of a [`TargetImages`] (see the module docs).
@@ -69,6 +99,11 @@ impl<B: Backend> TargetImages<B> {
         } else {
             DType::F32
         };
+        Self::stored_as(views, budget_mb, dtype)
+    }
+
+    /// As [`TargetImages::new`], storing the photos as `dtype` (`U8`, or `F32`).
+    fn stored_as(views: usize, budget_mb: usize, dtype: DType) -> Self {
         TargetImages {
             budget_bytes: budget_mb.saturating_mul(MB),
             dtype,
@@ -122,12 +157,11 @@ impl<B: Backend> TargetImages<B> {
 
     fn upload(&self, image: &DecodedImage, device: &B::Device) -> ResidentImage<B> {
         let (h, w) = (image.height as usize, image.width as usize);
-        let options = || TensorCreationOptions::new(device.clone()).with_dtype(self.dtype);
-        let rgb = Tensor::from_data(TensorData::new(image.data.clone(), [h, w, 3]), options());
+        let rgb = Bytes::upload(&image.data, [h, w, 3], self.dtype, device);
         let transparency = image
             .transparency
             .as_ref()
-            .map(|t| Tensor::from_data(TensorData::new(t.clone(), [h, w, 1]), options()));
+            .map(|t| Bytes::upload(t, [h, w, 1], self.dtype, device));
         ResidentImage { rgb, transparency }
     }
 }
@@ -140,13 +174,13 @@ fn composite<B: Backend>(
     background: [f32; 3],
     device: &B::Device,
 ) -> Tensor<B, 3> {
-    let values = image.rgb.clone().float().div_scalar(255.0);
+    let values = image.rgb.values().div_scalar(255.0);
     match &image.transparency {
         Some(transparency) if background != composited_over => {
             let shift = [0, 1, 2].map(|c| background[c] - composited_over[c]);
             let shift = Tensor::<B, 1>::from_data(TensorData::new(shift.to_vec(), [3]), device)
                 .reshape([1, 1, 3]);
-            values + transparency.clone().float().div_scalar(255.0) * shift
+            values + transparency.values().div_scalar(255.0) * shift
         }
         _ => values,
     }
@@ -179,9 +213,9 @@ mod tests {
     fn resident_targets_equal_host_targets_bit_for_bit() {
         let device = Default::default();
         let over = [1.0, 1.0, 1.0];
-        for alpha in [false, true] {
+        for (alpha, dtype) in [(false, DType::U8), (true, DType::U8), (true, DType::F32)] {
             let image = photo(7, 5, alpha, 11);
-            let mut resident = TargetImages::<B>::new(1, 64, &device);
+            let mut resident = TargetImages::<B>::stored_as(1, 64, dtype);
             let mut host = TargetImages::<B>::new(1, 0, &device);
             for background in [over, [0.2, 0.7, 0.1]] {
                 let expected = image.over_background(over, background);
