@@ -27,6 +27,14 @@
 #                                   # 800x600 and 1920x1080 and its training cost; then the
 #                                   # 7k-step lego run. Peak memory from nvidia-smi beside the
 #                                   # allocator's own figure.
+#   scripts/device-check.sh build-quality  # here: the cuda trainer and the three COLMAP captures
+#                                   # (cup, figurine, mouse) into .device-quality/
+#   scripts/device-check.sh quality  # there (carry .device-quality): configs/colmap.toml at full
+#                                   # resolution on the three captures, run side by side on the one
+#                                   # GPU (the steps are host-bound), each stopped at QUALITY_SECONDS
+#                                   # (default 480), with QUALITY_ARGS added to each command line
+#                                   # (e.g. "--set densify.strategy=\"mcmc\""); logs, eval.csv and
+#                                   # train.csv of each into $OUT
 #   scripts/device-check.sh h100-run  # there (carry .device-captures): `bench train` on lego
 #                                   # with the loss read every step and every 100, then the
 #                                   # full configs/h100.toml run (25 held-out views)
@@ -257,6 +265,50 @@ captures)
   fi
   measure 120 lego-7k ./trainer --config h100-7k.toml --backend cuda --data data/lego_400 --out /tmp/lego7k
   ;;
+build-quality)
+  export CUDARC_CUDA_VERSION=13000
+  data="${EMBER_DATA_DIR:-../shared/data}"
+  rm -rf .device-quality
+  mkdir -p .device-quality/data
+  cargo build --release --features cuda -p trainer
+  cp "${CARGO_TARGET_DIR:-target}/release/trainer" .device-quality/trainer
+  strip .device-quality/trainer
+  gzip -9 .device-quality/trainer
+  cp -r "$data/cup_colmap" "$data/figurine_colmap" "$data/mouse_colmap" .device-quality/data/
+  cp configs/colmap.toml .device-quality/
+  du -sh .device-quality
+  ;;
+quality)
+  out="${OUT:-/tmp/ember-device-out}"
+  mkdir -p "$out"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+  cd .device-quality
+  gunzip -f trainer.gz
+  pids=()
+  for scene in cup figurine mouse; do
+    timeout "${QUALITY_SECONDS:-480}" ./trainer --config colmap.toml --backend cuda \
+      --data "data/${scene}_colmap" --out "/tmp/q-$scene" ${QUALITY_ARGS:-} >"/tmp/q-$scene.log" 2>&1 &
+    pids+=($!)
+  done
+  sleep 2
+  for i in 0 1 2; do echo "$(pgrep -P "${pids[$i]}") ${pids[$i]}"; done >"$out/pids.txt"
+  # nvidia-smi's per-process peak, every 500 ms, while any run is alive.
+  while pgrep -f "trainer --config colmap.toml" >/dev/null; do
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >>/tmp/q-smi.csv
+    sleep 0.5
+  done
+  wait || true
+  awk -F', *' '{ if ($2 > m[$1]) m[$1] = $2 } END { for (p in m) print p, m[p], "MiB" }' \
+    /tmp/q-smi.csv >"$out/nvidia-smi-peaks.txt"
+  for scene in cup figurine mouse; do
+    tr '\r' '\n' <"/tmp/q-$scene.log" | grep -v '^ *[0-9]*/' >"$out/$scene.log"
+    for f in eval.csv train.csv; do
+      [ -f "/tmp/q-$scene/$f" ] && cp "/tmp/q-$scene/$f" "$out/$scene-$f"
+    done
+    echo "=== $scene"
+    grep -E "config|held-out|done:|peak device|^step" "$out/$scene.log" | tail -8
+  done
+  ;;
 h100-run)
   out="${OUT:-/tmp/ember-device-out}"
   mkdir -p "$out"
@@ -275,7 +327,7 @@ h100-run)
     | tee "$out/h100.log" | grep -E "^step|done:|peak device|held-out|config" || true
   ;;
 *)
-  echo "usage: $0 build|run|train|bench-train|build-captures|captures|h100-run" >&2
+  echo "usage: $0 build|run|train|bench-train|build-captures|captures|h100-run|build-quality|quality" >&2
   exit 2
   ;;
 esac
