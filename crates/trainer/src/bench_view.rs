@@ -45,6 +45,10 @@ pub struct ViewBenchArgs {
     /// Frames timed (after 3 untimed).
     #[arg(long, default_value_t = 60)]
     frames: usize,
+    /// Threads encoding each JPEG frame, one horizontal strip each (default: the machine's
+    /// parallelism, as `trainer view` uses).
+    #[arg(long, value_name = "N")]
+    encode_threads: Option<usize>,
     /// Also time training steps of `--config` with and without a page asking for frames.
     #[arg(long)]
     train: bool,
@@ -200,10 +204,7 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
     }
     let scene = crate::view::load_scene::<Bk>(&args.scene, args.run.data.as_deref(), device)?;
     let field = scene.field;
-    let config = ViewerConfig {
-        port: 0,
-        ..ViewerConfig::default()
-    };
+    let config = viewer_config(args);
     let viewer = Viewer::start(&config, scene.info, None)?;
     let warmup = 3;
     let stop = Arc::new(AtomicBool::new(false));
@@ -235,12 +236,14 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
         "encoding and transport"
     };
     println!(
-        "{} Gaussians at {}x{} on {}: latency p50 {:.1} ms, p95 {:.1} ms, {fps:.1} FPS; \
-         rendering is {:.0}% of the latency, so {limit} limits it ({} frames, {seconds:.1} s)",
+        "{} Gaussians at {}x{} on {} ({} encoding threads): latency p50 {:.1} ms, p95 {:.1} ms, \
+         {fps:.1} FPS; rendering is {:.0}% of the latency, so {limit} limits it ({} frames, \
+         {seconds:.1} s)",
         field.num_gaussians(),
         args.width,
         args.height,
         Bk::name(device),
+        config.encode_threads,
         percentile(&latency, 0.5),
         percentile(&latency, 0.95),
         100.0 * render_share,
@@ -262,10 +265,11 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
         tool: "trainer bench view".into(),
         backend: Bk::name(device),
         input: format!(
-            "{} at {}x{}{}",
+            "{} at {}x{}, {} encoding threads{}",
             args.scene.display(),
             args.width,
             args.height,
+            config.encode_threads,
             if args.train {
                 format!("; training: {}", args.run.origin())
             } else {
@@ -277,6 +281,19 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
         results,
     };
     write_bench_file(&file, &args.json)
+}
+
+/// The server's settings for `args`: any free port, its encoding threads.
+fn viewer_config(args: &ViewBenchArgs) -> ViewerConfig {
+    let defaults = ViewerConfig::default();
+    ViewerConfig {
+        port: 0,
+        encode_threads: args
+            .encode_threads
+            .unwrap_or(defaults.encode_threads)
+            .max(1),
+        ..defaults
+    }
 }
 
 /// Steps per second of the config alone and with a page asking for frames all the time,
@@ -310,10 +327,7 @@ fn bench_training<Bk: SplatBackend>(
                 Vec::new(),
                 Some(scene.bounds().0.map(f64::from)),
             );
-            let config = ViewerConfig {
-                port: 0,
-                ..ViewerConfig::default()
-            };
+            let config = viewer_config(args);
             let viewer = Viewer::start(&config, info, None)?;
             let stop = Arc::new(AtomicBool::new(false));
             let client = client_thread(

@@ -317,6 +317,30 @@
     ctx.drawImage(lastBitmap, (canvas.width - w) / 2, (canvas.height - h) / 2, w, h);
   }
 
+  // A frame is one image, or horizontal strips encoded in parallel by the server (`strips`:
+  // their byte lengths, top first, `strip_height` rows each), decoded in parallel here and
+  // stacked into one bitmap.
+  async function decodeFrame(header, bytes) {
+    const type = `image/${header.format}`;
+    const lengths = header.strips || [];
+    if (lengths.length === 0) return createImageBitmap(new Blob([bytes], { type }));
+    let offset = 0;
+    const parts = lengths.map((length) => {
+      const part = bytes.subarray(offset, offset + length);
+      offset += length;
+      return createImageBitmap(new Blob([part], { type }));
+    });
+    if (offset > bytes.length) throw new Error('frame shorter than its strips');
+    const strips = await Promise.all(parts);
+    const stacked = new OffscreenCanvas(header.width, header.height);
+    const context = stacked.getContext('2d');
+    strips.forEach((strip, i) => {
+      context.drawImage(strip, 0, i * header.strip_height);
+      strip.close();
+    });
+    return stacked.transferToImageBitmap();
+  }
+
   async function onFrame(buffer) {
     const n = buffer.byteLength >= 4 ? new DataView(buffer).getUint32(0, true) : -1;
     if (n < 0 || 4 + n > buffer.byteLength) throw new Error('frame shorter than its header');
@@ -328,7 +352,7 @@
       shotId = null;
     }
     if (header.id < lastDrawnId) return;
-    const bitmap = await createImageBitmap(new Blob([bytes], { type: `image/${header.format}` }));
+    const bitmap = await decodeFrame(header, bytes);
     // Decoding is asynchronous, so a newer frame may have been drawn meanwhile.
     if (header.id < lastDrawnId) { bitmap.close(); return; }
     lastDrawnId = header.id;

@@ -97,7 +97,84 @@ pub fn draw_centres(frame: &mut Frame, camera: &CameraParams, means: &[f32]) {
     }
 }
 
-/// `frame` encoded as `format` (`quality` 1..=100 for JPEG).
+/// Rows per strip when a `height`-row frame is cut into at most `strips` JPEG strips: a
+/// multiple of 16, the largest JPEG block (an MCU with 4:2:0 chroma), so that every strip but the
+/// last holds whole blocks.
+pub fn strip_height(height: u32, strips: usize) -> u32 {
+    let strips = u32::try_from(strips.max(1)).unwrap_or(u32::MAX);
+    height.div_ceil(strips).div_ceil(16).max(1) * 16
+}
+
+/// A frame encoded for the wire: the image bytes, and for a frame cut into strips the byte
+/// length of each (see [`crate::FrameHeader::strips`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedFrame {
+    /// The encoded strips, top first, back to back (one image when `strips` is empty).
+    pub bytes: Vec<u8>,
+    /// Byte length of each strip, top first; empty for a single image.
+    pub strips: Vec<u32>,
+    /// Rows per strip (the last may have fewer); the frame's height for a single image.
+    pub strip_height: u32,
+}
+
+/// `frame` encoded as `format` for the wire: a JPEG frame is cut into horizontal strips of
+/// [`strip_height`] rows, at most `threads` of them, encoded in parallel (one thread each), as
+/// JPEG encoding, not rendering, limits the frame rate of large frames on a GPU. PNG frames
+/// (screenshots) stay one image.
+pub fn encode_frame(
+    frame: &Frame,
+    format: FrameFormat,
+    quality: u8,
+    threads: usize,
+) -> Result<EncodedFrame, ViewerError> {
+    let rows = strip_height(frame.height, threads);
+    if format == FrameFormat::Png || rows >= frame.height {
+        return Ok(EncodedFrame {
+            bytes: encode(frame, format, quality)?,
+            strips: Vec::new(),
+            strip_height: frame.height,
+        });
+    }
+    let row_bytes = frame.width as usize * 3;
+    let parts: Vec<Result<Vec<u8>, ViewerError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = frame
+            .rgb
+            .chunks(rows as usize * row_bytes)
+            .map(|rgb| {
+                scope.spawn(move || {
+                    let strip = Frame {
+                        width: frame.width,
+                        height: (rgb.len() / row_bytes) as u32,
+                        rgb: rgb.to_vec(),
+                        render_ms: 0.0,
+                        step: None,
+                    };
+                    encode(&strip, FrameFormat::Jpeg, quality)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(ViewerError::Encode("a strip encoder panicked".into())))
+            })
+            .collect()
+    });
+    let mut encoded = EncodedFrame {
+        bytes: Vec::new(),
+        strips: Vec::with_capacity(parts.len()),
+        strip_height: rows,
+    };
+    for part in parts {
+        let part = part?;
+        encoded.strips.push(part.len() as u32);
+        encoded.bytes.extend_from_slice(&part);
+    }
+    Ok(encoded)
+}
+
+/// `frame` encoded as one image in `format` (`quality` 1..=100 for JPEG).
 pub fn encode(frame: &Frame, format: FrameFormat, quality: u8) -> Result<Vec<u8>, ViewerError> {
     let mut bytes = Vec::new();
     let result = match format {
@@ -177,5 +254,92 @@ mod tests {
         let jpeg = encode(&frame, FrameFormat::Jpeg, 90).unwrap();
         let back = image::load_from_memory(&jpeg).unwrap();
         assert_eq!((back.width(), back.height()), (16, 16));
+    }
+
+    /// A smooth gradient with a sharp square, `width x height`.
+    fn picture(width: u32, height: u32) -> Frame {
+        let mut rgb = Vec::with_capacity((width * height * 3) as usize);
+        for y in 0..height {
+            for x in 0..width {
+                let square = (10..30).contains(&x) && (20..52).contains(&y);
+                rgb.extend_from_slice(&[
+                    (x * 255 / width) as u8,
+                    (y * 255 / height) as u8,
+                    if square { 240 } else { 20 },
+                ]);
+            }
+        }
+        Frame {
+            width,
+            height,
+            rgb,
+            render_ms: 0.0,
+            step: None,
+        }
+    }
+
+    #[test]
+    fn strips_are_whole_blocks() {
+        assert_eq!(strip_height(600, 2), 304);
+        assert_eq!(strip_height(1080, 16), 80);
+        assert_eq!(strip_height(70, 3), 32);
+        assert_eq!(strip_height(10, 4), 16);
+        assert_eq!(strip_height(600, 0), 608);
+    }
+
+    /// A frame in strips decodes (through [`crate::FrameHeader::decode`], as the tests and the
+    /// page stack them) to the frame: as close to it as the same frame in one JPEG, and only
+    /// the rows at the seams may differ from that one.
+    #[test]
+    fn strips_decode_like_one_image() {
+        let frame = picture(45, 70);
+        let one = encode_frame(&frame, FrameFormat::Jpeg, 90, 1).unwrap();
+        assert!(one.strips.is_empty());
+        let split = encode_frame(&frame, FrameFormat::Jpeg, 90, 3).unwrap();
+        assert_eq!(split.strips.len(), 3);
+        assert_eq!(split.strip_height, 32);
+        assert_eq!(split.strips.iter().sum::<u32>() as usize, split.bytes.len());
+        let header = |encoded: &EncodedFrame| crate::FrameHeader {
+            id: 1,
+            width: 45,
+            height: 70,
+            format: FrameFormat::Jpeg,
+            render_ms: 0.0,
+            step: None,
+            strips: encoded.strips.clone(),
+            strip_height: (!encoded.strips.is_empty()).then_some(encoded.strip_height),
+        };
+        let whole = header(&one).decode(&one.bytes).unwrap();
+        let stacked = header(&split).decode(&split.bytes).unwrap();
+        let error = |got: &[u8]| {
+            got.iter()
+                .zip(&frame.rgb)
+                .map(|(a, b)| f64::from(a.abs_diff(*b)))
+                .sum::<f64>()
+                / got.len() as f64
+        };
+        assert!(
+            error(&stacked) < error(&whole) + 0.5,
+            "{} vs {}",
+            error(&stacked),
+            error(&whole)
+        );
+        assert!(error(&stacked) < 3.0, "mean error {}", error(&stacked));
+        let row = 45 * 3;
+        for (y, (a, b)) in whole.chunks(row).zip(stacked.chunks(row)).enumerate() {
+            let near_seam = [32, 64]
+                .iter()
+                .any(|&seam: &usize| y + 2 >= seam && y < seam + 2);
+            if !near_seam {
+                assert_eq!(a, b, "row {y} away from the seams");
+            }
+        }
+        // PNG frames (screenshots) stay one image.
+        let png = encode_frame(&frame, FrameFormat::Png, 90, 3).unwrap();
+        assert!(png.strips.is_empty());
+        // Truncated strips are an error, not a panic.
+        let mut short = header(&split);
+        short.strips[2] += 10;
+        assert!(short.decode(&split.bytes).is_err());
     }
 }

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 use ember_field::GaussianField;
 use ember_kernels::SplatBackend;
 
-pub use frame::{Frame, render_frame};
+pub use frame::{EncodedFrame, Frame, encode_frame, render_frame, strip_height};
 pub use protocol::{FrameFormat, FrameHeader, FrameRequest};
 pub use scene::{DatasetCamera, Mode, SceneInfo, Split};
 pub use server::{DEFAULT_PORT, EvalViews, PhotoSource, Status, Viewer, ViewerConfig};

@@ -213,9 +213,59 @@ pub struct FrameHeader {
     pub render_ms: f64,
     /// Training steps done when it was rendered (live mode).
     pub step: Option<usize>,
+    /// For a frame cut into horizontal strips (JPEG frames, encoded in parallel): the byte
+    /// length of each strip's image, top first; empty (and absent from the JSON) for one image.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strips: Vec<u32>,
+    /// Rows per strip, the last strip holding the rest (absent for one image).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strip_height: Option<u32>,
 }
 
 impl FrameHeader {
+    /// The frame's image bytes `image` (as [`FrameHeader::parse`] returns them) decoded and,
+    /// for a frame in strips, stacked: `height * width * 3` bytes, RGB, top row first.
+    pub fn decode(&self, image: &[u8]) -> Result<Vec<u8>, String> {
+        let decode = |bytes: &[u8]| {
+            image::load_from_memory(bytes)
+                .map(|i| i.to_rgb8())
+                .map_err(|e| format!("frame image: {e}"))
+        };
+        let mut rgb = Vec::with_capacity(self.width as usize * self.height as usize * 3);
+        let mut rest = image;
+        let lengths: Vec<usize> = if self.strips.is_empty() {
+            vec![image.len()]
+        } else {
+            self.strips.iter().map(|&l| l as usize).collect()
+        };
+        for length in lengths {
+            if length > rest.len() {
+                return Err("frame: shorter than its strips".into());
+            }
+            let (strip, tail) = rest.split_at(length);
+            let strip = decode(strip)?;
+            if strip.width() != self.width {
+                return Err(format!(
+                    "frame strip is {} wide, not {}",
+                    strip.width(),
+                    self.width
+                ));
+            }
+            rgb.extend_from_slice(strip.as_raw());
+            rest = tail;
+        }
+        if rgb.len() != self.width as usize * self.height as usize * 3 {
+            return Err(format!(
+                "frame: the images hold {} bytes, {}x{} RGB is {}",
+                rgb.len(),
+                self.width,
+                self.height,
+                self.width as usize * self.height as usize * 3
+            ));
+        }
+        Ok(rgb)
+    }
+
     /// The binary message: `u32` LE header length, the header's JSON, the image bytes.
     pub fn message(&self, image: &[u8]) -> Vec<u8> {
         let header = serde_json::to_vec(self).unwrap_or_default();

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::ViewerError;
-use crate::frame::{Frame, encode};
+use crate::frame::{Frame, encode, encode_frame};
 use crate::protocol::{ClientMessage, FrameFormat, FrameHeader, FrameRequest, WireCamera};
 use crate::scene::{Mode, SceneInfo};
 
@@ -39,6 +39,9 @@ pub struct ViewerConfig {
     pub port: u16,
     /// JPEG quality of moving frames, 1..=100.
     pub jpeg_quality: u8,
+    /// Threads that encode one JPEG frame, each a horizontal strip of it (at least 1; the
+    /// default is the machine's parallelism).
+    pub encode_threads: usize,
 }
 
 impl Default for ViewerConfig {
@@ -47,6 +50,7 @@ impl Default for ViewerConfig {
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: DEFAULT_PORT,
             jpeg_quality: 85,
+            encode_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         }
     }
 }
@@ -137,6 +141,7 @@ struct Shared {
     photos: Option<PhotoSource>,
     photo_cache: Mutex<HashMap<usize, Arc<Vec<u8>>>>,
     jpeg_quality: u8,
+    encode_threads: usize,
     queue: Mutex<Queue>,
     wake: Condvar,
     clients: Mutex<BTreeMap<u64, mpsc::UnboundedSender<Outgoing>>>,
@@ -319,6 +324,7 @@ impl Viewer {
             photos,
             photo_cache: Mutex::new(HashMap::new()),
             jpeg_quality: config.jpeg_quality,
+            encode_threads: config.encode_threads.max(1),
             queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
             clients: Mutex::new(BTreeMap::new()),
@@ -403,6 +409,8 @@ impl Viewer {
                     format: pending.request.format,
                     render_ms: frame.render_ms,
                     step: frame.step,
+                    strips: Vec::new(),
+                    strip_height: None,
                 };
                 self.shared
                     .send_to(pending.client, Outgoing::Frame(header, frame));
@@ -617,18 +625,23 @@ async fn send(
 ) -> Result<(), axum::Error> {
     match outgoing {
         Outgoing::Text(text) => sink.send(Message::Text(text.into())).await,
-        Outgoing::Frame(header, frame) => {
-            let quality = shared.jpeg_quality;
+        Outgoing::Frame(mut header, frame) => {
+            let (quality, threads) = (shared.jpeg_quality, shared.encode_threads);
             let format = header.format;
             let encoded =
-                tokio::task::spawn_blocking(move || encode(&frame, format, quality)).await;
+                tokio::task::spawn_blocking(move || encode_frame(&frame, format, quality, threads))
+                    .await;
             // The next request of this page may go to the renderer once this frame is encoded:
             // rendering it overlaps with sending this one.
             lock(&shared.queue).in_flight.remove(&client);
             shared.wake.notify_all();
             match encoded {
-                Ok(Ok(bytes)) => {
-                    sink.send(Message::Binary(header.message(&bytes).into()))
+                Ok(Ok(encoded)) => {
+                    if !encoded.strips.is_empty() {
+                        header.strip_height = Some(encoded.strip_height);
+                    }
+                    header.strips = encoded.strips;
+                    sink.send(Message::Binary(header.message(&encoded.bytes).into()))
                         .await
                 }
                 Ok(Err(e)) => {

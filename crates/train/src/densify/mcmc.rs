@@ -419,6 +419,32 @@ mod tests {
         );
         let beyond = a.iter().filter(|v| v.abs() > 3.0).count() as f64 / n;
         assert!((0.001..0.005).contains(&beyond), "{beyond} beyond 3 sigma");
+        // The three axes of a Gaussian are uncorrelated, and its squared norm is chi-square
+        // with 3 degrees of freedom (mean 3, variance 6).
+        let gaussians = a.len() / 3;
+        for (p, q) in [(0, 1), (0, 2), (1, 2)] {
+            let c: f64 = a
+                .chunks(3)
+                .map(|z| f64::from(z[p]) * f64::from(z[q]))
+                .sum::<f64>()
+                / gaussians as f64;
+            assert!(c.abs() < 0.03, "axes {p} and {q}: correlation {c}");
+        }
+        let norms: Vec<f64> = a
+            .chunks(3)
+            .map(|z| z.iter().map(|&v| f64::from(v).powi(2)).sum())
+            .collect();
+        let norm_mean = norms.iter().sum::<f64>() / gaussians as f64;
+        let norm_var =
+            norms.iter().map(|v| (v - norm_mean).powi(2)).sum::<f64>() / gaussians as f64;
+        assert!(
+            (norm_mean - 3.0).abs() < 0.1,
+            "mean squared norm {norm_mean}"
+        );
+        assert!(
+            (norm_var - 6.0).abs() < 0.5,
+            "variance of the squared norm {norm_var}"
+        );
         // Neighbouring samples are uncorrelated.
         let lag: f64 = a
             .windows(2)
