@@ -10,6 +10,7 @@
 //! files side by side. See `--help`.
 
 mod bench;
+mod bench_allreduce;
 mod bench_data;
 mod bench_train;
 mod bench_view;
@@ -216,6 +217,10 @@ enum BenchCommand {
     /// renderer's share of it; with `--train`, training speed with and without a page asking
     /// for frames; JSON out.
     View(bench_view::ViewBenchArgs),
+    /// Averaging a field's gradients across local peers with Burn's collective engine (the cost
+    /// data-parallel training adds per step): ms per all-reduce by peers and Gaussian count;
+    /// JSON out.
+    Allreduce(bench_allreduce::AllReduceBenchArgs),
 }
 
 /// Runs `f` on the backend `backend` names (among the compiled ones).
@@ -227,7 +232,10 @@ macro_rules! on_backend {
             #[cfg(feature = "wgpu")]
             Backend::Wgpu => $f::<burn::backend::Wgpu<f32, i32, u32>>($args, &Default::default()),
             #[cfg(feature = "cuda")]
-            Backend::Cuda => $f::<burn::backend::Cuda<f32, i32>>($args, &Default::default()),
+            Backend::Cuda => {
+                cuda_driver_check()?;
+                $f::<burn::backend::Cuda<f32, i32>>($args, &Default::default())
+            }
             #[allow(unreachable_patterns)]
             other => bail!(
                 "the {} backend is not compiled in: rebuild with `--features {}`",
@@ -236,6 +244,26 @@ macro_rules! on_backend {
             ),
         }
     };
+}
+
+/// An error, instead of CubeCL's panic on its device thread, when the NVIDIA driver's library
+/// cannot be loaded (a CUDA build run on a machine without an NVIDIA GPU).
+#[cfg(feature = "cuda")]
+fn cuda_driver_check() -> Result<()> {
+    // SAFETY: only opens the library under its candidate names, as CubeCL would; no symbol
+    // of it is called here.
+    if unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Ok(());
+    }
+    bail!(
+        "the cuda backend needs the NVIDIA driver's library (libcuda.so), which this machine \
+         does not have; choose another backend with --backend ndarray{}",
+        if cfg!(feature = "wgpu") {
+            " or --backend wgpu"
+        } else {
+            ""
+        }
+    )
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -593,6 +621,10 @@ fn run_command() -> Result<()> {
                 use bench_view::bench_view;
                 on_backend!(args.backend, bench_view, bench)
             }
+            Command::Bench(BenchCommand::Allreduce(bench)) => {
+                use bench_allreduce::bench_allreduce;
+                on_backend!(args.backend, bench_allreduce, bench)
+            }
             Command::Bench(BenchCommand::Data(bench)) => {
                 use bench_data::bench_data;
                 on_backend!(args.backend, bench_data, bench)
@@ -627,6 +659,7 @@ fn run_command() -> Result<()> {
         }
         #[cfg(feature = "cuda")]
         Backend::Cuda => {
+            cuda_driver_check()?;
             type B = burn::backend::Autodiff<burn::backend::Cuda<f32, i32>>;
             train::<B>(&args, &config, &Default::default())
         }
