@@ -142,14 +142,8 @@ pub fn encode_frame(
             .chunks(rows as usize * row_bytes)
             .map(|rgb| {
                 scope.spawn(move || {
-                    let strip = Frame {
-                        width: frame.width,
-                        height: (rgb.len() / row_bytes) as u32,
-                        rgb: rgb.to_vec(),
-                        render_ms: 0.0,
-                        step: None,
-                    };
-                    encode(&strip, FrameFormat::Jpeg, quality)
+                    let height = (rgb.len() / row_bytes) as u32;
+                    encode_rgb(rgb, frame.width, height, FrameFormat::Jpeg, quality)
                 })
             })
             .collect();
@@ -176,22 +170,23 @@ pub fn encode_frame(
 
 /// `frame` encoded as one image in `format` (`quality` 1..=100 for JPEG).
 pub fn encode(frame: &Frame, format: FrameFormat, quality: u8) -> Result<Vec<u8>, ViewerError> {
+    encode_rgb(&frame.rgb, frame.width, frame.height, format, quality)
+}
+
+/// `rgb` (`height * width * 3` bytes, top row first) encoded as one image in `format`.
+fn encode_rgb(
+    rgb: &[u8],
+    width: u32,
+    height: u32,
+    format: FrameFormat,
+    quality: u8,
+) -> Result<Vec<u8>, ViewerError> {
     let mut bytes = Vec::new();
     let result = match format {
         FrameFormat::Jpeg => JpegEncoder::new_with_quality(&mut bytes, quality.clamp(1, 100))
-            .write_image(
-                &frame.rgb,
-                frame.width,
-                frame.height,
-                ExtendedColorType::Rgb8,
-            ),
+            .write_image(rgb, width, height, ExtendedColorType::Rgb8),
         FrameFormat::Png => image::codecs::png::PngEncoder::new(Cursor::new(&mut bytes))
-            .write_image(
-                &frame.rgb,
-                frame.width,
-                frame.height,
-                ExtendedColorType::Rgb8,
-            ),
+            .write_image(rgb, width, height, ExtendedColorType::Rgb8),
     };
     result.map_err(|e| ViewerError::Encode(e.to_string()))?;
     Ok(bytes)
