@@ -6,8 +6,8 @@ use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 use crate::GaussianField;
 use ember_kernels::{
-    CameraParams, ProjectError, ProjectOptions, RasterError, RasterSetup, project_gaussians,
-    rasterize,
+    CameraParams, ProjectError, ProjectOptions, RasterError, RasterSetup, project_views,
+    rasterize_views,
 };
 
 /// Why a render was refused.
@@ -22,6 +22,9 @@ pub enum RenderError {
     /// [`render_batch`] was given no camera.
     #[error("render_batch needs at least one camera")]
     NoCameras,
+    /// [`render_batch`] was given more cameras than a `u32` counts.
+    #[error("render_batch takes at most 2^32 - 1 cameras")]
+    TooManyCameras,
     /// [`render_batch`] was given cameras of different image sizes.
     #[error(
         "camera {index} is {width}x{height} but camera 0 is {first_width}x{first_height}: a batch shares one image size"
@@ -115,28 +118,46 @@ pub fn render<B: ember_kernels::SplatBackend>(
     render_nonempty(field, camera, options, &setup)
 }
 
-/// [`render`] of a non-empty field.
+/// [`render`] of a non-empty field: [`render_views`] of one camera.
 fn render_nonempty<B: ember_kernels::SplatBackend>(
     field: &GaussianField<B>,
     camera: &CameraParams,
     options: &RenderOptions,
     setup: &RasterSetup,
 ) -> Result<RenderOutput<B>, RenderError> {
-    let projected = project_gaussians(
+    let (h, w) = (setup.height as usize, setup.width as usize);
+    let out = render_views(field, core::slice::from_ref(camera), options, setup)?;
+    Ok(RenderOutput {
+        rgb: out.rgb.reshape([h, w, 3]),
+        alpha: out.alpha.reshape([h, w]),
+        depth: out.depth.reshape([h, w]),
+        aux: out.aux,
+    })
+}
+
+/// The batched projection and rasterization of a non-empty field through `cameras`, drawn as
+/// `setup` says (its `views` the camera count).
+fn render_views<B: ember_kernels::SplatBackend>(
+    field: &GaussianField<B>,
+    cameras: &[CameraParams],
+    options: &RenderOptions,
+    setup: &RasterSetup,
+) -> Result<BatchRenderOutput<B>, RenderError> {
+    let projected = project_views(
         field.means.val(),
         field.quats.val(),
         field.log_scales.val(),
         field.opacity_logits.val(),
         field.sh_dc.val(),
         field.sh_rest.val(),
-        camera,
+        cameras,
         &options.project,
     )?;
     let (visible, radius) = (projected.tiles().greater_elem(0), projected.radius());
-    let raster = rasterize(projected.packed, projected.extents, setup)?;
+    let raster = rasterize_views(projected.packed, projected.extents, setup)?;
     // Where nothing is drawn the weighted depth is exactly zero; the floor only avoids 0 / 0.
     let depth = raster.weighted_depth / raster.alpha.clone().clamp_min(1e-10);
-    Ok(RenderOutput {
+    Ok(BatchRenderOutput {
         rgb: raster.rgb,
         alpha: raster.alpha,
         depth,
@@ -157,17 +178,18 @@ pub struct BatchRenderOutput<B: Backend> {
     pub alpha: Tensor<B, 3>,
     /// `[C, H, W]`
     pub depth: Tensor<B, 3>,
-    /// Each camera's [`RenderAux`], in camera order: the screen-space gradient probes stay one
-    /// per camera, so that densification can read each view's.
-    pub aux: Vec<RenderAux<B>>,
+    /// The by-products of all views, row `v N + i` being Gaussian `i` in camera `v`:
+    /// `radius` `[C N, 2]`, `visible` `[C N]`, and one `screen_grads` probe `[C N, 3]` whose
+    /// gradient holds each view's statistics in its own rows.
+    pub aux: RenderAux<B>,
 }
 
 /// Renders `field` through every camera of `cameras` (all of one image size, `H x W`), as
 /// [`render`] does for one, and stacks the images (see [`BatchRenderOutput`]).
 ///
-/// Differentiable like [`render`]: a loss over the stacked images back-propagates into the
-/// field through every view. Each camera is one projection and one rasterization (the kernels
-/// themselves are not batched across cameras).
+/// One projection and one rasterization for the whole batch (one launch per kernel on a GPU,
+/// not one per camera). Each image equals [`render`]'s for its camera, and a loss over the
+/// stacked images back-propagates into the field through every view.
 pub fn render_batch<B: ember_kernels::SplatBackend>(
     field: &GaussianField<B>,
     cameras: &[CameraParams],
@@ -185,33 +207,26 @@ pub fn render_batch<B: ember_kernels::SplatBackend>(
             });
         }
     }
-    let views = cameras.len();
-    let (mut rgb, mut alpha, mut depth, mut aux) = (
-        Vec::with_capacity(views),
-        Vec::with_capacity(views),
-        Vec::with_capacity(views),
-        Vec::with_capacity(views),
-    );
-    for camera in cameras {
-        let setup =
-            RasterSetup::new(camera.width, camera.height).with_background(options.background);
-        let view = if field.num_gaussians() > 0 {
-            render_nonempty(field, camera, options, &setup)?
-        } else {
+    let views = u32::try_from(cameras.len()).map_err(|_| RenderError::TooManyCameras)?;
+    let setup = RasterSetup::new(first.width, first.height)
+        .with_background(options.background)
+        .with_views(views);
+    let device = field.means.device();
+    if field.num_gaussians() == 0 {
+        for camera in cameras {
             ember_kernels::project::check_camera(camera)?;
-            empty_render(&setup, &field.means.device())?
-        };
-        rgb.push(view.rgb);
-        alpha.push(view.alpha);
-        depth.push(view.depth);
-        aux.push(view.aux);
+        }
+        let empty = empty_render::<B>(&setup, &device)?;
+        let c = cameras.len();
+        let (h, w) = (first.height as usize, first.width as usize);
+        return Ok(BatchRenderOutput {
+            rgb: empty.rgb.unsqueeze_dim::<4>(0).repeat(&[c, 1, 1, 1]),
+            alpha: Tensor::zeros([c, h, w], &device),
+            depth: Tensor::zeros([c, h, w], &device),
+            aux: empty.aux,
+        });
     }
-    Ok(BatchRenderOutput {
-        rgb: Tensor::stack(rgb, 0),
-        alpha: Tensor::stack(alpha, 0),
-        depth: Tensor::stack(depth, 0),
-        aux,
-    })
+    render_views(field, cameras, options, &setup)
 }
 
 /// The render of no Gaussians: the background everywhere, zero alpha and depth.

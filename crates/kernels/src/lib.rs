@@ -80,11 +80,11 @@ pub use memory::{DeviceMemory, MemoryUsage};
 pub use optim::{AdamOps, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step};
 pub use project::{
     CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOps,
-    ProjectOptions, ProjectPrimitives, Projected, SH_C0, project_gaussians,
+    ProjectOptions, ProjectPrimitives, Projected, SH_C0, project_gaussians, project_views,
 };
 pub use raster::{
     IMAGE_CHANNELS, RasterError, RasterGradPrimitives, RasterOps, RasterPrimitives, RasterSetup,
-    RasterState, Rasterized, rasterize,
+    RasterState, Rasterized, RasterizedViews, rasterize, rasterize_views,
 };
 pub use transform::{
     Similarity, TransformError, TransformInputs, TransformOps, TransformPrimitives,

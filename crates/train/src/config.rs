@@ -15,8 +15,13 @@ use crate::error::TrainError;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrainConfig {
-    /// Optimisation steps (one training view per step).
+    /// Optimisation steps (`batch_size` training views per step).
     pub steps: usize,
+    /// Training views rendered per step, in one batched projection and rasterization; their
+    /// losses are averaged. Above 1 the learning rates are scaled by `sqrt(batch_size)` and
+    /// Adam's decays raised to the power `batch_size` (see `Trainer::learning_rate`), and every
+    /// training image must have one size.
+    pub batch_size: usize,
     /// The one seed of the run: view order, initialisation, split sampling.
     pub seed: u64,
     /// The scene.
@@ -33,12 +38,15 @@ pub struct TrainConfig {
     pub eval: EvalConfig,
     /// What the run writes.
     pub output: OutputConfig,
+    /// Data-parallel training on several devices.
+    pub distributed: DistributedConfig,
 }
 
 impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
             steps: 30_000,
+            batch_size: 1,
             seed: 0,
             data: DataConfig::default(),
             init: InitConfig::default(),
@@ -47,6 +55,7 @@ impl Default for TrainConfig {
             densify: DensifyConfig::default(),
             eval: EvalConfig::default(),
             output: OutputConfig::default(),
+            distributed: DistributedConfig::default(),
         }
     }
 }
@@ -371,6 +380,53 @@ impl Default for OutputConfig {
     }
 }
 
+/// Data-parallel training: one replica of the field per device, each rendering its share of the
+/// batch, the gradients and densification statistics summed with Burn's collective engine
+/// (`burn::collective`) so that every replica takes the same step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DistributedConfig {
+    /// Device indices, one peer each (`[0, 1, 2, 3]`: four GPUs). Empty or one entry trains on
+    /// one device. On the CPU backend every peer is a thread on the CPU. `batch_size` must be a
+    /// multiple of the device count.
+    pub devices: Vec<usize>,
+    /// How the peers sum their tensors: `"tree"`, `"ring"` or `"centralized"`.
+    pub strategy: ReduceStrategyKind,
+    /// Compare a checksum of every replica's parameters with peer 0's every this many steps
+    /// (`0`: never); a difference stops the run with `TrainError::ReplicasDiverged`. Debug and
+    /// test builds check every 10 steps even when this is 0.
+    pub check_every: usize,
+}
+
+impl Default for DistributedConfig {
+    fn default() -> Self {
+        DistributedConfig {
+            devices: Vec::new(),
+            strategy: ReduceStrategyKind::Tree,
+            check_every: 0,
+        }
+    }
+}
+
+impl DistributedConfig {
+    /// Peers of a run: the device count, at least 1.
+    pub fn peers(&self) -> usize {
+        self.devices.len().max(1)
+    }
+}
+
+/// burn-collective's all-reduce algorithms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReduceStrategyKind {
+    /// A binary tree: summed towards the root, the result sent back down.
+    Tree,
+    /// A ring: each peer sums one slice, then the slices go round.
+    Ring,
+    /// Every peer sends to one, which sums and sends the result back.
+    Centralized,
+}
+
 /// A key that may be left unset (an `Option` field), for [`TrainConfig::to_annotated_toml`].
 #[derive(Debug, Clone, Copy)]
 pub struct OptionalKey {
@@ -542,6 +598,15 @@ impl TrainConfig {
                 message: format!("`{field}` {why}"),
             })
         };
+        if self.batch_size == 0 {
+            return fail("batch_size", "must be at least 1");
+        }
+        if !self.batch_size.is_multiple_of(self.distributed.peers()) {
+            return fail(
+                "batch_size",
+                "must be a multiple of the number of `distributed.devices` (each renders its share)",
+            );
+        }
         if self.data.downsample == 0 {
             return fail("data.downsample", "must be at least 1");
         }

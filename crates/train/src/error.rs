@@ -93,6 +93,29 @@ pub enum TrainError {
         /// The backend's message.
         message: String,
     },
+    /// A collective operation between the peers of a data-parallel run failed (or was
+    /// abandoned because another peer stopped with an error).
+    #[error("data-parallel peer {peer}: {message}")]
+    Collective {
+        /// The peer's rank.
+        peer: usize,
+        /// What failed.
+        message: String,
+    },
+    /// The replicas of a data-parallel run no longer hold the same parameters.
+    #[error(
+        "data-parallel peer {peer}: after step {step} its parameters differ from peer 0's (checksum {checksum} against {reference})"
+    )]
+    ReplicasDiverged {
+        /// The step just completed.
+        step: usize,
+        /// The peer's rank.
+        peer: usize,
+        /// Its checksum.
+        checksum: f64,
+        /// Peer 0's.
+        reference: f64,
+    },
     /// Waiting for the device to finish its queued work failed.
     #[error("waiting for the device after the {phase} phase: {message}")]
     DeviceSync {

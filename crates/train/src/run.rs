@@ -288,14 +288,26 @@ pub fn run<B: SplatAutodiffBackend>(
     device: &B::Device,
     observer: &mut dyn RunObserver<B>,
 ) -> Result<RunSummary, TrainError> {
-    let started = Instant::now();
-    let held_out = !scene.eval.is_empty();
     // Everything that can refuse the run (the config, the scene, the checkpoint) is checked
     // before the first file is written.
     let mut trainer = Trainer::<B>::new(config.clone(), scene, device)?;
     if let Some(path) = resume {
         trainer.load_checkpoint(path)?;
     }
+    run_trainer(trainer, out, resume, observer)
+}
+
+/// [`run`] with the trainer made (and `resume`, if given, already loaded into it): in a
+/// data-parallel run, peer 0's (see [`crate::parallel::run_data_parallel`]).
+pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
+    mut trainer: Trainer<B>,
+    out: &Path,
+    resume: Option<&Path>,
+    observer: &mut dyn RunObserver<B>,
+) -> Result<RunSummary, TrainError> {
+    let started = Instant::now();
+    let config = &trainer.config().clone();
+    let held_out = !trainer.scene().eval.is_empty();
     std::fs::create_dir_all(out.join("eval")).map_err(|e| TrainError::io(out, e))?;
     write_atomically(&out.join("config.toml"), written_config(config).as_bytes())?;
     let mut logs = Logs::start(out, resume.map(|_| trainer.step_count()))?;
@@ -346,6 +358,7 @@ pub fn run<B: SplatAutodiffBackend>(
         Ok(())
     };
     while trainer.step_count() < total {
+        trainer.request_stop(observer.stop_requested());
         let report = match trainer.step() {
             Ok(report) => report,
             Err(TrainError::NonFiniteLoss {
@@ -374,12 +387,15 @@ pub fn run<B: SplatAutodiffBackend>(
                 checkpoint_path.display()
             ));
         }
-        if observer.stop_requested() && step < total {
+        // Alone, a request made during the step counts now; peers stop where they agreed to.
+        let stop = report.stop || (trainer.peer().is_none() && observer.stop_requested());
+        if stop && step < total {
             if !step.is_multiple_of(config.output.log_every) {
                 logs.step(&report)?;
             }
             logs.write_curve()?;
             trainer.save_checkpoint(&checkpoint_path)?;
+            trainer.leave_peers()?;
             return Err(TrainError::Interrupted {
                 step,
                 checkpoint: checkpoint_path,
@@ -397,6 +413,7 @@ pub fn run<B: SplatAutodiffBackend>(
         }
     }
     evaluate(&mut trainer, &mut logs, &mut evals, observer)?;
+    trainer.leave_peers()?;
     let t = Instant::now();
     logs.write_curve()?;
     trainer.save_checkpoint(&checkpoint_path)?;

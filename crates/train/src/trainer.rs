@@ -1,8 +1,9 @@
 //! [`Trainer`]: the state of a run and its step.
 //!
-//! One step: pick the view (a per-epoch permutation drawn from the seed), take its photo (kept
-//! on the device after its first use, see [`crate::targets`]), render on the autodiff backend,
-//! loss, backward, one Adam step per parameter group, then the densification strategy. Every random draw is a function of `(seed, step)`, so a run resumed
+//! One step: pick `batch_size` views (consecutive entries of a per-epoch permutation drawn from
+//! the seed), take their photos (kept on the device after their first use, see
+//! [`crate::targets`]), render them in one batch on the autodiff backend, average their losses,
+//! backward, one Adam step per parameter group, then the densification strategy. Every random draw is a function of `(seed, step)`, so a run resumed
 //! from a checkpoint takes the same decisions as one that never stopped; on the CPU the numbers
 //! are bit-identical.
 
@@ -11,9 +12,9 @@ use std::time::Instant;
 
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{ElementConversion, Tensor};
+use burn::tensor::{ElementConversion, Tensor, TensorData};
 use ember_field::{
-    GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend, render,
+    Camera, GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend, render_batch,
 };
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -27,7 +28,8 @@ use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, stra
 use crate::error::TrainError;
 use crate::eval::{EvalReport, Evaluator};
 use crate::loss::{LossOptions, photometric_loss, psnr_from_mse};
-use crate::params::ParamGroup;
+use crate::parallel::{PeerLink, checks_after};
+use crate::params::{ParamGroup, to_host};
 use crate::scene::TrainScene;
 use crate::targets::{TargetImages, TargetStats};
 use crate::timing::{Phase, PhaseTimes};
@@ -41,7 +43,7 @@ pub type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 pub struct StepReport {
     /// Steps completed after this one (1-based, like 3DGS's iteration).
     pub step: usize,
-    /// The training view rendered.
+    /// The training view rendered (the first of the batch with `batch_size` above 1).
     pub view: usize,
     /// The loss; `None` on a step that did not read it back (see
     /// [`OutputConfig::loss_every`](crate::config::OutputConfig::loss_every)).
@@ -59,6 +61,9 @@ pub struct StepReport {
     pub refine: RefineReport,
     /// Wall time of the step, seconds.
     pub seconds: f64,
+    /// Whether the run stops after this step: [`Trainer::request_stop`] was set before it, on
+    /// any peer of a data-parallel run (every peer then stops after the same step).
+    pub stop: bool,
 }
 
 /// A training run in memory (see the module docs).
@@ -83,6 +88,10 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     peak_memory: Option<MemoryUsage>,
     /// Wait for the device at the end of each phase of a step (see [`Trainer::set_phase_sync`]).
     phase_sync: bool,
+    /// This trainer's place in a data-parallel run (see [`crate::parallel`]).
+    pub(crate) peer: Option<PeerLink>,
+    /// Set by [`Trainer::request_stop`], reported (and agreed among peers) by the next step.
+    stop_requested: bool,
 }
 
 /// Mixes a seed with a stream id and a counter into one 64-bit seed (SplitMix64 finaliser), so
@@ -192,10 +201,36 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 scene.name
             )));
         }
+        let batch = config.batch_size;
+        if batch > 1 {
+            let first = scene.train[0].camera;
+            if let Some(other) = scene
+                .train
+                .iter()
+                .find(|v| (v.camera.width, v.camera.height) != (first.width, first.height))
+            {
+                return Err(TrainError::Config {
+                    origin: "config".to_string(),
+                    message: format!(
+                        "`batch_size` = {batch} needs training images of one size, but {} is {}x{} and {} is {}x{}",
+                        scene.train[0].name,
+                        first.width,
+                        first.height,
+                        other.name,
+                        other.camera.width,
+                        other.camera.height
+                    ),
+                });
+            }
+        }
+        // A batch of `B` views averages `B` gradients. The square-root scaling rule for Adam
+        // (the rates are in `learning_rate`): the decays raised to the power `B`, so that the
+        // moments forget at the same rate per view seen (gsplat's `1 - B (1 - beta)` is the
+        // same to first order, and turns negative past `B = 10`), and eps divided by `sqrt(B)`.
         let settings = AdamSettings {
-            beta1: config.optim.beta1,
-            beta2: config.optim.beta2,
-            eps: config.optim.eps,
+            beta1: config.optim.beta1.powi(batch as i32),
+            beta2: config.optim.beta2.powi(batch as i32),
+            eps: config.optim.eps / (batch as f64).sqrt(),
         };
         let adam = GroupAdam::new(settings, &field);
         let strategy = strategy_from_config(&config.densify, field.num_gaussians(), device);
@@ -216,6 +251,8 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             targets,
             peak_memory: None,
             phase_sync: false,
+            peer: None,
+            stop_requested: false,
         })
     }
 
@@ -290,6 +327,12 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         self.phase_sync = on;
     }
 
+    /// Asks the run to stop: the next step's report says `stop` (in a data-parallel run, the
+    /// peers agree on it in that step, so that all of them stop after the same step).
+    pub fn request_stop(&mut self, stop: bool) {
+        self.stop_requested = stop;
+    }
+
     /// Adds the time since `started` to `phase`, after waiting for the device with phase sync.
     fn end_phase(&mut self, phase: Phase, started: Instant) -> Result<(), TrainError> {
         if self.phase_sync {
@@ -360,7 +403,15 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
     /// Learning rate of `group` at (0-based) step `step`: the means' rate decays log-linearly
     /// from `lr_means` to `lr_means_final` (both times the scene extent), the others are fixed.
+    /// With `batch_size = B` every rate is multiplied by `sqrt(B)`: the square-root scaling rule
+    /// for Adam (Malladi et al. 2022), which gsplat uses for its batches, with Adam's decays
+    /// raised to the power `B` and eps divided by `sqrt(B)` (see [`Trainer::from_field`]).
     pub fn learning_rate(&self, group: ParamGroup, step: usize) -> f64 {
+        (self.config.batch_size as f64).sqrt() * self.unscaled_learning_rate(group, step)
+    }
+
+    /// [`Trainer::learning_rate`] for a batch of one.
+    fn unscaled_learning_rate(&self, group: ParamGroup, step: usize) -> f64 {
         let o = &self.config.optim;
         match group {
             ParamGroup::Means => {
@@ -381,11 +432,12 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         }
     }
 
-    /// The training view of (0-based) step `step`: each epoch visits every view once, in an
-    /// order drawn from `(seed, epoch)`.
-    pub fn view_at(&mut self, step: usize) -> usize {
+    /// The training view at (0-based) position `index` of the run's view sequence: each epoch
+    /// visits every view once, in an order drawn from `(seed, epoch)`. Step `s` renders the
+    /// positions `s B .. s B + B` (`B` = `batch_size`).
+    pub fn view_at(&mut self, index: usize) -> usize {
         let n = self.scene.train.len();
-        let epoch = step / n;
+        let epoch = index / n;
         if self.order.as_ref().is_none_or(|(e, _)| *e != epoch) {
             let mut order: Vec<usize> = (0..n).collect();
             let mut rng =
@@ -393,7 +445,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             order.shuffle(&mut rng);
             self.order = Some((epoch, order));
         }
-        self.order.as_ref().map(|(_, o)| o[step % n]).unwrap_or(0)
+        self.order.as_ref().map(|(_, o)| o[index % n]).unwrap_or(0)
     }
 
     /// The background of (0-based) step `step`: the scene's, or with
@@ -423,41 +475,75 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     pub fn step(&mut self) -> Result<StepReport, TrainError> {
         let started = Instant::now();
         let step = self.step;
-        let view = self.view_at(step);
-        let camera = self.scene.train[view].camera;
+        let batch = self.config.batch_size;
+        // A peer of a data-parallel run renders its share of the batch.
+        let (share, first) = match self.peer {
+            Some(link) => (batch / link.peers, link.rank * (batch / link.peers)),
+            None => (batch, 0),
+        };
+        let views: Vec<usize> = (0..share)
+            .map(|j| self.view_at(step * batch + first + j))
+            .collect();
+        let view = views[0];
+        let cameras: Vec<Camera> = views.iter().map(|&v| self.scene.train[v].camera).collect();
+        let camera = cameras[0];
 
         let t = Instant::now();
-        let image = self.scene.train_image(view)?;
         let background = self.background_at(step);
-        let target = self.targets.target(
-            view,
-            &image,
-            self.scene.background,
-            background,
-            &self.device,
-        );
+        let mut targets = Vec::with_capacity(share);
+        for &v in &views {
+            let image = self.scene.train_image(v)?;
+            targets.push(self.targets.target(
+                v,
+                &image,
+                self.scene.background,
+                background,
+                &self.device,
+            ));
+        }
         self.end_phase(Phase::Data, t)?;
 
         let t = Instant::now();
         let sh_degree = self.sh_degree_at(step);
         let field = autodiff_leaves::<B>(&self.field)?;
-        let out = render(&field, &camera, &self.render_options(sh_degree, background)).map_err(
-            |cause| TrainError::Render {
-                view: self.scene.train[view].name.clone(),
-                cause,
-            },
-        )?;
+        let out = render_batch(
+            &field,
+            &cameras,
+            &self.render_options(sh_degree, background),
+        )
+        .map_err(|cause| TrainError::Render {
+            view: self.scene.train[view].name.clone(),
+            cause,
+        })?;
         let options = LossOptions {
             ssim_lambda: self.config.loss.ssim_lambda,
         };
-        let mut loss =
-            photometric_loss(out.rgb.clone(), target.clone(), options).map_err(|cause| {
-                TrainError::Loss {
-                    view: self.scene.train[view].name.clone(),
-                    cause,
-                }
-            })?;
-        let (opacity_reg, scale_reg) = (self.config.loss.opacity_reg, self.config.loss.scale_reg);
+        let (h, w) = (camera.height as usize, camera.width as usize);
+        let rendered = |j: usize| out.rgb.clone().narrow(0, j, 1).reshape([h, w, 3]);
+        let mut loss = None;
+        for (j, target) in targets.iter().enumerate() {
+            let view_loss =
+                photometric_loss(rendered(j), target.clone(), options).map_err(|cause| {
+                    TrainError::Loss {
+                        view: self.scene.train[views[j]].name.clone(),
+                        cause,
+                    }
+                })?;
+            loss = Some(match loss {
+                None => view_loss,
+                Some(sum) => sum + view_loss,
+            });
+        }
+        // The mean over the batch; a peer's share of it, which the peers' sum completes.
+        let mut loss = loss.expect("a batch holds at least one view");
+        if batch > 1 {
+            loss = loss / batch as f32;
+        }
+        let peers = self.peer.map_or(1, |link| link.peers) as f64;
+        let (opacity_reg, scale_reg) = (
+            self.config.loss.opacity_reg / peers,
+            self.config.loss.scale_reg / peers,
+        );
         if opacity_reg > 0.0 && self.field.num_gaussians() > 0 {
             loss = loss + sigmoid(field.opacity_logits.val()).mean() * opacity_reg;
         }
@@ -468,28 +554,60 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let reads_loss = logs
             || (step + 1).is_multiple_of(self.config.output.loss_every)
             || step + 1 >= self.config.steps;
-        let loss_value = if reads_loss {
-            let value: f32 = loss.clone().into_scalar().elem();
-            if !value.is_finite() {
-                return Err(TrainError::NonFiniteLoss {
-                    step: step + 1,
-                    view: self.scene.train[view].name.clone(),
-                    loss: value,
-                    last_checkpoint: None,
-                });
-            }
-            Some(value)
-        } else {
-            None
-        };
-        let psnr = logs.then(|| {
-            let mse: f32 = (out.rgb.clone().inner().clamp(0.0, 1.0) - target.clone().inner())
+        let batch_mse = |rgb: Tensor<Inner<B>, 4>| {
+            let targets = targets.iter().map(|t| t.clone().inner()).collect();
+            (rgb.clamp(0.0, 1.0) - Tensor::stack(targets, 0))
                 .powi_scalar(2)
                 .mean()
-                .into_scalar()
-                .elem();
-            psnr_from_mse(mse)
-        });
+        };
+        // Read back: the loss, the render's mean squared error on logging steps (for its PSNR),
+        // and the stop request. A data-parallel step sums them over the peers, every step, so
+        // that every peer stops at the same step.
+        let (loss_value, mse, stop) = match self.peer {
+            Some(link) => {
+                let device = loss.device();
+                let mse = if logs {
+                    batch_mse(out.rgb.clone().inner()) * (share as f32 / batch as f32)
+                } else {
+                    Tensor::zeros([1], &device)
+                };
+                let vote = if self.stop_requested { 1.0f32 } else { 0.0 };
+                let control = Tensor::cat(
+                    vec![
+                        loss.clone().inner().reshape([1]),
+                        mse.reshape([1]),
+                        Tensor::from_data(TensorData::new(vec![vote], [1]), &device),
+                    ],
+                    0,
+                );
+                let control = to_host(link.sum(control)?, "the peers' loss")?;
+                (
+                    reads_loss.then_some(control[0]),
+                    logs.then_some(control[1]),
+                    control[2] > 0.0,
+                )
+            }
+            None => (
+                reads_loss.then(|| loss.clone().into_scalar().elem::<f32>()),
+                logs.then(|| {
+                    batch_mse(out.rgb.clone().inner())
+                        .into_scalar()
+                        .elem::<f32>()
+                }),
+                self.stop_requested,
+            ),
+        };
+        if let Some(value) = loss_value
+            && !value.is_finite()
+        {
+            return Err(TrainError::NonFiniteLoss {
+                step: step + 1,
+                view: self.scene.train[view].name.clone(),
+                loss: value,
+                last_checkpoint: None,
+            });
+        }
+        let psnr = mse.map(psnr_from_mse);
         self.end_phase(Phase::Forward, t)?;
 
         let t = Instant::now();
@@ -502,20 +620,39 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             sh_dc: field.sh_dc.grad(&grads),
             sh_rest: field.sh_rest.grad(&grads),
         };
+        let field_grads = match self.peer {
+            Some(link) => link.sum_gradients(&self.field, field_grads)?,
+            None => field_grads,
+        };
         let screen_grads = out.aux.screen_grads.grad(&grads);
         self.end_phase(Phase::Backward, t)?;
         self.sample_memory();
 
         let t = Instant::now();
         if let Some(screen_grads) = screen_grads {
-            let stats = StepStatistics {
-                screen_grads,
-                radius: out.aux.radius.inner(),
-                visible: out.aux.visible.inner(),
-                width: camera.width,
-                height: camera.height,
+            // Each (view, Gaussian) pair is one observation, as gsplat counts a batch. The
+            // loss averages the views, so each view's screen gradient is scaled back up by
+            // `B` to the size it has in a batch of one.
+            let n = self.field.num_gaussians();
+            let (radius, visible) = (out.aux.radius.inner(), out.aux.visible.inner());
+            let (screen_grads, radius, visible) = match self.peer {
+                Some(link) => link.gather_statistics(screen_grads, radius, visible, batch)?,
+                None => (screen_grads, radius, visible),
             };
-            self.strategy.observe(step, &stats)?;
+            for j in 0..batch {
+                let mut view_grads = screen_grads.clone().narrow(0, j * n, n);
+                if batch > 1 {
+                    view_grads = view_grads * batch as f32;
+                }
+                let stats = StepStatistics {
+                    screen_grads: view_grads,
+                    radius: radius.clone().narrow(0, j * n, n),
+                    visible: visible.clone().narrow(0, j * n, n),
+                    width: camera.width,
+                    height: camera.height,
+                };
+                self.strategy.observe(step, &stats)?;
+            }
         }
         self.end_phase(Phase::Densify, t)?;
 
@@ -537,6 +674,12 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             .refine(context, &mut self.field, &mut self.adam)?;
         self.end_phase(Phase::Densify, t)?;
 
+        if let Some(link) = self.peer
+            && checks_after(&link, step + 1)
+        {
+            link.check_replica(&self.field, step + 1)?;
+        }
+
         self.sample_memory();
         self.step += 1;
         self.generation += 1;
@@ -550,6 +693,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             lr_means: self.learning_rate(ParamGroup::Means, step),
             refine,
             seconds: started.elapsed().as_secs_f64(),
+            stop,
         })
     }
 }

@@ -1,4 +1,5 @@
-//! `trainer bench render` (frames per second of a splat file over view sets, JSON out) and
+//! `trainer bench render` (frames per second of a splat file over view sets, and with
+//! `--batches` batched renders against a loop of single ones; JSON out) and
 //! `trainer compare` (two result files side by side). The JSON is `ember_bench::BenchFile`.
 
 use std::path::{Path, PathBuf};
@@ -8,7 +9,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use ember_bench::{BenchFile, BenchResult, comparison_table, peak_host_mib};
 use ember_data::{Dataset, DatasetOptions, read_splats};
-use ember_field::{Camera, RenderOptions, render};
+use ember_field::{Camera, RenderOptions, render, render_batch};
 use ember_kernels::SplatBackend;
 use ember_train::field_from_splats;
 use ember_train::scene::look_at;
@@ -28,6 +29,10 @@ pub struct RenderBenchArgs {
     /// Timed renders per view (after one warm-up render of each set).
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// Also time the first set in batches of these sizes (e.g. `1,4,16`): `render_batch` of
+    /// `B` consecutive cameras against `B` single renders, in milliseconds per view.
+    #[arg(long, value_name = "B,..", value_delimiter = ',')]
+    batches: Vec<usize>,
     /// Where the JSON results go.
     #[arg(long, value_name = "FILE", default_value = "bench-render.json")]
     json: PathBuf,
@@ -102,10 +107,64 @@ fn time_set<B: SplatBackend>(
     BenchResult::from_samples(name, &times).with_context(|| format!("{name}: nothing to time"))
 }
 
+/// Times `render_batch` over consecutive groups of `batch` cameras of `cameras` (wrapping
+/// around, `repeats` rounds of the whole set after one untimed group) against the same groups
+/// rendered one camera at a time, alternating the two so that both see the same machine
+/// state. Returns `(batched, loop)`, each sample the milliseconds per view of one group.
+fn time_batches<B: SplatBackend>(
+    name: &str,
+    field: &ember_field::GaussianField<B>,
+    cameras: &[Camera],
+    batch: usize,
+    repeats: usize,
+    device: &B::Device,
+) -> Result<(BenchResult, BenchResult)> {
+    let options = RenderOptions::default();
+    let sync = || B::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"));
+    let batched = |group: &[Camera]| -> Result<f64> {
+        let started = Instant::now();
+        let out = render_batch(field, group, &options).context("rendering a batch")?;
+        let _ = out.alpha.sum().into_scalar();
+        sync()?;
+        Ok(started.elapsed().as_secs_f64() * 1e3 / group.len() as f64)
+    };
+    let looped = |group: &[Camera]| -> Result<f64> {
+        let started = Instant::now();
+        for camera in group {
+            let out = render(field, camera, &options).context("rendering")?;
+            let _ = out.alpha.sum().into_scalar();
+        }
+        sync()?;
+        Ok(started.elapsed().as_secs_f64() * 1e3 / group.len() as f64)
+    };
+    let groups = (cameras.len() * repeats).div_ceil(batch).max(1);
+    let group = |g: usize| -> Vec<Camera> {
+        (0..batch)
+            .map(|j| cameras[(g * batch + j) % cameras.len()])
+            .collect()
+    };
+    batched(&group(0))?;
+    looped(&group(0))?;
+    let (mut batch_ms, mut loop_ms) = (Vec::new(), Vec::new());
+    for g in 0..groups {
+        let cams = group(g);
+        batch_ms.push(batched(&cams)?);
+        loop_ms.push(looped(&cams)?);
+    }
+    let result = |label: &str, ms: &[f64]| {
+        BenchResult::from_samples(&format!("{name} B={batch} ({label}, per view)"), ms)
+            .with_context(|| format!("{name}: nothing to time"))
+    };
+    Ok((result("batched", &batch_ms)?, result("loop", &loop_ms)?))
+}
+
 /// `trainer bench render` on backend `B`.
 pub fn bench_render<B: SplatBackend>(args: &RenderBenchArgs, device: &B::Device) -> Result<()> {
     if args.repeats == 0 {
         bail!("--repeats must be at least 1");
+    }
+    if args.batches.contains(&0) {
+        bail!("--batches: every batch size must be at least 1");
     }
     let mut inputs = vec![args.ply.as_path()];
     inputs.extend(args.data.as_deref());
@@ -166,6 +225,23 @@ pub fn bench_render<B: SplatBackend>(args: &RenderBenchArgs, device: &B::Device)
                 r.name, r.frames, r.median_ms, r.min_ms, r.max_ms, r.fps
             );
             results.push(r);
+        }
+    }
+    if let Some((name, cameras)) = sets.iter().find(|(_, c)| !c.is_empty()) {
+        for &batch in &args.batches {
+            let (batched, looped) =
+                time_batches::<B>(name, &field, cameras, batch, args.repeats, device)?;
+            for r in [&batched, &looped] {
+                println!(
+                    "| {} | {} | {:.2} | {:.2} | {:.2} | {:.1} |",
+                    r.name, r.frames, r.median_ms, r.min_ms, r.max_ms, r.fps
+                );
+            }
+            println!(
+                "batch {batch}: batched / loop median per view = {:.3}",
+                batched.median_ms / looped.median_ms
+            );
+            results.extend([batched, looped]);
         }
     }
     let file = BenchFile {

@@ -25,7 +25,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
-use ember_train::{EvalReport, RunObserver, StepReport, TrainConfig, TrainScene, run};
+use ember_train::{
+    EvalReport, RunObserver, StepReport, TrainConfig, TrainScene, run, run_data_parallel,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::guard::{fits_in_memory, not_an_input};
@@ -94,6 +96,11 @@ pub struct ConfigArgs {
     /// Override any config field, e.g. `--set optim.lr_opacity=0.05` (repeatable).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     set: Vec<String>,
+    /// Train data-parallel on these devices, one peer each (e.g. `0,1,2,3`); overrides
+    /// `distributed.devices`. On cuda device `i` is GPU `i`; on wgpu and ndarray every peer
+    /// shares the default device.
+    #[arg(long, value_name = "I,..", value_delimiter = ',')]
+    devices: Option<Vec<usize>>,
     /// The backend the run uses (the global `--backend`), which picks the built-in preset.
     #[arg(skip = Backend::default_compiled())]
     backend: Backend,
@@ -145,6 +152,10 @@ impl ConfigArgs {
                 .map(|d| format!("--data {}", d.display())),
         );
         overrides.extend(self.steps.map(|n| format!("--steps {n}")));
+        overrides.extend(self.devices.as_ref().map(|d| {
+            let list: Vec<String> = d.iter().map(usize::to_string).collect();
+            format!("--devices {}", list.join(","))
+        }));
         overrides.extend(self.seed.map(|n| format!("--seed {n}")));
         if !overrides.is_empty() {
             origin.push_str(&format!(", with {}", overrides.join(" ")));
@@ -427,15 +438,23 @@ fn load_config(args: &ConfigArgs) -> Result<TrainConfig> {
     if let Some(seed) = args.seed {
         config.seed = seed;
     }
+    if let Some(devices) = &args.devices {
+        config.distributed.devices = devices.clone();
+    }
     config.validate()?;
     Ok(config)
 }
 
+/// Trains on `devices` (one, or one per data-parallel peer).
 fn train<B: ember_train::SplatAutodiffBackend>(
     args: &Args,
     config: &TrainConfig,
-    device: &B::Device,
-) -> Result<()> {
+    devices: &[B::Device],
+) -> Result<()>
+where
+    B::Device: Send + 'static,
+{
+    let device = &devices[0];
     // A run writes `config.toml`, checkpoints, exports and logs into `--out`: none of them may
     // land on the config, the dataset or the checkpoint it reads.
     let mut inputs: Vec<&std::path::Path> = Vec::new();
@@ -492,15 +511,33 @@ fn train<B: ember_train::SplatAutodiffBackend>(
     let interrupted = interrupt_flag()?;
     let progress = Progress::new(config.steps, interrupted.clone());
     let scene = Arc::new(scene);
+    if devices.len() > 1 {
+        progress.line(&format!(
+            "data-parallel on {} peers, {} views each per step",
+            devices.len(),
+            config.batch_size / devices.len()
+        ));
+    }
     let run_with = |observer: &mut dyn RunObserver<B>| {
-        run::<B>(
-            config,
-            scene.clone(),
-            &args.out,
-            args.resume.as_deref(),
-            device,
-            observer,
-        )
+        if devices.len() > 1 {
+            run_data_parallel::<B>(
+                config,
+                scene.clone(),
+                &args.out,
+                args.resume.as_deref(),
+                devices,
+                observer,
+            )
+        } else {
+            run::<B>(
+                config,
+                scene.clone(),
+                &args.out,
+                args.resume.as_deref(),
+                device,
+                observer,
+            )
+        }
     };
     let (summary, progress) = match args.view {
         Some(port) => {
@@ -646,22 +683,40 @@ fn run_command() -> Result<()> {
         config.seed,
         args.out.display()
     );
+    let peers = config.distributed.peers();
     match args.backend {
         #[cfg(feature = "ndarray")]
         Backend::Ndarray => {
             type B = burn::backend::Autodiff<burn::backend::NdArray<f32>>;
-            train::<B>(&args, &config, &Default::default())
+            train::<B>(&args, &config, &vec![Default::default(); peers])
         }
         #[cfg(feature = "wgpu")]
         Backend::Wgpu => {
+            if peers > 1 {
+                bail!(
+                    "--devices: data-parallel training on wgpu is not supported: burn-collective \
+                     0.21 cannot move tensors between wgpu devices, and peers sharing one fused \
+                     wgpu device mix up its streams (use --backend cuda or ndarray)"
+                );
+            }
             type B = burn::backend::Autodiff<burn::backend::Wgpu<f32, i32, u32>>;
-            train::<B>(&args, &config, &Default::default())
+            train::<B>(&args, &config, &[Default::default()])
         }
         #[cfg(feature = "cuda")]
         Backend::Cuda => {
             cuda_driver_check()?;
             type B = burn::backend::Autodiff<burn::backend::Cuda<f32, i32>>;
-            train::<B>(&args, &config, &Default::default())
+            let devices: Vec<_> = if config.distributed.devices.is_empty() {
+                vec![Default::default()]
+            } else {
+                config
+                    .distributed
+                    .devices
+                    .iter()
+                    .map(|&index| burn::backend::cuda::CudaDevice { index })
+                    .collect()
+            };
+            train::<B>(&args, &config, &devices)
         }
         #[allow(unreachable_patterns)]
         other => bail!(

@@ -95,6 +95,42 @@ fn field_of<B: Backend>(scene: &Scene, device: &B::Device) -> GaussianField<B> {
     }
 }
 
+/// The gradients of every parameter of `field` in [`GRAD_NAMES`] order (zeros where none
+/// arrived), the SH bands joined into `[N, K, 3]`.
+fn param_grads<B: SplatBackend>(
+    field: &GaussianField<Autodiff<B>>,
+    grads: &<Autodiff<B> as burn::tensor::backend::AutodiffBackend>::Gradients,
+) -> Vec<Vec<f64>> {
+    let g2 = |p: &burn::module::Param<Tensor<Autodiff<B>, 2>>| match p.grad(grads) {
+        Some(g) => host(g),
+        None => vec![0.0; p.dims().iter().product()],
+    };
+    let g3 = |p: &burn::module::Param<Tensor<Autodiff<B>, 3>>| match p.grad(grads) {
+        Some(g) => host(g),
+        None => vec![0.0; p.dims().iter().product()],
+    };
+    let logits = match field.opacity_logits.grad(grads) {
+        Some(g) => host(g),
+        None => vec![0.0; field.num_gaussians()],
+    };
+    let sh = join_sh(&g3(&field.sh_dc), &g3(&field.sh_rest));
+    vec![
+        g2(&field.means),
+        g2(&field.quats),
+        g2(&field.log_scales),
+        logits,
+        sh,
+    ]
+}
+
+/// The integer values of `t`.
+fn host_int<B: Backend, const D: usize>(t: Tensor<B, D, burn::tensor::Int>) -> Vec<i64> {
+    t.into_data()
+        .convert::<i64>()
+        .to_vec::<i64>()
+        .expect("int data")
+}
+
 /// Renders `scene` under autodiff on `B` and differentiates the weighted loss.
 pub fn run<B: SplatBackend>(
     scene: &Scene,
@@ -119,19 +155,6 @@ pub fn run<B: SplatBackend>(
         + (out.alpha.clone() * wt(&weights.alpha).reshape([h, w])).sum()
         + (out.alpha.clone() * out.depth.clone() * wt(&weights.depth).reshape([h, w])).sum();
     let grads = loss.backward();
-    let g2 = |p: &burn::module::Param<Tensor<Autodiff<B>, 2>>| match p.grad(&grads) {
-        Some(g) => host(g),
-        None => vec![0.0; p.dims().iter().product()],
-    };
-    let g3 = |p: &burn::module::Param<Tensor<Autodiff<B>, 3>>| match p.grad(&grads) {
-        Some(g) => host(g),
-        None => vec![0.0; p.dims().iter().product()],
-    };
-    let logits = match field.opacity_logits.grad(&grads) {
-        Some(g) => host(g),
-        None => vec![0.0; scene.n()],
-    };
-    let sh = join_sh(&g3(&field.sh_dc), &g3(&field.sh_rest));
     let screen = match out.aux.screen_grads.grad(&grads) {
         Some(g) => host(g),
         None => vec![0.0; 3 * scene.n()],
@@ -140,13 +163,7 @@ pub fn run<B: SplatBackend>(
         rgb: host(out.rgb.inner()),
         alpha: host(out.alpha.inner()),
         depth: host(out.depth.inner()),
-        grads: vec![
-            g2(&field.means),
-            g2(&field.quats),
-            g2(&field.log_scales),
-            logits,
-            sh,
-        ],
+        grads: param_grads(&field, &grads),
         screen,
     }
 }
@@ -614,12 +631,14 @@ fn cuda_forward_is_deterministic() {
 
 // ---- several cameras at once ----
 
-/// `render_batch` against one `render` per camera on `B`: the stacked images equal the single
-/// renders exactly, and a loss over the batch gives the field the gradient the sum of the
-/// per-camera losses gives it (and each camera's screen-space probe its own view's gradient).
+/// `render_batch` (one batched projection and rasterization) against one `render` per camera
+/// on `B`: the stacked images equal the single renders exactly, and a loss over the batch gives
+/// every parameter of the field the gradient the sum of the per-camera losses gives it (and
+/// each camera's rows of the screen-space probe its own view's gradient).
 fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device) {
     let mut rng = fresh_rng(label);
-    let scene = random_scene(&mut rng, 60);
+    let n = 60;
+    let scene = random_scene(&mut rng, n);
     let (width, height) = (37, 29);
     let cameras: Vec<Camera> = (0..3)
         .map(|_| test_camera(&mut rng, width, height))
@@ -647,7 +666,8 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
     assert_eq!(batch.rgb.dims(), [3, h, w, 3]);
     assert_eq!(batch.alpha.dims(), [3, h, w]);
     assert_eq!(batch.depth.dims(), [3, h, w]);
-    assert_eq!(batch.aux.len(), 3);
+    assert_eq!(batch.aux.screen_grads.dims(), [3 * n, 3]);
+    assert_eq!(batch.aux.radius.dims(), [3 * n, 2]);
     let mut loss = None;
     for c in 0..3 {
         let rgb = batch.rgb.clone().narrow(0, c, 1).reshape([h, w, 3]);
@@ -659,8 +679,9 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
         });
     }
     let grads = loss.unwrap().backward();
-    let batch_means = host(field.means.grad(&grads).unwrap());
-    let batch_screen = host(batch.aux[1].screen_grads.grad(&grads).unwrap());
+    let batch_params = param_grads(&field, &grads);
+    let batch_screen = host(batch.aux.screen_grads.grad(&grads).unwrap())[3 * n..6 * n].to_vec();
+    let batch_radius = host_int(batch.aux.radius.clone().inner());
 
     let single_field = field_of::<Autodiff<B>>(&scene, device);
     let singles: Vec<_> = cameras
@@ -691,14 +712,21 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
         });
     }
     let grads = loss.unwrap().backward();
-    let single_means = host(single_field.means.grad(&grads).unwrap());
+    let single_params = param_grads(&single_field, &grads);
     let single_screen = host(singles[1].aux.screen_grads.grad(&grads).unwrap());
-    assert!(
-        batch_means.iter().any(|&g| g != 0.0),
-        "{label}: no gradient"
-    );
-    let err = rel_err(&batch_means, &single_means);
-    assert!(err < 1e-5, "{label}: means gradient, relative error {err}");
+    let single_radius: Vec<i64> = singles
+        .iter()
+        .flat_map(|o| host_int(o.aux.radius.clone().inner()))
+        .collect();
+    assert_eq!(batch_radius, single_radius, "{label}: radii");
+    for ((name, batch), single) in GRAD_NAMES.iter().zip(&batch_params).zip(&single_params) {
+        assert!(
+            batch.iter().any(|&g| g != 0.0),
+            "{label}: no {name} gradient"
+        );
+        let err = rel_err(batch, single);
+        assert!(err < 1e-5, "{label}: d/d{name}, relative error {err}");
+    }
     let err = rel_err(&batch_screen, &single_screen);
     assert!(
         err < 1e-5,

@@ -16,11 +16,11 @@ use super::{CameraParams, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPr
 #[derive(Debug)]
 struct ProjectBackward;
 
-/// What the backward needs: the six inputs (checkpointed, not copied), camera and options.
+/// What the backward needs: the six inputs (checkpointed, not copied), cameras and options.
 #[derive(Debug, Clone)]
 struct ProjectState {
     inputs: [NodeId; 6],
-    camera: CameraParams,
+    cameras: Vec<CameraParams>,
     options: ProjectOptions,
 }
 
@@ -41,7 +41,7 @@ impl<B: ProjectOps> Backward<B, 6> for ProjectBackward {
         let g = B::project_backward(
             ProjectInputs::from_array(inputs),
             grad_packed,
-            ops.state.camera,
+            &ops.state.cameras,
             ops.state.options,
         );
         for (node, grad) in ops.parents.into_iter().zip(g.into_array()) {
@@ -55,7 +55,7 @@ impl<B: ProjectOps> Backward<B, 6> for ProjectBackward {
 impl<B: ProjectOps, C: CheckpointStrategy> ProjectOps for Autodiff<B, C> {
     fn project_forward(
         inputs: ProjectInputs<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectPrimitives<Self> {
         let tracked = inputs.into_array();
@@ -69,17 +69,17 @@ impl<B: ProjectOps, C: CheckpointStrategy> ProjectOps for Autodiff<B, C> {
             OpsKind::Tracked(mut prep) => {
                 let state = ProjectState {
                     inputs: tracked.each_ref().map(|t| prep.checkpoint(t)),
-                    camera,
+                    cameras: cameras.to_vec(),
                     options,
                 };
-                let out = B::project_forward(inner, camera, options);
+                let out = B::project_forward(inner, cameras, options);
                 ProjectPrimitives {
                     packed: prep.finish(state, out.packed),
                     extents: out.extents,
                 }
             }
             OpsKind::UnTracked(prep) => {
-                let out = B::project_forward(inner, camera, options);
+                let out = B::project_forward(inner, cameras, options);
                 ProjectPrimitives {
                     packed: prep.finish(out.packed),
                     extents: out.extents,
@@ -91,11 +91,11 @@ impl<B: ProjectOps, C: CheckpointStrategy> ProjectOps for Autodiff<B, C> {
     fn project_backward(
         inputs: ProjectInputs<Self>,
         grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectGrads<Self> {
         let inner = ProjectInputs::from_array(inputs.into_array().map(|t| t.primitive));
-        let g = B::project_backward(inner, grad_packed.primitive, camera, options);
+        let g = B::project_backward(inner, grad_packed.primitive, cameras, options);
         ProjectGrads::from_array(g.into_array().map(Autodiff::<B, C>::from_inner))
     }
 }

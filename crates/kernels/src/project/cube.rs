@@ -1,18 +1,23 @@
 //! The projection as CubeCL kernels, generic over the CubeCL runtime (one source for wgpu and
 //! cuda) and over the float type (each launch takes the tensors' runtime dtype).
 //!
-//! Two kernels, one unit per Gaussian, the same math as the CPU version (`cpu.rs`):
+//! Two kernels, one unit per (camera, Gaussian) pair, the same math as the CPU version
+//! (`cpu.rs`); a batch of `C` cameras is one launch of `C N` units, unit `v N + i` being
+//! Gaussian `i` seen by camera `v`:
 //! - `forward_kernel` writes the Gaussian's packed row and its three extents (zeros when culled);
 //! - `backward_kernel` recomputes the forward state (so its culling decisions are the forward's)
 //!   and applies the chain rule from its `grad_packed` row to every input.
 //!
-//! Every output element is owned by one unit: no atomics, bit-reproducible results. The camera
-//! and the options are launch arguments (a sequence of scalars and comptime flags). The radii
+//! Every output element is owned by one unit: no atomics, bit-reproducible results. The
+//! backward writes one gradient row per pair, summed over the cameras afterwards (in camera
+//! order, when there are several). The cameras are a small `[C, CAM_WIDTH]` `f32` tensor, the
+//! options comptime flags and launch scalars. The radii
 //! and tile counts are computed in the kernel's float type (the CPU uses `f64`), so a radius may
 //! differ by one where `k sqrt(C'_xx)` lies within rounding of an integer.
 
 use burn::tensor::ops::FloatTensor;
-use burn::tensor::{DType, TensorMetadata};
+use burn::tensor::ops::FloatTensorOps;
+use burn::tensor::{DType, Shape, TensorData, TensorMetadata};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use burn_cubecl::{BoolElement, CubeBackend, CubeRuntime, FloatElement, IntElement};
@@ -54,7 +59,8 @@ const SH_C3_2: f32 = -0.457_045_799_464_465_8_f64 as f32;
 const SH_C3_3: f32 = 0.373_176_332_590_115_4_f64 as f32;
 const SH_C3_5: f32 = 1.445_305_721_320_277_f64 as f32;
 
-/// Positions in the camera sequence handed to the kernels (see [`camera_args`]).
+/// Positions in a camera's row of the camera tensor handed to the kernels (see
+/// [`camera_rows`]).
 const CAM_T: usize = 9;
 const CAM_CENTRE: usize = 12;
 const CAM_FX: usize = 15;
@@ -65,10 +71,12 @@ const CAM_LIM_X: usize = 19;
 const CAM_LIM_Y: usize = 21;
 const CAM_NEAR: usize = 23;
 const CAM_EPS2D: usize = 24;
-const CAM_WIDTH: usize = 25;
+const CAM_WIDTH_PX: usize = 25;
 const CAM_HEIGHT: usize = 26;
 const CAM_TILES_X: usize = 27;
 const CAM_TILES_Y: usize = 28;
+/// Floats per camera row.
+const CAM_WIDTH: usize = 29;
 
 /// A 3-vector in registers.
 #[derive(CubeType, Clone, Copy)]
@@ -194,41 +202,43 @@ fn load3<F: Float>(t: &Tensor<F>, base: usize) -> Vec3<F> {
 }
 
 #[cube]
-fn cam_vec<F: Float>(cam: &Sequence<f32>, #[comptime] at: usize) -> Vec3<F> {
+fn cam_vec<F: Float>(cams: &Tensor<f32>, row: usize, #[comptime] at: usize) -> Vec3<F> {
     vec3::<F>(
-        F::cast_from(*cam.index(at)),
-        F::cast_from(*cam.index(at + 1)),
-        F::cast_from(*cam.index(at + 2)),
+        F::cast_from(cams[row + at]),
+        F::cast_from(cams[row + at + 1]),
+        F::cast_from(cams[row + at + 2]),
     )
 }
 
 #[cube]
-fn cam_scalar<F: Float>(cam: &Sequence<f32>, #[comptime] at: usize) -> F {
-    F::cast_from(*cam.index(at))
+fn cam_scalar<F: Float>(cams: &Tensor<f32>, row: usize, #[comptime] at: usize) -> F {
+    F::cast_from(cams[row + at])
 }
 
+/// Camera `view` of the camera tensor.
 #[cube]
-fn load_camera<F: Float>(cam: &Sequence<f32>) -> Cam<F> {
+fn load_camera<F: Float>(cams: &Tensor<f32>, view: usize) -> Cam<F> {
+    let row = view * CAM_WIDTH;
     Cam::<F> {
-        w0: cam_vec::<F>(cam, 0usize),
-        w1: cam_vec::<F>(cam, 3usize),
-        w2: cam_vec::<F>(cam, 6usize),
-        t: cam_vec::<F>(cam, CAM_T),
-        centre: cam_vec::<F>(cam, CAM_CENTRE),
-        fx: cam_scalar::<F>(cam, CAM_FX),
-        fy: cam_scalar::<F>(cam, CAM_FY),
-        cx: cam_scalar::<F>(cam, CAM_CX),
-        cy: cam_scalar::<F>(cam, CAM_CY),
-        lim_x0: cam_scalar::<F>(cam, CAM_LIM_X),
-        lim_x1: cam_scalar::<F>(cam, CAM_LIM_X + 1),
-        lim_y0: cam_scalar::<F>(cam, CAM_LIM_Y),
-        lim_y1: cam_scalar::<F>(cam, CAM_LIM_Y + 1),
-        near: cam_scalar::<F>(cam, CAM_NEAR),
-        eps2d: cam_scalar::<F>(cam, CAM_EPS2D),
-        width: cam_scalar::<F>(cam, CAM_WIDTH),
-        height: cam_scalar::<F>(cam, CAM_HEIGHT),
-        tiles_x: cam_scalar::<F>(cam, CAM_TILES_X),
-        tiles_y: cam_scalar::<F>(cam, CAM_TILES_Y),
+        w0: cam_vec::<F>(cams, row, 0usize),
+        w1: cam_vec::<F>(cams, row, 3usize),
+        w2: cam_vec::<F>(cams, row, 6usize),
+        t: cam_vec::<F>(cams, row, CAM_T),
+        centre: cam_vec::<F>(cams, row, CAM_CENTRE),
+        fx: cam_scalar::<F>(cams, row, CAM_FX),
+        fy: cam_scalar::<F>(cams, row, CAM_FY),
+        cx: cam_scalar::<F>(cams, row, CAM_CX),
+        cy: cam_scalar::<F>(cams, row, CAM_CY),
+        lim_x0: cam_scalar::<F>(cams, row, CAM_LIM_X),
+        lim_x1: cam_scalar::<F>(cams, row, CAM_LIM_X + 1),
+        lim_y0: cam_scalar::<F>(cams, row, CAM_LIM_Y),
+        lim_y1: cam_scalar::<F>(cams, row, CAM_LIM_Y + 1),
+        near: cam_scalar::<F>(cams, row, CAM_NEAR),
+        eps2d: cam_scalar::<F>(cams, row, CAM_EPS2D),
+        width: cam_scalar::<F>(cams, row, CAM_WIDTH_PX),
+        height: cam_scalar::<F>(cams, row, CAM_HEIGHT),
+        tiles_x: cam_scalar::<F>(cams, row, CAM_TILES_X),
+        tiles_y: cam_scalar::<F>(cams, row, CAM_TILES_Y),
     }
 }
 
@@ -512,7 +522,7 @@ fn project_one<F: Float>(
     }
 }
 
-/// One unit per Gaussian: its packed row and extents, zeros when culled.
+/// One unit per (camera, Gaussian) pair: its packed row and extents, zeros when culled.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn forward_kernel<F: Float, I: Int>(
@@ -524,17 +534,19 @@ fn forward_kernel<F: Float, I: Int>(
     sh_rest: &Tensor<F>,
     packed: &mut Tensor<F>,
     extents: &mut Tensor<I>,
-    camera: Sequence<f32>,
+    cameras: &Tensor<f32>,
     #[comptime] degree: u32,
     #[comptime] coeffs: usize,
     #[comptime] antialiased: bool,
     #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
-    let i = ABSOLUTE_POS;
-    if i >= means.shape(0) {
+    let r = ABSOLUTE_POS;
+    let n = means.shape(0);
+    if r >= n * (cameras.len() / CAM_WIDTH) {
         terminate!();
     }
-    let cam = load_camera::<F>(&camera);
+    let i = r % n;
+    let cam = load_camera::<F>(cameras, r / n);
     let mut basis = Array::<F>::new(16usize);
     let g = project_one::<F>(
         means,
@@ -552,7 +564,7 @@ fn forward_kernel<F: Float, I: Int>(
     );
     let zero = F::new(0.0);
     let kept = g.kept;
-    let o = i * PACKED_WIDTH;
+    let o = r * PACKED_WIDTH;
     packed[o] = select(kept, g.x, zero);
     packed[o + 1] = select(kept, g.y, zero);
     packed[o + 2] = select(kept, g.p.z, zero);
@@ -567,9 +579,9 @@ fn forward_kernel<F: Float, I: Int>(
     let rx = select(kept, F::min(g.rx, cap), zero);
     let ry = select(kept, F::min(g.ry, cap), zero);
     let tiles = select(kept, F::min(g.tiles, cap), zero);
-    extents[3 * i] = I::cast_from(rx);
-    extents[3 * i + 1] = I::cast_from(ry);
-    extents[3 * i + 2] = I::cast_from(tiles);
+    extents[3 * r] = I::cast_from(rx);
+    extents[3 * r + 1] = I::cast_from(ry);
+    extents[3 * r + 2] = I::cast_from(tiles);
 }
 
 /// Writes a 3-vector at `base`.
@@ -598,24 +610,27 @@ fn backward_kernel<F: Float>(
     v_logits: &mut Tensor<F>,
     v_sh_dc: &mut Tensor<F>,
     v_sh_rest: &mut Tensor<F>,
-    camera: Sequence<f32>,
+    cameras: &Tensor<f32>,
     #[comptime] degree: u32,
     #[comptime] coeffs: usize,
     #[comptime] antialiased: bool,
     #[comptime] view_dir_grad: bool,
     #[define(F)] _dtype: StorageType,
 ) {
-    let i = ABSOLUTE_POS;
-    if i >= means.shape(0) {
+    let r = ABSOLUTE_POS;
+    let n = means.shape(0);
+    if r >= n * (cameras.len() / CAM_WIDTH) {
         terminate!();
     }
+    let i = r % n;
     let zero = F::new(0.0);
     let one = F::new(1.0);
     let two = F::new(2.0);
     let half = F::new(0.5);
     let used = comptime![((degree + 1) * (degree + 1)) as usize];
-    let rest_base = 3 * comptime![coeffs - 1] * i;
-    let cam = load_camera::<F>(&camera);
+    let rest_in = 3 * comptime![coeffs - 1] * i;
+    let rest_out = 3 * comptime![coeffs - 1] * r;
+    let cam = load_camera::<F>(cameras, r / n);
     let mut basis = Array::<F>::new(16usize);
     let g = project_one::<F>(
         means,
@@ -632,20 +647,20 @@ fn backward_kernel<F: Float>(
         antialiased,
     );
     if !g.kept {
-        store3::<F>(v_means, 3 * i, vec3::<F>(zero, zero, zero));
-        store3::<F>(v_log_scales, 3 * i, vec3::<F>(zero, zero, zero));
+        store3::<F>(v_means, 3 * r, vec3::<F>(zero, zero, zero));
+        store3::<F>(v_log_scales, 3 * r, vec3::<F>(zero, zero, zero));
         for j in 0..4usize {
-            v_quats[4 * i + j] = zero;
+            v_quats[4 * r + j] = zero;
         }
-        v_logits[i] = zero;
-        store3::<F>(v_sh_dc, 3 * i, vec3::<F>(zero, zero, zero));
+        v_logits[r] = zero;
+        store3::<F>(v_sh_dc, 3 * r, vec3::<F>(zero, zero, zero));
         #[unroll]
         for j in 0..comptime![3 * (coeffs - 1)] {
-            v_sh_rest[rest_base + j] = zero;
+            v_sh_rest[rest_out + j] = zero;
         }
         terminate!();
     }
-    let o = i * PACKED_WIDTH;
+    let o = r * PACKED_WIDTH;
     let up_x = grad_packed[o];
     let up_y = grad_packed[o + 1];
     let up_depth = grad_packed[o + 2];
@@ -654,7 +669,7 @@ fn backward_kernel<F: Float>(
     let up_opacity = grad_packed[o + 9];
 
     // Opacity = sigmoid(logit) * comp.
-    v_logits[i] = up_opacity * g.comp * g.sigmoid * (one - g.sigmoid);
+    v_logits[r] = up_opacity * g.comp * g.sigmoid * (one - g.sigmoid);
 
     // Conic = inverse of the dilated covariance [[a, b], [b, c]].
     let ca = g.cov_d.x;
@@ -694,7 +709,7 @@ fn backward_kernel<F: Float>(
         (gm0.y * g.r0.y + gm1.y * g.r1.y + gm2.y * g.r2.y) * s.y,
         (gm0.z * g.r0.z + gm1.z * g.r1.z + gm2.z * g.r2.z) * s.z,
     );
-    store3::<F>(v_log_scales, 3 * i, v_log_scale);
+    store3::<F>(v_log_scales, 3 * r, v_log_scale);
 
     // Through R(q / |q|) to the raw quaternion; zero for a degenerate one.
     let w = g.qw;
@@ -717,10 +732,10 @@ fn backward_kernel<F: Float>(
     let qdot = gw * w + gx * x + gy * y + gz * z;
     let degenerate = g.norm == zero;
     let inv_norm = select(degenerate, zero, one / g.norm);
-    v_quats[4 * i] = (gw - w * qdot) * inv_norm;
-    v_quats[4 * i + 1] = (gx - x * qdot) * inv_norm;
-    v_quats[4 * i + 2] = (gy - y * qdot) * inv_norm;
-    v_quats[4 * i + 3] = (gz - z * qdot) * inv_norm;
+    v_quats[4 * r] = (gw - w * qdot) * inv_norm;
+    v_quats[4 * r + 1] = (gx - x * qdot) * inv_norm;
+    v_quats[4 * r + 2] = (gy - y * qdot) * inv_norm;
+    v_quats[4 * r + 3] = (gz - z * qdot) * inv_norm;
 
     // A_r = f_r / z (W_r - c_r W_2): dA/dz = -A/z at fixed c, dA_r/dc_r = -f_r W_2 / z.
     let inv_z = g.inv_z;
@@ -756,19 +771,19 @@ fn backward_kernel<F: Float>(
         select(g.raw_color.z > zero, up_color.z, zero),
     );
     let mut s_dir = Array::<F>::new(16usize);
-    store3::<F>(v_sh_dc, 3 * i, scaled::<F>(g_raw, basis[0]));
+    store3::<F>(v_sh_dc, 3 * r, scaled::<F>(g_raw, basis[0]));
     s_dir[0] = dot::<F>(load3::<F>(sh_dc, 3 * i), g_raw);
     #[unroll]
     for kk in 1..used {
-        let c = rest_base + 3 * (kk - 1);
-        store3::<F>(v_sh_rest, c, scaled::<F>(g_raw, basis[kk]));
-        s_dir[kk] = dot::<F>(load3::<F>(sh_rest, c), g_raw);
+        let c = 3 * (kk - 1);
+        store3::<F>(v_sh_rest, rest_out + c, scaled::<F>(g_raw, basis[kk]));
+        s_dir[kk] = dot::<F>(load3::<F>(sh_rest, rest_in + c), g_raw);
     }
     #[unroll]
     for kk in used..coeffs {
         store3::<F>(
             v_sh_rest,
-            rest_base + 3 * (kk - 1),
+            rest_out + 3 * (kk - 1),
             vec3::<F>(zero, zero, zero),
         );
     }
@@ -782,12 +797,12 @@ fn backward_kernel<F: Float>(
         v_mean_y += tangent.y * inv_dist;
         v_mean_z += tangent.z * inv_dist;
     }
-    store3::<F>(v_means, 3 * i, vec3::<F>(v_mean_x, v_mean_y, v_mean_z));
+    store3::<F>(v_means, 3 * r, vec3::<F>(v_mean_x, v_mean_y, v_mean_z));
 }
 
-/// The camera and the derived values the kernels read, as `f32` launch scalars (positions in
-/// the `CAM_*` constants; the rotation first).
-fn camera_args<R: CubeRuntime>(c: &CameraParams, o: &ProjectOptions) -> SequenceArg<R, f32> {
+/// One camera and the derived values the kernels read, as its `CAM_WIDTH` `f32` values
+/// (positions in the `CAM_*` constants; the rotation first).
+fn camera_row(c: &CameraParams, o: &ProjectOptions) -> impl Iterator<Item = f32> {
     let (width, height) = (f64::from(c.width), f64::from(c.height));
     let r = c.rotation;
     let t = c.translation;
@@ -812,14 +827,31 @@ fn camera_args<R: CubeRuntime>(c: &CameraParams, o: &ProjectOptions) -> Sequence
         f64::from(c.width.div_ceil(TILE_SIZE)),
         f64::from(c.height.div_ceil(TILE_SIZE)),
     ]);
-    let mut seq = SequenceArg::new();
-    for v in values {
-        seq.push(v as f32);
-    }
-    seq
+    values.map(|v| v as f32)
 }
 
-/// The launch shape and comptime settings shared by both kernels.
+/// The cameras as the `[C, CAM_WIDTH]` `f32` tensor the kernels read, on `like`'s device.
+fn camera_rows<R, F, I, BT>(
+    like: &CubeTensor<R>,
+    cameras: &[CameraParams],
+    options: &ProjectOptions,
+) -> CubeTensor<R>
+where
+    R: CubeRuntime,
+    F: FloatElement,
+    I: IntElement,
+    BT: BoolElement,
+{
+    let host: Vec<f32> = cameras
+        .iter()
+        .flat_map(|c| camera_row(c, options))
+        .collect();
+    let len = host.len();
+    debug_assert_eq!(len, cameras.len() * CAM_WIDTH);
+    CubeBackend::<R, F, I, BT>::float_from_data(TensorData::new(host, [len]), &like.device)
+}
+
+/// The launch shape, the cameras and the comptime settings shared by both kernels.
 struct Setup<R: CubeRuntime> {
     means: CubeTensor<R>,
     quats: CubeTensor<R>,
@@ -829,6 +861,10 @@ struct Setup<R: CubeRuntime> {
     /// `sh_rest`, or `sh_dc` standing in for an empty one (a zero-size binding is not
     /// portable; the kernels read no rest coefficient when `coeffs == 1`).
     sh_rest: CubeTensor<R>,
+    /// `[C, CAM_WIDTH]` `f32`: the cameras (see [`camera_rows`]).
+    cameras: CubeTensor<R>,
+    /// `C`.
+    views: usize,
     n: usize,
     coeffs: usize,
     degree: u32,
@@ -840,7 +876,7 @@ struct Setup<R: CubeRuntime> {
 impl<R: CubeRuntime> Setup<R> {
     fn new<F: FloatElement, I: IntElement, BT: BoolElement>(
         inputs: ProjectInputs<CubeBackend<R, F, I, BT>>,
-        camera: &CameraParams,
+        cameras: &[CameraParams],
         options: &ProjectOptions,
     ) -> Self {
         let means = into_contiguous(inputs.means);
@@ -852,16 +888,19 @@ impl<R: CubeRuntime> Setup<R> {
         } else {
             into_contiguous(inputs.sh_rest)
         };
-        // `project_gaussians` has checked the setup; an unchecked call uses every stored band.
-        let degree = check_setup(coeffs, camera, options).unwrap_or(match coeffs {
+        // `project_views` has checked the setup; an unchecked call uses every stored band.
+        let degree = check_setup(coeffs, &cameras[0], options).unwrap_or(match coeffs {
             1 => 0,
             4 => 1,
             9 => 2,
             _ => 3,
         });
         let dim = CubeDim::new_1d(BLOCK);
-        let count = calculate_cube_count_elemwise(&means.client, n, dim);
+        let views = cameras.len();
+        let count = calculate_cube_count_elemwise(&means.client, views * n, dim);
         Setup {
+            cameras: camera_rows::<R, F, I, BT>(&means, cameras, options),
+            views,
             dtype: means.dtype,
             means,
             quats: into_contiguous(inputs.quats),
@@ -887,12 +926,13 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ProjectOps
 {
     fn project_forward(
         inputs: ProjectInputs<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectPrimitives<Self> {
-        let s = Setup::new(inputs, &camera, &options);
-        let packed = s.output([s.n, PACKED_WIDTH], s.dtype);
-        let extents = s.output([s.n, 3], I::dtype());
+        let s = Setup::new(inputs, cameras, &options);
+        let rows = s.views * s.n;
+        let packed = s.output([rows, PACKED_WIDTH], s.dtype);
+        let extents = s.output([rows, 3], I::dtype());
         forward_kernel::launch::<R>(
             &s.means.client,
             s.count.clone(),
@@ -905,7 +945,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ProjectOps
             s.sh_rest.clone().into_tensor_arg(),
             packed.clone().into_tensor_arg(),
             extents.clone().into_tensor_arg(),
-            camera_args::<R>(&camera, &options),
+            s.cameras.clone().into_tensor_arg(),
             s.degree,
             s.coeffs,
             options.antialiased,
@@ -917,25 +957,28 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ProjectOps
     fn project_backward(
         inputs: ProjectInputs<Self>,
         grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectGrads<Self> {
         // An empty `sh_rest` is its own (empty) gradient; the kernel then writes no rest
         // coefficient, into a one-element stand-in.
         let empty_rest = (inputs.sh_rest.shape()[1] == 0).then(|| inputs.sh_rest.clone());
-        let s = Setup::new(inputs, &camera, &options);
+        let s = Setup::new(inputs, cameras, &options);
         let grad_packed = into_contiguous(grad_packed);
+        // One gradient row per (camera, Gaussian) pair: `[C N, ...]`, summed over the cameras
+        // below.
+        let rows = s.views * s.n;
         let v_sh_rest = match &empty_rest {
             Some(_) => s.output([1], s.dtype),
-            None => s.output([s.n, s.coeffs - 1, 3], s.dtype),
+            None => s.output([rows, s.coeffs - 1, 3], s.dtype),
         };
         let grads: ProjectGrads<CubeBackend<R, F, I, BT>> = ProjectGrads {
-            means: s.output([s.n, 3], s.dtype),
-            quats: s.output([s.n, 4], s.dtype),
-            log_scales: s.output([s.n, 3], s.dtype),
-            opacity_logits: s.output([s.n], s.dtype),
-            sh_dc: s.output([s.n, 1, 3], s.dtype),
-            sh_rest: empty_rest.unwrap_or_else(|| v_sh_rest.clone()),
+            means: s.output([rows, 3], s.dtype),
+            quats: s.output([rows, 4], s.dtype),
+            log_scales: s.output([rows, 3], s.dtype),
+            opacity_logits: s.output([rows], s.dtype),
+            sh_dc: s.output([rows, 1, 3], s.dtype),
+            sh_rest: empty_rest.clone().unwrap_or_else(|| v_sh_rest.clone()),
         };
         backward_kernel::launch::<R>(
             &s.means.client,
@@ -954,13 +997,36 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> ProjectOps
             grads.opacity_logits.clone().into_tensor_arg(),
             grads.sh_dc.clone().into_tensor_arg(),
             v_sh_rest.into_tensor_arg(),
-            camera_args::<R>(&camera, &options),
+            s.cameras.clone().into_tensor_arg(),
             s.degree,
             s.coeffs,
             options.antialiased,
             options.view_dir_grad,
             s.dtype.into(),
         );
-        grads
+        if s.views == 1 {
+            return grads;
+        }
+        let (views, n) = (s.views, s.n);
+        // Deterministic: a reduction over the leading camera axis, no atomics.
+        let sum_views = |g: CubeTensor<R>| {
+            let mut shape = g.shape().to_vec();
+            shape[0] = n;
+            let mut split = vec![views];
+            split.extend_from_slice(&shape);
+            let split = Self::float_reshape(g, Shape::from(split));
+            Self::float_reshape(Self::float_sum_dim(split, 0), Shape::from(shape))
+        };
+        ProjectGrads {
+            means: sum_views(grads.means),
+            quats: sum_views(grads.quats),
+            log_scales: sum_views(grads.log_scales),
+            opacity_logits: sum_views(grads.opacity_logits),
+            sh_dc: sum_views(grads.sh_dc),
+            sh_rest: match empty_rest {
+                Some(rest) => rest,
+                None => sum_views(grads.sh_rest),
+            },
+        }
     }
 }

@@ -22,7 +22,7 @@ use crate::cube_alloc::{fusion_output, fusion_output_like};
 #[derive(Debug)]
 struct ForwardOp<B> {
     desc: CustomOpIr,
-    camera: CameraParams,
+    cameras: Vec<CameraParams>,
     options: ProjectOptions,
     _backend: PhantomData<B>,
 }
@@ -39,7 +39,7 @@ impl<B: FusionBackend + ProjectOps> Operation<B::FusionRuntime> for ForwardOp<B>
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
         let (inputs_ir, [packed, extents]) = self.desc.as_fixed::<6, 2>();
         let inputs = inputs::<B>(h, inputs_ir.each_ref());
-        let out = B::project_forward(inputs, self.camera, self.options);
+        let out = B::project_forward(inputs, &self.cameras, self.options);
         h.register_float_tensor::<B>(&packed.id, out.packed);
         h.register_int_tensor::<B>(&extents.id, out.extents);
     }
@@ -50,7 +50,7 @@ impl<B: FusionBackend + ProjectOps> Operation<B::FusionRuntime> for ForwardOp<B>
 #[derive(Debug)]
 struct BackwardOp<B> {
     desc: CustomOpIr,
-    camera: CameraParams,
+    cameras: Vec<CameraParams>,
     options: ProjectOptions,
     _backend: PhantomData<B>,
 }
@@ -61,7 +61,7 @@ impl<B: FusionBackend + ProjectOps> Operation<B::FusionRuntime> for BackwardOp<B
         let [input_irs @ .., grad_packed] = irs.each_ref();
         let inputs = inputs::<B>(h, input_irs);
         let grad_packed = h.get_float_tensor::<B>(grad_packed);
-        let g = B::project_backward(inputs, grad_packed, self.camera, self.options);
+        let g = B::project_backward(inputs, grad_packed, &self.cameras, self.options);
         for (ir, tensor) in outputs.iter().zip(g.into_array()) {
             h.register_float_tensor::<B>(&ir.id, tensor);
         }
@@ -71,18 +71,18 @@ impl<B: FusionBackend + ProjectOps> Operation<B::FusionRuntime> for BackwardOp<B
 impl<B: FusionBackend + ProjectOps> ProjectOps for Fusion<B> {
     fn project_forward(
         inputs: ProjectInputs<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectPrimitives<Self> {
         let inputs = inputs.into_array();
-        let (client, n, dtype) = (
+        let (client, rows, dtype) = (
             inputs[0].client.clone(),
-            inputs[0].shape[0],
+            cameras.len() * inputs[0].shape[0],
             inputs[0].dtype,
         );
         let streams = OperationStreams::with_inputs(&inputs);
-        let packed = fusion_output(&inputs[0], [n, PACKED_WIDTH], dtype);
-        let extents = fusion_output(&inputs[0], [n, 3], <B as BackendTypes>::IntElem::dtype());
+        let packed = fusion_output(&inputs[0], [rows, PACKED_WIDTH], dtype);
+        let extents = fusion_output(&inputs[0], [rows, 3], <B as BackendTypes>::IntElem::dtype());
         let desc = CustomOpIr::new(
             "ember_project_forward",
             &inputs.map(|t| t.into_ir()),
@@ -90,7 +90,7 @@ impl<B: FusionBackend + ProjectOps> ProjectOps for Fusion<B> {
         );
         let op = ForwardOp::<B> {
             desc: desc.clone(),
-            camera,
+            cameras: cameras.to_vec(),
             options,
             _backend: PhantomData,
         };
@@ -103,7 +103,7 @@ impl<B: FusionBackend + ProjectOps> ProjectOps for Fusion<B> {
     fn project_backward(
         inputs: ProjectInputs<Self>,
         grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectGrads<Self> {
         let inputs = inputs.into_array();
@@ -118,7 +118,7 @@ impl<B: FusionBackend + ProjectOps> ProjectOps for Fusion<B> {
         let desc = CustomOpIr::new("ember_project_backward", &irs, &outputs);
         let op = BackwardOp::<B> {
             desc: desc.clone(),
-            camera,
+            cameras: cameras.to_vec(),
             options,
             _backend: PhantomData,
         };

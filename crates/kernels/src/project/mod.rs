@@ -180,21 +180,23 @@ pub struct Projected<B: Backend> {
 /// Implementations may assume the shapes [`project_gaussians`] checks.
 pub trait ProjectOps: Backend {
     /// Forward pass of the projection (see the [module docs](self) for the contract): every
-    /// Gaussian's splat as seen by `camera`, as `packed [N, PACKED_WIDTH]` floats (the
-    /// differentiable outputs) and `extents [N, 3]` integers (`radius_x, radius_y, tiles`).
+    /// Gaussian's splat as seen by each of the `C` cameras, in one pass, as
+    /// `packed [C N, PACKED_WIDTH]` floats (the differentiable outputs) and `extents [C N, 3]`
+    /// integers (`radius_x, radius_y, tiles`). Row `v N + i` is Gaussian `i` seen by camera
+    /// `v`, in that camera's own pixel coordinates.
     fn project_forward(
         inputs: ProjectInputs<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectPrimitives<Self>;
 
     /// Backward pass of the projection: the gradient of a scalar loss with respect to every
-    /// input, given `grad_packed [N, PACKED_WIDTH]` (the loss gradient with respect to
-    /// `packed`). Culled Gaussians get zero.
+    /// input, given `grad_packed [C N, PACKED_WIDTH]` (the loss gradient with respect to
+    /// `packed`), summed over the cameras. Culled Gaussians get zero.
     fn project_backward(
         inputs: ProjectInputs<Self>,
         grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectGrads<Self>;
 }
@@ -215,6 +217,37 @@ pub fn project_gaussians<B: ProjectOps>(
     camera: &CameraParams,
     options: &ProjectOptions,
 ) -> Result<Projected<B>, ProjectError> {
+    project_views(
+        means,
+        quats,
+        log_scales,
+        opacity_logits,
+        sh_dc,
+        sh_rest,
+        core::slice::from_ref(camera),
+        options,
+    )
+}
+
+/// Projects `N` Gaussians through each of `C` cameras in one op (one kernel launch on a GPU):
+/// [`Projected`] with `C N` rows, row `v N + i` being Gaussian `i` seen by `cameras[v]` in
+/// that camera's pixel coordinates, so that [`crate::rasterize_views`] draws all `C` images
+/// at once. The inputs are those of [`project_gaussians`]; their gradients sum the
+/// contributions of every view. `cameras` may differ in everything, image size included.
+#[allow(clippy::too_many_arguments)]
+pub fn project_views<B: ProjectOps>(
+    means: Tensor<B, 2>,
+    quats: Tensor<B, 2>,
+    log_scales: Tensor<B, 2>,
+    opacity_logits: Tensor<B, 1>,
+    sh_dc: Tensor<B, 3>,
+    sh_rest: Tensor<B, 3>,
+    cameras: &[CameraParams],
+    options: &ProjectOptions,
+) -> Result<Projected<B>, ProjectError> {
+    if cameras.is_empty() {
+        return Err(ProjectError::NoCameras);
+    }
     let [n, md] = means.dims();
     let [_, rest, rest_width] = sh_rest.dims();
     let k = rest + 1;
@@ -270,7 +303,9 @@ pub fn project_gaussians<B: ProjectOps>(
             "[N, K - 1, 3]",
         ));
     }
-    check_setup(k, camera, options)?;
+    for camera in cameras {
+        check_setup(k, camera, options)?;
+    }
     let device = means.device();
     if n == 0 {
         // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on CUDA.
@@ -294,7 +329,7 @@ pub fn project_gaussians<B: ProjectOps>(
             sh_dc: sh_dc.into_primitive().tensor(),
             sh_rest: sh_rest.into_primitive().tensor(),
         },
-        *camera,
+        cameras,
         *options,
     );
     Ok(Projected {
@@ -524,6 +559,9 @@ pub enum ProjectError {
         /// What it must be.
         rule: &'static str,
     },
+    /// [`project_views`] was given no camera.
+    #[error("projection: no camera to project through")]
+    NoCameras,
     /// An option is out of range.
     #[error("projection: option {name} = {value} is invalid; {rule}")]
     Option {

@@ -106,55 +106,85 @@ impl<T: Real + Element> HostInputs<T> {
 
 fn forward_in<T: Real + Element, B: NdArrayBackend>(
     inputs: ProjectInputs<B>,
-    camera: CameraParams,
+    cameras: &[CameraParams],
     options: ProjectOptions,
 ) -> ProjectPrimitives<B> {
     let host = HostInputs::<T>::read(inputs);
     let n = host.means.len() / 3;
-    // The tensor-level entry point validated everything this checks again.
-    let out = cpu::forward(&host.arrays(), &camera, &options)
-        .expect("inputs validated by project_gaussians");
-    let extents: Vec<i64> = (0..n)
-        .flat_map(|i| {
+    let rows = cameras.len() * n;
+    let mut packed = Vec::with_capacity(rows * PACKED_WIDTH);
+    let mut extents = Vec::with_capacity(rows * 3);
+    // One view after another, each parallel over its Gaussians: the rows of a view are those
+    // of a single-camera projection, bit for bit.
+    for camera in cameras {
+        // The tensor-level entry point validated everything this checks again.
+        let out = cpu::forward(&host.arrays(), camera, &options)
+            .expect("inputs validated by project_gaussians");
+        extents.extend((0..n).flat_map(|i| {
             [
                 i64::from(out.radius[2 * i]),
                 i64::from(out.radius[2 * i + 1]),
                 i64::from(out.tiles[i]),
             ]
-        })
-        .collect();
-    let packed = PackedColumns {
-        xy: out.xy,
-        depth: out.depth,
-        conic: out.conic,
-        color: out.color,
-        opacity: out.opacity,
+        }));
+        packed.extend(
+            PackedColumns {
+                xy: out.xy,
+                depth: out.depth,
+                conic: out.conic,
+                color: out.color,
+                opacity: out.opacity,
+            }
+            .pack(),
+        );
     }
-    .pack();
     ProjectPrimitives {
-        packed: float_tensor::<T, B>(packed, Shape::new([n, PACKED_WIDTH])),
-        extents: int_tensor::<B>(extents, Shape::new([n, 3])),
+        packed: float_tensor::<T, B>(packed, Shape::new([rows, PACKED_WIDTH])),
+        extents: int_tensor::<B>(extents, Shape::new([rows, 3])),
     }
 }
 
 fn backward_in<T: Real + Element, B: NdArrayBackend>(
     inputs: ProjectInputs<B>,
     grad_packed: FloatTensor<B>,
-    camera: CameraParams,
+    cameras: &[CameraParams],
     options: ProjectOptions,
 ) -> ProjectGrads<B> {
     let host = HostInputs::<T>::read(inputs);
     let (n, k) = (host.means.len() / 3, host.sh_coeffs);
-    let g = PackedColumns::split(&to_host::<T, B>(grad_packed));
-    let grads = ProjectOutputGrads {
-        xy: &g.xy,
-        depth: &g.depth,
-        conic: &g.conic,
-        color: &g.color,
-        opacity: &g.opacity,
-    };
-    let d = cpu::backward(&host.arrays(), &camera, &options, &grads)
-        .expect("inputs validated by project_gaussians");
+    let grad_packed = to_host::<T, B>(grad_packed);
+    let mut total: Option<cpu::ProjectGrads<T>> = None;
+    // The views' gradients are summed in view order, so the result does not depend on the
+    // thread count.
+    for (view, camera) in cameras.iter().enumerate() {
+        let rows = &grad_packed[view * n * PACKED_WIDTH..(view + 1) * n * PACKED_WIDTH];
+        let g = PackedColumns::split(rows);
+        let grads = ProjectOutputGrads {
+            xy: &g.xy,
+            depth: &g.depth,
+            conic: &g.conic,
+            color: &g.color,
+            opacity: &g.opacity,
+        };
+        let d = cpu::backward(&host.arrays(), camera, &options, &grads)
+            .expect("inputs validated by project_gaussians");
+        total = Some(match total {
+            None => d,
+            Some(mut sum) => {
+                for (acc, part) in [
+                    (&mut sum.means, &d.means),
+                    (&mut sum.quats, &d.quats),
+                    (&mut sum.log_scales, &d.log_scales),
+                    (&mut sum.opacity_logits, &d.opacity_logits),
+                    (&mut sum.sh, &d.sh),
+                ] {
+                    acc.iter_mut().zip(part).for_each(|(a, p)| *a = *a + *p);
+                }
+                sum
+            }
+        });
+    }
+    let d = total.expect("project_views refuses an empty camera list");
     let mut sh_dc = Vec::with_capacity(3 * n);
     let mut sh_rest = Vec::with_capacity(3 * (k - 1) * n);
     for v in d.sh.chunks_exact(3 * k) {
@@ -174,26 +204,26 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
 impl<B: NdArrayBackend> ProjectOps for B {
     fn project_forward(
         inputs: ProjectInputs<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectPrimitives<Self> {
         if inputs.means.dtype() == DType::F64 {
-            forward_in::<f64, B>(inputs, camera, options)
+            forward_in::<f64, B>(inputs, cameras, options)
         } else {
-            forward_in::<f32, B>(inputs, camera, options)
+            forward_in::<f32, B>(inputs, cameras, options)
         }
     }
 
     fn project_backward(
         inputs: ProjectInputs<Self>,
         grad_packed: FloatTensor<Self>,
-        camera: CameraParams,
+        cameras: &[CameraParams],
         options: ProjectOptions,
     ) -> ProjectGrads<Self> {
         if inputs.means.dtype() == DType::F64 {
-            backward_in::<f64, B>(inputs, grad_packed, camera, options)
+            backward_in::<f64, B>(inputs, grad_packed, cameras, options)
         } else {
-            backward_in::<f32, B>(inputs, grad_packed, camera, options)
+            backward_in::<f32, B>(inputs, grad_packed, cameras, options)
         }
     }
 }

@@ -9,11 +9,13 @@
 //!    the buffers below are sized by it).
 //! 3. `emit_kernel` writes one `(tile, gaussian)` entry per tile each Gaussian covers, in depth
 //!    order; a radix sort on the tile key (only the bits the tile count needs) keeps the depth
-//!    order inside each tile, which is exactly the CPU's `(depth, index)` order.
+//!    order inside each tile, which is exactly the CPU's `(depth, index)` order. With `C` views
+//!    the tiles are numbered `v tiles + local`, `v` the view of the row (`row / (rows / C)`), so
+//!    one sort bins every view and a tile's list holds only its own view's rows.
 //! 4. `tile_offsets_kernel` finds where each tile's run starts: the CSR offsets.
 //!
 //! # Compositing
-//! One cube per 16x16 tile, one unit per pixel. The tile's list is walked in batches of 256
+//! One cube per 16x16 tile and view (the view is the cube's `z`), one unit per pixel. The tile's list is walked in batches of 256
 //! Gaussians that the units load together into shared memory (the packed rows); each unit
 //! composites its pixel front to back exactly as the CPU does. Before each batch the cube
 //! counts its finished pixels and stops when all are done.
@@ -100,10 +102,11 @@ fn tile_counts_kernel<I: Int>(
 }
 
 /// Per position `k` of the depth order: one `(tile, gaussian)` entry per covered tile, from
-/// slot `starts[k]` on, tiles row-major. The tile rectangle is recomputed with the
-/// projection's float rule; should it ever disagree with the stored count, the entries are
-/// capped at the count and the rest padded with the key `tiles` (sorted past every tile and
-/// outside every range), so no slot is left unwritten.
+/// slot `starts[k]` on, tiles row-major, numbered from its view's first tile. The tile
+/// rectangle is recomputed with the projection's float rule; should it ever disagree with the
+/// stored count, the entries are capped at the count and the rest padded with the key
+/// `views tiles` (sorted past every tile and outside every range), so no slot is left
+/// unwritten.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn emit_kernel<F: Float, I: Int>(
@@ -114,6 +117,7 @@ fn emit_kernel<F: Float, I: Int>(
     tile_keys: &mut Tensor<u32>,
     tile_ids: &mut Tensor<u32>,
     n: u32,
+    rows_per_view: u32,
     tiles_x: u32,
     tiles_y: u32,
     #[define(F, I)] _dtypes: [StorageType; 2],
@@ -124,6 +128,8 @@ fn emit_kernel<F: Float, I: Int>(
     }
     let g = order[k];
     let row = g as usize;
+    let view_base = (g / rows_per_view) * tiles_x * tiles_y;
+    let views = n / rows_per_view;
     let count = u32::cast_from(extents[3 * row + 2]);
     if count == 0 {
         terminate!();
@@ -143,14 +149,14 @@ fn emit_kernel<F: Float, I: Int>(
     for ty in y0..y1 {
         for tx in x0..x1 {
             if written < count {
-                tile_keys[start + written as usize] = ty * tiles_x + tx;
+                tile_keys[start + written as usize] = view_base + ty * tiles_x + tx;
                 tile_ids[start + written as usize] = g;
                 written += 1;
             }
         }
     }
     while written < count {
-        tile_keys[start + written as usize] = tiles_x * tiles_y;
+        tile_keys[start + written as usize] = views * tiles_x * tiles_y;
         tile_ids[start + written as usize] = g;
         written += 1;
     }
@@ -246,7 +252,9 @@ fn rasterize_kernel<F: Float>(
     #[define(F)] _dtype: StorageType,
 ) {
     let tiles_x = CUBE_COUNT_X;
-    let tile = (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
+    let view = CUBE_POS_Z as usize;
+    let tile = view * (CUBE_COUNT_X * CUBE_COUNT_Y) as usize
+        + (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
     let u = UNIT_POS;
     let px = CUBE_POS_X * TILE + u % TILE;
     let py = CUBE_POS_Y * TILE + u / TILE;
@@ -315,16 +323,17 @@ fn rasterize_kernel<F: Float>(
         }
     }
     if inside {
-        let pixel = (py * width + px) as usize;
         let pixels = (width * height) as usize;
-        let o = pixel * 3;
+        let pixel = (py * width + px) as usize;
+        let planes = view * IMAGE_CHANNELS * pixels;
+        let o = planes + pixel * 3;
         image[o] = r + t * F::cast_from(background[0]);
         image[o + 1] = g + t * F::cast_from(background[1]);
         image[o + 2] = b + t * F::cast_from(background[2]);
-        image[IMAGE_ALPHA * pixels + pixel] = one - t;
-        image[IMAGE_DEPTH * pixels + pixel] = depth;
-        last[pixel] = stop;
-        transmittance[pixel] = t;
+        image[planes + IMAGE_ALPHA * pixels + pixel] = one - t;
+        image[planes + IMAGE_DEPTH * pixels + pixel] = depth;
+        last[view * pixels + pixel] = stop;
+        transmittance[view * pixels + pixel] = t;
     }
 }
 
@@ -394,7 +403,9 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
     #[define(F)] _dtype: StorageType,
 ) {
     let tiles_x = CUBE_COUNT_X;
-    let tile = (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
+    let view = CUBE_POS_Z as usize;
+    let tile = view * (CUBE_COUNT_X * CUBE_COUNT_Y) as usize
+        + (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
     let u = UNIT_POS;
     let px = CUBE_POS_X * TILE + u % TILE;
     let py = CUBE_POS_Y * TILE + u / TILE;
@@ -414,16 +425,17 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
     let mut v_depth = zero;
     let mut behind = zero;
     if inside {
-        let pixel = (py * width + px) as usize;
         let pixels = (width * height) as usize;
-        let o = pixel * 3;
+        let pixel = (py * width + px) as usize;
+        let planes = view * IMAGE_CHANNELS * pixels;
+        let o = planes + pixel * 3;
         v_r = grad_image[o];
         v_g = grad_image[o + 1];
         v_b = grad_image[o + 2];
-        let v_alpha = grad_image[IMAGE_ALPHA * pixels + pixel];
-        v_depth = grad_image[IMAGE_DEPTH * pixels + pixel];
-        t = transmittance[pixel];
-        stop = last[pixel];
+        let v_alpha = grad_image[planes + IMAGE_ALPHA * pixels + pixel];
+        v_depth = grad_image[planes + IMAGE_DEPTH * pixels + pixel];
+        t = transmittance[view * pixels + pixel];
+        stop = last[view * pixels + pixel];
         // Everything behind the current Gaussian as its alpha sees it: the background and the
         // coverage through `T_final` first, the Gaussians behind it added as the walk goes.
         behind = t
@@ -563,7 +575,7 @@ fn background_arg<R: CubeRuntime>(setup: &RasterSetup) -> SequenceArg<R, f32> {
     seq
 }
 
-/// The binning of the module docs: `(offsets [tiles + 1], ids [M])`.
+/// The binning of the module docs: `(offsets [C tiles + 1], ids [M])`.
 fn bin<R: CubeRuntime>(
     packed: &CubeTensor<R>,
     extents: &CubeTensor<R>,
@@ -572,7 +584,7 @@ fn bin<R: CubeRuntime>(
     let client = packed.client.clone();
     let n = packed.shape()[0];
     let (tiles_x, tiles_y) = setup.tiles();
-    let tiles = tiles_x as usize * tiles_y as usize;
+    let tiles = tiles_x as usize * tiles_y as usize * setup.views as usize;
     let (count, dim) = block_dims(&client, n.div_ceil(BLOCK));
 
     let keys = u32_tensor(packed, n);
@@ -616,6 +628,7 @@ fn bin<R: CubeRuntime>(
         tile_keys.clone().into_tensor_arg(),
         tile_ids.clone().into_tensor_arg(),
         n as u32,
+        (n / setup.views as usize) as u32,
         tiles_x,
         tiles_y,
         [packed.dtype.into(), extents.dtype.into()],
@@ -647,11 +660,11 @@ fn read_u32<R: CubeRuntime>(tensor: CubeTensor<R>) -> usize {
     values[0] as usize
 }
 
-/// The tile-grid launch: one cube of 16x16 units per tile.
+/// The tile-grid launch: one cube of 16x16 units per tile and view.
 fn tile_launch(setup: &RasterSetup) -> (CubeCount, CubeDim) {
     let (tiles_x, tiles_y) = setup.tiles();
     (
-        CubeCount::Static(tiles_x, tiles_y, 1),
+        CubeCount::Static(tiles_x, tiles_y, setup.views),
         CubeDim::new_1d(TILE * TILE),
     )
 }
@@ -669,10 +682,11 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> RasterOps
         let extents = into_contiguous(extents);
         let (offsets, ids) = bin(&packed, &extents, &setup);
         let (w, h) = (setup.width as usize, setup.height as usize);
+        let views = setup.views as usize;
         let dtype = packed.dtype;
-        let image = output(&packed, [IMAGE_CHANNELS * h * w], dtype);
-        let transmittance = output(&packed, [h, w], dtype);
-        let last = output(&packed, [h, w], DType::U32);
+        let image = output(&packed, [views * IMAGE_CHANNELS * h * w], dtype);
+        let transmittance = output(&packed, [views * h, w], dtype);
+        let last = output(&packed, [views * h, w], DType::U32);
         let (count, dim) = tile_launch(&setup);
         rasterize_kernel::launch::<R>(
             &packed.client,

@@ -98,7 +98,8 @@ pub const IMAGE_ALPHA: usize = 3;
 /// Where the alpha-weighted `depth` `[H, W]` starts in the flat image, in units of `H W` values.
 pub const IMAGE_DEPTH: usize = 4;
 
-/// What a rasterization draws into: the image size and the background colour.
+/// What a rasterization draws into: the image size, the background colour and the number of
+/// views drawn at once.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RasterSetup {
     /// Image width, pixels.
@@ -107,21 +108,30 @@ pub struct RasterSetup {
     pub height: u32,
     /// RGB added behind the splats, weighted by the final transmittance.
     pub background: [f32; 3],
+    /// `C`, the views drawn in one pass (see [`rasterize_views`]): the rows of `packed` are
+    /// `C` blocks of equal size, block `v` drawn into image `v`.
+    pub views: u32,
 }
 
 impl RasterSetup {
-    /// A `width x height` image on a black background.
+    /// One `width x height` image on a black background.
     pub fn new(width: u32, height: u32) -> Self {
         RasterSetup {
             width,
             height,
             background: [0.0; 3],
+            views: 1,
         }
     }
 
     /// The same setup with another background.
     pub fn with_background(self, background: [f32; 3]) -> Self {
         RasterSetup { background, ..self }
+    }
+
+    /// The same setup drawing `views` images at once.
+    pub fn with_views(self, views: u32) -> Self {
+        RasterSetup { views, ..self }
     }
 
     /// Tiles per row and per column.
@@ -138,20 +148,21 @@ impl RasterSetup {
 /// so treat it as opaque).
 #[derive(Debug, Clone)]
 pub struct RasterState<B: Backend> {
-    /// `[tiles + 1]`: each tile's range of `ids`.
+    /// `[C tiles + 1]`: each tile's range of `ids` (view `v`'s tiles are `v tiles ..`).
     pub tile_offsets: IntTensor<B>,
-    /// `[M]` (at least one entry): Gaussian indices, each tile's front to back.
+    /// `[M]` (at least one entry): row indices of `packed`, each tile's front to back.
     pub ids: IntTensor<B>,
-    /// `[H, W]`: entries of its tile's list each pixel went through.
+    /// `[C H, W]`: entries of its tile's list each pixel went through.
     pub last: IntTensor<B>,
-    /// `[H, W]`: the final transmittance.
+    /// `[C H, W]`: the final transmittance.
     pub transmittance: FloatTensor<B>,
 }
 
 /// The forward's outputs as backend primitives.
 #[derive(Debug, Clone)]
 pub struct RasterPrimitives<B: Backend> {
-    /// `[IMAGE_CHANNELS H W]`: the planes `rgb`, `alpha`, `depth` (see the module docs).
+    /// `[C IMAGE_CHANNELS H W]`: per view, the planes `rgb`, `alpha`, `depth` (see the module
+    /// docs).
     pub image: FloatTensor<B>,
     /// For the backward.
     pub state: RasterState<B>,
@@ -160,9 +171,9 @@ pub struct RasterPrimitives<B: Backend> {
 /// The backward's outputs as backend primitives.
 #[derive(Debug, Clone)]
 pub struct RasterGradPrimitives<B: Backend> {
-    /// `[N, PACKED_WIDTH]`: the loss gradient with respect to `packed`.
+    /// `[C N, PACKED_WIDTH]`: the loss gradient with respect to `packed`.
     pub packed: FloatTensor<B>,
-    /// `[N, 3]`: per Gaussian `(dL/dx, dL/dy, xy_abs)`, the screen-space gradient of its
+    /// `[C N, 3]`: per row `(dL/dx, dL/dy, xy_abs)`, the screen-space gradient of its
     /// centre and `sum` over pixels of `|dL_pixel / dxy|` (see the module docs).
     pub screen_grads: FloatTensor<B>,
 }
@@ -182,16 +193,36 @@ pub struct Rasterized<B: Backend> {
     pub screen_grads: Tensor<B, 2>,
 }
 
-impl<B: Backend> Rasterized<B> {
-    /// The outputs as views of the op's flat image `[IMAGE_CHANNELS H W]`.
-    fn from_planes(image: Tensor<B, 1>, screen_grads: Tensor<B, 2>, h: usize, w: usize) -> Self {
+/// The result of [`rasterize_views`]: [`Rasterized`]'s images with a leading view axis `C`.
+#[derive(Debug, Clone)]
+pub struct RasterizedViews<B: Backend> {
+    /// `[C, H, W, 3]`
+    pub rgb: Tensor<B, 4>,
+    /// `[C, H, W]`
+    pub alpha: Tensor<B, 3>,
+    /// `[C, H, W]`
+    pub weighted_depth: Tensor<B, 3>,
+    /// `[C N, 3]` probe, row for row with `packed` (see [`Rasterized::screen_grads`]).
+    pub screen_grads: Tensor<B, 2>,
+}
+
+impl<B: Backend> RasterizedViews<B> {
+    /// The outputs as views of the op's flat image `[C IMAGE_CHANNELS H W]`.
+    fn from_planes(
+        image: Tensor<B, 1>,
+        screen_grads: Tensor<B, 2>,
+        views: usize,
+        h: usize,
+        w: usize,
+    ) -> Self {
         let pixels = h * w;
+        let image = image.reshape([views, IMAGE_CHANNELS * pixels]);
         let plane =
-            |start: usize, planes: usize| image.clone().narrow(0, start * pixels, planes * pixels);
-        Rasterized {
-            rgb: plane(IMAGE_RGB, 3).reshape([h, w, 3]),
-            alpha: plane(IMAGE_ALPHA, 1).reshape([h, w]),
-            weighted_depth: plane(IMAGE_DEPTH, 1).reshape([h, w]),
+            |start: usize, planes: usize| image.clone().narrow(1, start * pixels, planes * pixels);
+        RasterizedViews {
+            rgb: plane(IMAGE_RGB, 3).reshape([views, h, w, 3]),
+            alpha: plane(IMAGE_ALPHA, 1).reshape([views, h, w]),
+            weighted_depth: plane(IMAGE_DEPTH, 1).reshape([views, h, w]),
             screen_grads,
         }
     }
@@ -203,11 +234,11 @@ impl<B: Backend> Rasterized<B> {
 /// Implementations may assume the shapes [`rasterize`] checks.
 pub trait RasterOps: Backend {
     /// Forward pass of the rasterizer (see the [module docs](self) for the contract): the
-    /// projection's `packed [N, PACKED_WIDTH]` and `extents [N, 3]` composited into the flat image
-    /// `[IMAGE_CHANNELS H W]` (the planes `rgb`, `alpha`, `depth`), with the state the
-    /// backward replays from.
+    /// projection's `packed [C N, PACKED_WIDTH]` and `extents [C N, 3]` (`C = setup.views`)
+    /// composited into the flat images `[C IMAGE_CHANNELS H W]` (per view, the planes `rgb`,
+    /// `alpha`, `depth`), with the state the backward replays from.
     ///
-    /// `screen_grads` `[N, 3]` is a probe: its value is ignored, and under `Autodiff` its
+    /// `screen_grads` `[C N, 3]` is a probe: its value is ignored, and under `Autodiff` its
     /// gradient receives the backward's screen-space statistics.
     fn rasterize_forward(
         packed: FloatTensor<Self>,
@@ -217,8 +248,8 @@ pub trait RasterOps: Backend {
     ) -> RasterPrimitives<Self>;
 
     /// Backward pass of the rasterizer: the gradient of a scalar loss with respect to `packed`,
-    /// given `grad_image [IMAGE_CHANNELS H W]` and the forward's state, and the screen-space
-    /// statistics `[N, 3]`.
+    /// given `grad_image [C IMAGE_CHANNELS H W]` and the forward's state, and the screen-space
+    /// statistics `[C N, 3]`.
     fn rasterize_backward(
         packed: FloatTensor<Self>,
         state: RasterState<Self>,
@@ -229,28 +260,61 @@ pub trait RasterOps: Backend {
 
 /// Rasterizes projected splats (the outputs of [`crate::project_gaussians`]): `packed`
 /// `[N, PACKED_WIDTH]`, `extents` `[N, 3]` (`radius_x, radius_y, tiles`). Differentiable with
-/// respect to `packed` under `Autodiff`.
+/// respect to `packed` under `Autodiff`. `setup.views` must be 1 (see [`rasterize_views`]).
 pub fn rasterize<B: RasterOps>(
     packed: Tensor<B, 2>,
     extents: Tensor<B, 2, Int>,
     setup: &RasterSetup,
 ) -> Result<Rasterized<B>, RasterError> {
-    let [n, width] = packed.dims();
+    if setup.views != 1 {
+        return Err(RasterError::Views {
+            views: setup.views,
+            rows: packed.dims()[0],
+        });
+    }
+    let (h, w) = (setup.height as usize, setup.width as usize);
+    let out = rasterize_views(packed, extents, setup)?;
+    Ok(Rasterized {
+        rgb: out.rgb.reshape([h, w, 3]),
+        alpha: out.alpha.reshape([h, w]),
+        weighted_depth: out.weighted_depth.reshape([h, w]),
+        screen_grads: out.screen_grads,
+    })
+}
+
+/// Rasterizes `C = setup.views` views at once (one pass, one launch per kernel on a GPU): the
+/// outputs of [`crate::project_views`], `packed` `[C N, PACKED_WIDTH]` and `extents`
+/// `[C N, 3]`, rows `v N ..` drawn into image `v`, every view `width x height`. Each image is
+/// what [`rasterize`] draws from its block of rows alone. Differentiable with respect to
+/// `packed` under `Autodiff`.
+pub fn rasterize_views<B: RasterOps>(
+    packed: Tensor<B, 2>,
+    extents: Tensor<B, 2, Int>,
+    setup: &RasterSetup,
+) -> Result<RasterizedViews<B>, RasterError> {
+    let [rows, width] = packed.dims();
     if width != PACKED_WIDTH {
         return Err(RasterError::Length {
             name: "packed",
-            got: n * width,
-            expected: n * PACKED_WIDTH,
-            shape: "[N, PACKED_WIDTH]",
+            got: rows * width,
+            expected: rows * PACKED_WIDTH,
+            shape: "[C N, PACKED_WIDTH]",
         });
     }
     let [en, ew] = extents.dims();
-    if en != n || ew != 3 {
+    if en != rows || ew != 3 {
         return Err(RasterError::Length {
             name: "extents",
             got: en * ew,
-            expected: 3 * n,
-            shape: "[N, 3]",
+            expected: 3 * rows,
+            shape: "[C N, 3]",
+        });
+    }
+    let views = setup.views as usize;
+    if views == 0 || rows % views != 0 {
+        return Err(RasterError::Views {
+            views: setup.views,
+            rows,
         });
     }
     if setup.width == 0 || setup.height == 0 {
@@ -259,21 +323,25 @@ pub fn rasterize<B: RasterOps>(
             height: setup.height,
         });
     }
-    if u32::try_from(n).is_err() {
-        return Err(RasterError::TooMany(n));
+    if u32::try_from(rows).is_err() {
+        return Err(RasterError::TooMany(rows));
+    }
+    let (tiles_x, tiles_y) = setup.tiles();
+    if u32::try_from(u64::from(tiles_x) * u64::from(tiles_y) * views as u64 + 1).is_err() {
+        return Err(RasterError::TooManyTiles { views: setup.views });
     }
     if let Some(&value) = setup.background.iter().find(|c| !c.is_finite()) {
         return Err(RasterError::Background(value));
     }
     let device = packed.device();
     let (h, w) = (setup.height as usize, setup.width as usize);
-    if n == 0 {
-        return Ok(Rasterized {
+    if rows == 0 {
+        return Ok(RasterizedViews {
             rgb: Tensor::<B, 1>::from_floats(setup.background, &device)
-                .reshape([1, 1, 3])
-                .repeat(&[h, w, 1]),
-            alpha: Tensor::zeros([h, w], &device),
-            weighted_depth: Tensor::zeros([h, w], &device),
+                .reshape([1, 1, 1, 3])
+                .repeat(&[views, h, w, 1]),
+            alpha: Tensor::zeros([views, h, w], &device),
+            weighted_depth: Tensor::zeros([views, h, w], &device),
             // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on
             // CUDA.
             screen_grads: Tensor::from_data(
@@ -282,7 +350,7 @@ pub fn rasterize<B: RasterOps>(
             ),
         });
     }
-    let screen_grads = Tensor::<B, 2>::zeros([n, 3], &device).require_grad();
+    let screen_grads = Tensor::<B, 2>::zeros([rows, 3], &device).require_grad();
     let out = B::rasterize_forward(
         packed.into_primitive().tensor(),
         extents.into_primitive(),
@@ -290,7 +358,13 @@ pub fn rasterize<B: RasterOps>(
         *setup,
     );
     let image = Tensor::from_primitive(TensorPrimitive::Float(out.image));
-    Ok(Rasterized::from_planes(image, screen_grads, h, w))
+    Ok(RasterizedViews::from_planes(
+        image,
+        screen_grads,
+        views,
+        h,
+        w,
+    ))
 }
 
 /// Why a rasterization was refused.
@@ -319,6 +393,20 @@ pub enum RasterError {
     /// More Gaussians than a `u32` index holds.
     #[error("rasterization: {0} Gaussians; at most 2^32 - 1")]
     TooMany(usize),
+    /// The rows do not split into `views` equal blocks, or `views` is zero.
+    #[error("rasterization: {rows} rows do not split into {views} views of equal size")]
+    Views {
+        /// [`RasterSetup::views`].
+        views: u32,
+        /// The rows of `packed`.
+        rows: usize,
+    },
+    /// The views' tiles together overflow a `u32` tile index.
+    #[error("rasterization: {views} views have more tiles than a u32 index holds")]
+    TooManyTiles {
+        /// [`RasterSetup::views`].
+        views: u32,
+    },
     /// The background colour is not finite.
     #[error("rasterization: background component {0} is not finite")]
     Background(f32),

@@ -41,41 +41,60 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
     extents: IntTensor<B>,
     setup: RasterSetup,
 ) -> RasterPrimitives<B> {
-    let columns = PackedColumns::split(&to_host::<T, B>(packed));
-    let radius: Vec<u32> = int_to_host::<B>(extents)
-        .chunks_exact(3)
-        .flat_map(|e| [to_u32(e[0]), to_u32(e[1])])
-        .collect();
-    // `rasterize` validated the shapes and the image size.
-    let bins = cpu::bin(
-        &columns.xy,
-        &columns.depth,
-        &radius,
-        setup.width,
-        setup.height,
-    )
-    .expect("shapes validated by rasterize");
-    let out = cpu::forward(&raster_arrays(&columns), &bins, background(&setup))
-        .expect("shapes validated by rasterize");
+    let packed = to_host::<T, B>(packed);
+    let extents = int_to_host::<B>(extents);
+    let views = setup.views as usize;
+    let n = packed.len() / PACKED_WIDTH / views;
     let (h, w) = (setup.height as usize, setup.width as usize);
-    let mut image = Vec::with_capacity(h * w * IMAGE_CHANNELS);
-    image.extend_from_slice(&out.rgb);
-    image.extend_from_slice(&out.alpha);
-    image.extend_from_slice(&out.depth);
-    let offsets: Vec<i64> = bins.offsets().iter().map(|&o| o as i64).collect();
-    let mut ids: Vec<i64> = bins.ids().iter().map(|&i| i64::from(i)).collect();
+    let mut image = Vec::with_capacity(views * h * w * IMAGE_CHANNELS);
+    let mut offsets: Vec<i64> = Vec::new();
+    let mut ids: Vec<i64> = Vec::new();
+    let mut last: Vec<i64> = Vec::with_capacity(views * h * w);
+    let mut transmittance = Vec::with_capacity(views * h * w);
+    // One view after another, each parallel over its tiles: a view's image, bins and replay
+    // state are those of a single-view rasterization of its rows, bit for bit. The views'
+    // bins are joined into one CSR over `C tiles` tiles, with the ids made row indices of the
+    // whole batch.
+    for view in 0..views {
+        let rows = view * n..(view + 1) * n;
+        let columns =
+            PackedColumns::split(&packed[rows.start * PACKED_WIDTH..rows.end * PACKED_WIDTH]);
+        let radius: Vec<u32> = extents[3 * rows.start..3 * rows.end]
+            .chunks_exact(3)
+            .flat_map(|e| [to_u32(e[0]), to_u32(e[1])])
+            .collect();
+        // `rasterize_views` validated the shapes and the image size.
+        let bins = cpu::bin(
+            &columns.xy,
+            &columns.depth,
+            &radius,
+            setup.width,
+            setup.height,
+        )
+        .expect("shapes validated by rasterize_views");
+        let out = cpu::forward(&raster_arrays(&columns), &bins, background(&setup))
+            .expect("shapes validated by rasterize_views");
+        image.extend_from_slice(&out.rgb);
+        image.extend_from_slice(&out.alpha);
+        image.extend_from_slice(&out.depth);
+        let base = ids.len() as i64;
+        let first = if view == 0 { 0 } else { 1 };
+        offsets.extend(bins.offsets()[first..].iter().map(|&o| base + o as i64));
+        ids.extend(bins.ids().iter().map(|&i| (rows.start + i as usize) as i64));
+        last.extend(out.last.iter().map(|&l| i64::from(l)));
+        transmittance.extend_from_slice(&out.transmittance);
+    }
     if ids.is_empty() {
         // The state holds at least one entry (a zero-size buffer is not portable).
         ids.push(0);
     }
-    let last: Vec<i64> = out.last.iter().map(|&l| i64::from(l)).collect();
     RasterPrimitives {
-        image: float_tensor::<T, B>(image, Shape::new([IMAGE_CHANNELS * h * w])),
+        image: float_tensor::<T, B>(image, Shape::new([views * IMAGE_CHANNELS * h * w])),
         state: RasterState {
             tile_offsets: int_tensor::<B>(offsets.clone(), Shape::new([offsets.len()])),
             ids: int_tensor::<B>(ids.clone(), Shape::new([ids.len()])),
-            last: int_tensor::<B>(last, Shape::new([h, w])),
-            transmittance: float_tensor::<T, B>(out.transmittance, Shape::new([h, w])),
+            last: int_tensor::<B>(last, Shape::new([views * h, w])),
+            transmittance: float_tensor::<T, B>(transmittance, Shape::new([views * h, w])),
         },
     }
 }
@@ -86,19 +105,17 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
     grad_image: FloatTensor<B>,
     setup: RasterSetup,
 ) -> RasterGradPrimitives<B> {
-    let columns = PackedColumns::split(&to_host::<T, B>(packed));
-    let n = columns.opacity.len();
+    let packed = to_host::<T, B>(packed);
+    let views = setup.views as usize;
+    let n = packed.len() / PACKED_WIDTH / views;
     let offsets: Vec<usize> = int_to_host::<B>(state.tile_offsets)
         .into_iter()
         .map(|o| to_u32(o) as usize)
         .collect();
-    let mut ids: Vec<u32> = int_to_host::<B>(state.ids)
+    let ids: Vec<u32> = int_to_host::<B>(state.ids)
         .into_iter()
         .map(to_u32)
         .collect();
-    ids.truncate(offsets.last().copied().unwrap_or(0));
-    let bins = Bins::from_csr(setup.width, setup.height, n, offsets, ids)
-        .expect("the state comes from the forward of the same splats");
     let last: Vec<u32> = int_to_host::<B>(state.last)
         .into_iter()
         .map(to_u32)
@@ -106,39 +123,58 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
     let transmittance = to_host::<T, B>(state.transmittance);
     let g = to_host::<T, B>(grad_image);
     let pixels = setup.width as usize * setup.height as usize;
-    let plane = |start: usize, planes: usize| &g[start * pixels..(start + planes) * pixels];
-    let (rgb, alpha, depth) = (
-        plane(IMAGE_RGB, 3),
-        plane(IMAGE_ALPHA, 1),
-        plane(IMAGE_DEPTH, 1),
-    );
-    let grads = RasterOutputGrads { rgb, alpha, depth };
-    let replay = ReplayState {
-        last: &last,
-        transmittance: &transmittance,
-    };
-    let d = cpu::backward(
-        &raster_arrays(&columns),
-        &bins,
-        background(&setup),
-        &replay,
-        &grads,
-    )
-    .expect("shapes validated by rasterize");
-    let screen: Vec<T> = (0..n)
-        .flat_map(|i| [d.xy[2 * i], d.xy[2 * i + 1], d.xy_abs[i]])
-        .collect();
-    let packed = PackedColumns {
-        xy: d.xy,
-        depth: d.depth,
-        conic: d.conic,
-        color: d.color,
-        opacity: d.opacity,
+    let (tiles_x, tiles_y) = setup.tiles();
+    let tiles = tiles_x as usize * tiles_y as usize;
+    let mut grad_packed = Vec::with_capacity(views * n * PACKED_WIDTH);
+    let mut screen = Vec::with_capacity(views * n * 3);
+    for view in 0..views {
+        let rows = view * n..(view + 1) * n;
+        let columns =
+            PackedColumns::split(&packed[rows.start * PACKED_WIDTH..rows.end * PACKED_WIDTH]);
+        // This view's CSR, rebased to its own rows and entries.
+        let view_offsets = &offsets[view * tiles..=(view + 1) * tiles];
+        let first = view_offsets[0];
+        let local_offsets: Vec<usize> = view_offsets.iter().map(|&o| o - first).collect();
+        let local_ids: Vec<u32> = ids[first..view_offsets[tiles]]
+            .iter()
+            .map(|&i| i - rows.start as u32)
+            .collect();
+        let bins = Bins::from_csr(setup.width, setup.height, n, local_offsets, local_ids)
+            .expect("the state comes from the forward of the same splats");
+        let image = &g[view * IMAGE_CHANNELS * pixels..(view + 1) * IMAGE_CHANNELS * pixels];
+        let plane = |start: usize, planes: usize| &image[start * pixels..(start + planes) * pixels];
+        let grads = RasterOutputGrads {
+            rgb: plane(IMAGE_RGB, 3),
+            alpha: plane(IMAGE_ALPHA, 1),
+            depth: plane(IMAGE_DEPTH, 1),
+        };
+        let replay = ReplayState {
+            last: &last[view * pixels..(view + 1) * pixels],
+            transmittance: &transmittance[view * pixels..(view + 1) * pixels],
+        };
+        let d = cpu::backward(
+            &raster_arrays(&columns),
+            &bins,
+            background(&setup),
+            &replay,
+            &grads,
+        )
+        .expect("shapes validated by rasterize_views");
+        screen.extend((0..n).flat_map(|i| [d.xy[2 * i], d.xy[2 * i + 1], d.xy_abs[i]]));
+        grad_packed.extend(
+            PackedColumns {
+                xy: d.xy,
+                depth: d.depth,
+                conic: d.conic,
+                color: d.color,
+                opacity: d.opacity,
+            }
+            .pack(),
+        );
     }
-    .pack();
     RasterGradPrimitives {
-        packed: float_tensor::<T, B>(packed, Shape::new([n, PACKED_WIDTH])),
-        screen_grads: float_tensor::<T, B>(screen, Shape::new([n, 3])),
+        packed: float_tensor::<T, B>(grad_packed, Shape::new([views * n, PACKED_WIDTH])),
+        screen_grads: float_tensor::<T, B>(screen, Shape::new([views * n, 3])),
     }
 }
 

@@ -188,7 +188,16 @@ fn compare_with_reference(problem: &Problem, options: FieldOptions, tol: f64) {
         features: round(&problem.features),
         ..problem.clone()
     };
-    let weights = round(&uniform(&mut rng, problem.p * problem.c, -1.0, 1.0));
+    // With one Gaussian and one channel, d/dfeatures is a single sum of P terms: weights of
+    // both signs can cancel it to near zero, and the f32 rounding relative to what is left
+    // reached 1.8e-4 (2026-11-27, reference_weights seed 11044200678451667064). Positive weights
+    // keep that case about the shapes.
+    let lowest = if problem.n * problem.c == 1 {
+        0.1
+    } else {
+        -1.0
+    };
+    let weights = round(&uniform(&mut rng, problem.p * problem.c, lowest, 1.0));
     let oracle_values = cpu::forward(&problem.arrays(), &options);
     let g = cpu::backward(&problem.arrays(), &weights, &options, true);
     let oracle_grads = [g.points, g.means, g.quats, g.log_scales, g.features];

@@ -944,3 +944,66 @@ fn bad_shapes_are_errors() {
         })
     ));
 }
+
+/// The batched tensor ops refuse batches that do not add up, with errors that say so.
+#[test]
+fn bad_batches_are_errors() {
+    use burn::backend::NdArray;
+    use burn::tensor::{Int, Tensor};
+    use ember_kernels::{
+        CameraParams, PACKED_WIDTH, ProjectError, RasterSetup, project_views, rasterize,
+        rasterize_views,
+    };
+    type B = NdArray<f32>;
+    let device = Default::default();
+    let rows = |n: usize| {
+        (
+            Tensor::<B, 2>::zeros([n, PACKED_WIDTH], &device),
+            Tensor::<B, 2, Int>::zeros([n, 3], &device),
+        )
+    };
+    let (packed, extents) = rows(3);
+    assert!(matches!(
+        rasterize_views(
+            packed.clone(),
+            extents.clone(),
+            &RasterSetup::new(8, 8).with_views(2)
+        ),
+        Err(RasterError::Views { views: 2, rows: 3 })
+    ));
+    assert!(matches!(
+        rasterize_views(
+            packed.clone(),
+            extents.clone(),
+            &RasterSetup::new(8, 8).with_views(0)
+        ),
+        Err(RasterError::Views { views: 0, .. })
+    ));
+    // `rasterize` draws one view; a batch goes through `rasterize_views`.
+    assert!(matches!(
+        rasterize(
+            packed.clone(),
+            extents.clone(),
+            &RasterSetup::new(8, 8).with_views(3)
+        ),
+        Err(RasterError::Views { views: 3, rows: 3 })
+    ));
+    let out = rasterize_views(packed, extents, &RasterSetup::new(8, 4).with_views(3))
+        .expect("three views of one row each");
+    assert_eq!(out.rgb.dims(), [3, 4, 8, 3]);
+    assert_eq!(out.screen_grads.dims(), [3, 3]);
+
+    let n = 2;
+    let none: &[CameraParams] = &[];
+    let projected = project_views(
+        Tensor::<B, 2>::zeros([n, 3], &device),
+        Tensor::<B, 2>::ones([n, 4], &device),
+        Tensor::<B, 2>::zeros([n, 3], &device),
+        Tensor::<B, 1>::zeros([n], &device),
+        Tensor::<B, 3>::zeros([n, 1, 3], &device),
+        Tensor::<B, 3>::zeros([n, 0, 3], &device),
+        none,
+        &ProjectOptions::default(),
+    );
+    assert!(matches!(projected, Err(ProjectError::NoCameras)));
+}

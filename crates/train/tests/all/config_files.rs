@@ -57,6 +57,7 @@ fn bad_files_name_the_problem() {
             "[densify]\ninterval = 0\n",
             "densify.interval",
         ),
+        ("batch.toml", "batch_size = 0\n", "batch_size"),
     ];
     for (name, text, needle) in cases {
         let path = dir.path().join(name);

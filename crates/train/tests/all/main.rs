@@ -1,10 +1,12 @@
 //! Integration tests of `ember-train` (one binary; modules by topic).
 
+mod batch;
 mod common;
 mod config_files;
 mod densify;
 mod eval_cache;
 mod lego;
+mod parallel;
 mod procedural;
 mod resume;
 mod smoke;
