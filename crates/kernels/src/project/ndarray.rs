@@ -178,7 +178,7 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
                     (&mut sum.opacity_logits, &d.opacity_logits),
                     (&mut sum.sh, &d.sh),
                 ] {
-                    acc.iter_mut().zip(part).for_each(|(a, p)| *a = *a + *p);
+                    acc.iter_mut().zip(part).for_each(|(a, p)| *a += *p);
                 }
                 sum
             }
