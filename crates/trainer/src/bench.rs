@@ -152,7 +152,7 @@ fn time_batches<B: SplatBackend>(
         loop_ms.push(looped(&cams)?);
     }
     let result = |label: &str, ms: &[f64]| {
-        BenchResult::from_samples(&format!("{name} B={batch} ({label}, per view)"), ms)
+        BenchResult::from_samples(format!("{name} B={batch} ({label}, per view)"), ms)
             .with_context(|| format!("{name}: nothing to time"))
     };
     Ok((result("batched", &batch_ms)?, result("loop", &loop_ms)?))
