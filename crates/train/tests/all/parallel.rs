@@ -53,9 +53,10 @@ fn relative_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f64 {
 }
 
 /// `steps` steps of `config` (with `overrides`) on `devices[0]`, and on two peers (threads) on
-/// `devices` sharing each step's two views: the parameters of both peers are equal, the last
-/// loss within 1% of the one device's, and with `tolerance` the parameters within it of the
-/// one device's.
+/// `devices` sharing each step's two views: the parameters of both peers are equal, the first
+/// step's loss (the same field and views) within 1e-5 of the one device's, and with
+/// `tolerance` the last loss within 1% and the parameters within `tolerance` of the one
+/// device's.
 fn two_peers_match_one_device<B: SplatAutodiffBackend>(
     label: &str,
     devices: [B::Device; 2],
@@ -73,9 +74,9 @@ fn two_peers_match_one_device<B: SplatAutodiffBackend>(
             .unwrap(),
     );
     let mut single = Trainer::<B>::new(single_config.clone(), scene.clone(), &device).unwrap();
-    let mut single_loss = None;
+    let mut single_losses = Vec::new();
     for _ in 0..steps {
-        single_loss = single.step().unwrap().loss;
+        single_losses.push(single.step().unwrap().loss.unwrap());
     }
 
     let parallel_config = config(2, steps).with_overrides(overrides).unwrap();
@@ -112,14 +113,23 @@ fn two_peers_match_one_device<B: SplatAutodiffBackend>(
         single.num_gaussians(),
         "{label}: densification decided the same"
     );
-    let (one, two) = (single_loss.unwrap(), losses0[steps - 1].unwrap());
+    let (one, two) = (single_losses[0], losses0[0].unwrap());
     assert!(
-        (one - two).abs() <= 0.01 * one.abs(),
-        "{label}: last loss {two} on two peers, {one} on one device"
+        (one - two).abs() <= 1e-5 * one.abs(),
+        "{label}: first loss {two} on two peers, {one} on one device"
+    );
+    assert!(
+        losses0.iter().all(|l| l.is_some_and(f32::is_finite)),
+        "{label}: finite losses {losses0:?}"
     );
     let difference = relative_difference(p0, &parameters(&single));
     println!("{label}: two peers against one device, relative difference {difference:.2e}");
     if let Some(tolerance) = tolerance {
+        let (one, two) = (single_losses[steps - 1], losses0[steps - 1].unwrap());
+        assert!(
+            (one - two).abs() <= 0.01 * one.abs(),
+            "{label}: last loss {two} on two peers, {one} on one device"
+        );
         assert!(
             difference <= tolerance,
             "{label}: two peers against one device: relative difference {difference:e}"
@@ -214,9 +224,9 @@ fn data_parallel_on_wgpu() {
     let device = burn::backend::wgpu::WgpuDevice::DefaultDevice;
     // The backward adds with atomics in no fixed order on a GPU, so each run's sums differ in
     // the last bits: Adam's first steps turn such differences in near-zero gradients into
-    // whole steps of opposite sign, and densification into different clones. So the check is
-    // the replicas' equality and the loss, over 10 steps without densification (lavapipe is
-    // slow).
+    // whole steps of opposite sign (the last loss of 10 steps was seen 6% apart), and
+    // densification into different clones. So the checks are the replicas' equality and the
+    // first step's loss, over 10 steps without densification (lavapipe is slow).
     two_peers_match_one_device::<Wgpu>(
         "wgpu",
         [device.clone(), device],
