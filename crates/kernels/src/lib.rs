@@ -83,8 +83,8 @@ pub use project::{
     ProjectOptions, ProjectPrimitives, Projected, SH_C0, project_gaussians, project_views,
 };
 pub use raster::{
-    IMAGE_CHANNELS, RasterError, RasterGradPrimitives, RasterOps, RasterPrimitives, RasterSetup,
-    RasterState, Rasterized, RasterizedViews, rasterize, rasterize_views,
+    IMAGE_CHANNELS, RasterError, RasterGradPrimitives, RasterImages, RasterOps, RasterPrimitives,
+    RasterSetup, RasterState, Rasterized, RasterizedViews, rasterize, rasterize_views,
 };
 pub use transform::{
     Similarity, TransformError, TransformInputs, TransformOps, TransformPrimitives,

@@ -10,6 +10,7 @@ pub const MIN_QUAT_NORM: f64 = 1e-12;
 
 /// The rotation matrix, row-major, of the unit quaternion `q = (w, x, y, z)` (already
 /// normalised: the formula is the polynomial one, exact only for `|q| = 1`).
+#[inline(always)]
 pub fn rotation_matrix<T: Real>(q: [T; 4]) -> [T; 9] {
     let [w, x, y, z] = q;
     let one = T::ONE;
@@ -38,6 +39,7 @@ pub(crate) struct UnitQuat<T> {
 
 impl<T: Real> UnitQuat<T> {
     /// Normalises the raw quaternion `raw` (4 values).
+    #[inline(always)]
     pub fn new(raw: &[T]) -> Self {
         let norm = (raw[0] * raw[0] + raw[1] * raw[1] + raw[2] * raw[2] + raw[3] * raw[3]).sqrt();
         if norm.to_f64() < MIN_QUAT_NORM {
@@ -60,12 +62,14 @@ impl<T: Real> UnitQuat<T> {
     }
 
     /// The rotation matrix, row-major.
+    #[inline(always)]
     pub fn rotation(&self) -> [T; 9] {
         rotation_matrix(self.q)
     }
 
     /// Chain rule from `dL/dR` (row-major) through `R(q / |q|)` to the raw quaternion; zero for
     /// a degenerate one.
+    #[inline(always)]
     pub fn backward(&self, dr: &[T; 9]) -> [T; 4] {
         if self.norm == T::ZERO {
             return [T::ZERO; 4];

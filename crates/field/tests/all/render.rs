@@ -825,6 +825,54 @@ fn render_batch_matches_single_renders_cuda() {
     batch_matches_single_renders::<CudaFused>("render batch cuda", &Default::default());
 }
 
+/// A backend without autodiff draws through `RasterOps::rasterize_images` (the images alone,
+/// no replay state; on ndarray built in their final shapes): its images equal the tracked
+/// forward's under `Autodiff`, bit for bit, for one view and for a batch.
+fn plain_render_matches_tracked<B: SplatBackend>(label: &str, device: &B::Device) {
+    let mut rng = fresh_rng(label);
+    let scene = random_scene(&mut rng, 60);
+    let cameras: Vec<Camera> = (0..3).map(|_| test_camera(&mut rng, 37, 29)).collect();
+    let options = RenderOptions::default().with_background([0.2, 0.4, 0.6]);
+    let plain = field_of::<B>(&scene, device);
+    let tracked = field_of::<Autodiff<B>>(&scene, device);
+    let got = render(&plain, &cameras[0], &options).unwrap();
+    let want = render(&tracked, &cameras[0], &options).unwrap();
+    assert!(
+        host(got.alpha.clone()).iter().any(|&a| a > 0.1),
+        "{label}: nothing drawn"
+    );
+    assert_eq!(got.rgb.dims(), want.rgb.dims(), "{label}: rgb shape");
+    assert_eq!(host(got.rgb), host(want.rgb.inner()), "{label}: rgb");
+    assert_eq!(host(got.alpha), host(want.alpha.inner()), "{label}: alpha");
+    assert_eq!(host(got.depth), host(want.depth.inner()), "{label}: depth");
+    let got = render_batch(&plain, &cameras, &options).unwrap();
+    let want = render_batch(&tracked, &cameras, &options).unwrap();
+    assert_eq!(got.rgb.dims(), want.rgb.dims(), "{label}: batch rgb shape");
+    assert_eq!(host(got.rgb), host(want.rgb.inner()), "{label}: batch rgb");
+    assert_eq!(
+        host(got.alpha),
+        host(want.alpha.inner()),
+        "{label}: batch alpha"
+    );
+    assert_eq!(
+        host(got.depth),
+        host(want.depth.inner()),
+        "{label}: batch depth"
+    );
+}
+
+#[test]
+fn plain_render_matches_tracked_cpu() {
+    plain_render_matches_tracked::<Cpu>("plain render cpu", &Default::default());
+    plain_render_matches_tracked::<Cpu64>("plain render cpu f64", &Default::default());
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn plain_render_matches_tracked_wgpu() {
+    plain_render_matches_tracked::<WgpuFused>("plain render wgpu", &Default::default());
+}
+
 #[test]
 fn render_batch_refuses_bad_camera_lists_and_draws_empty_fields() {
     let mut rng = fresh_rng("render batch errors");

@@ -15,6 +15,7 @@ use super::SH_C0;
 use super::{CameraParams, ProjectError, ProjectOptions, check_setup};
 use crate::quat::UnitQuat;
 use crate::real::Real;
+use crate::simd;
 
 /// Edge of the square screen tiles the rasterizer bins splats into, pixels.
 pub const TILE_SIZE: u32 = 16;
@@ -111,34 +112,86 @@ pub fn forward<T: Real>(
         radius: vec![0; 2 * n],
         tiles: vec![0; n],
     };
+    let rows_fn = forward_rows::<T>();
+    let per = GAUSSIANS_PER_TASK;
     (
-        out.xy.par_chunks_mut(2),
-        out.depth.par_iter_mut(),
-        out.conic.par_chunks_mut(3),
-        out.color.par_chunks_mut(3),
-        out.opacity.par_iter_mut(),
-        out.radius.par_chunks_mut(2),
-        out.tiles.par_iter_mut(),
+        out.xy.par_chunks_mut(2 * per),
+        out.depth.par_chunks_mut(per),
+        out.conic.par_chunks_mut(3 * per),
+        out.color.par_chunks_mut(3 * per),
+        out.opacity.par_chunks_mut(per),
+        out.radius.par_chunks_mut(2 * per),
+        out.tiles.par_chunks_mut(per),
     )
         .into_par_iter()
-        .with_min_len(GAUSSIANS_PER_TASK)
         .enumerate()
-        .for_each(|(i, (xy, depth, conic, color, opacity, radius, tiles))| {
-            let Some(g) = project_one(a, i, &cam, degree) else {
-                return;
-            };
-            xy.copy_from_slice(&g.xy);
-            *depth = g.p[2];
-            conic.copy_from_slice(&g.conic);
-            for (c, raw) in color.iter_mut().zip(g.raw_color) {
-                *c = if raw > T::ZERO { raw } else { T::ZERO };
-            }
-            *opacity = g.opacity;
-            radius.copy_from_slice(&g.radius);
-            *tiles = g.tiles;
-        });
+        .for_each(
+            |(task, (xy, depth, conic, color, opacity, radius, tiles))| {
+                let rows = ForwardRows {
+                    first: task * per,
+                    xy,
+                    depth,
+                    conic,
+                    color,
+                    opacity,
+                    radius,
+                    tiles,
+                };
+                // SAFETY: `forward_rows` picks a build only on CPUs with its features.
+                unsafe { rows_fn(a, &cam, degree, rows) };
+            },
+        );
     Ok(out)
 }
+
+/// One task's rows of the forward's outputs: Gaussians `first..first + depth.len()`.
+struct ForwardRows<'o, T> {
+    first: usize,
+    xy: &'o mut [T],
+    depth: &'o mut [T],
+    conic: &'o mut [T],
+    color: &'o mut [T],
+    opacity: &'o mut [T],
+    radius: &'o mut [u32],
+    tiles: &'o mut [u32],
+}
+
+/// Projects the Gaussians of `rows` into it (a culled Gaussian's values stay zero).
+#[inline(always)]
+fn forward_rows_body<T: Real>(
+    a: &ProjectArrays<'_, T>,
+    cam: &Camera<T>,
+    degree: usize,
+    rows: ForwardRows<'_, T>,
+) {
+    for j in 0..rows.depth.len() {
+        let Some(g) = project_one(a, rows.first + j, cam, degree) else {
+            continue;
+        };
+        rows.xy[2 * j..2 * j + 2].copy_from_slice(&g.xy);
+        rows.depth[j] = g.p[2];
+        rows.conic[3 * j..3 * j + 3].copy_from_slice(&g.conic);
+        for (c, raw) in rows.color[3 * j..3 * j + 3].iter_mut().zip(g.raw_color) {
+            *c = if raw > T::ZERO { raw } else { T::ZERO };
+        }
+        rows.opacity[j] = g.opacity;
+        rows.radius[2 * j..2 * j + 2].copy_from_slice(&g.radius);
+        rows.tiles[j] = g.tiles;
+    }
+}
+
+// The wide builds change no result: Rust never fuses a product and a sum on its own, so the
+// gain is `floor`/`ceil` as instructions instead of libm calls, and wider registers.
+simd::variants!(
+    forward_rows,
+    forward_rows_body,
+    (
+        a: &ProjectArrays<'_, T>,
+        cam: &Camera<T>,
+        degree: usize,
+        rows: ForwardRows<'_, T>,
+    )
+);
 
 /// Backward: the gradient of `sum(output * grad)` over the differentiable outputs, with respect
 /// to every input. Culled Gaussians get zero.
@@ -168,35 +221,85 @@ pub fn backward<T: Real>(
         opacity_logits: vec![T::ZERO; n],
         sh: vec![T::ZERO; 3 * k * n],
     };
+    let rows_fn = backward_rows::<T>();
+    let per = GAUSSIANS_PER_TASK;
     (
-        out.means.par_chunks_mut(3),
-        out.quats.par_chunks_mut(4),
-        out.log_scales.par_chunks_mut(3),
-        out.opacity_logits.par_iter_mut(),
-        out.sh.par_chunks_mut(3 * k),
+        out.means.par_chunks_mut(3 * per),
+        out.quats.par_chunks_mut(4 * per),
+        out.log_scales.par_chunks_mut(3 * per),
+        out.opacity_logits.par_chunks_mut(per),
+        out.sh.par_chunks_mut(3 * k * per),
     )
         .into_par_iter()
-        .with_min_len(GAUSSIANS_PER_TASK)
         .enumerate()
-        .for_each(|(i, (v_mean, v_quat, v_log_scale, v_logit, v_sh))| {
-            if let Some(g) = project_one(a, i, &cam, degree) {
-                let upstream = Upstream {
-                    xy: [grads.xy[2 * i], grads.xy[2 * i + 1]],
-                    depth: grads.depth[i],
-                    conic: core::array::from_fn(|j| grads.conic[3 * i + j]),
-                    color: core::array::from_fn(|j| grads.color[3 * i + j]),
-                    opacity: grads.opacity[i],
-                };
-                let sh = &a.sh[3 * k * i..3 * k * (i + 1)];
-                let v = backward_one(&g, &cam, degree, sh, &upstream, v_sh);
-                v_mean.copy_from_slice(&v.mean);
-                v_quat.copy_from_slice(&v.quat);
-                v_log_scale.copy_from_slice(&v.log_scale);
-                *v_logit = v.logit;
-            }
+        .for_each(|(task, (means, quats, log_scales, opacity_logits, sh))| {
+            let rows = BackwardRows {
+                first: task * per,
+                means,
+                quats,
+                log_scales,
+                opacity_logits,
+                sh,
+            };
+            // SAFETY: `backward_rows` picks a build only on CPUs with its features.
+            unsafe { rows_fn(a, &cam, degree, grads, rows) };
         });
     Ok(out)
 }
+
+/// One task's rows of the backward's gradients: Gaussians `first..first + opacity_logits.len()`.
+struct BackwardRows<'o, T> {
+    first: usize,
+    means: &'o mut [T],
+    quats: &'o mut [T],
+    log_scales: &'o mut [T],
+    opacity_logits: &'o mut [T],
+    sh: &'o mut [T],
+}
+
+/// The input gradients of the Gaussians of `rows`, written into it (zero for a culled one).
+#[inline(always)]
+fn backward_rows_body<T: Real>(
+    a: &ProjectArrays<'_, T>,
+    cam: &Camera<T>,
+    degree: usize,
+    grads: &ProjectOutputGrads<'_, T>,
+    rows: BackwardRows<'_, T>,
+) {
+    let k = a.sh_coeffs;
+    for j in 0..rows.opacity_logits.len() {
+        let i = rows.first + j;
+        let Some(g) = project_one(a, i, cam, degree) else {
+            continue;
+        };
+        let upstream = Upstream {
+            xy: [grads.xy[2 * i], grads.xy[2 * i + 1]],
+            depth: grads.depth[i],
+            conic: core::array::from_fn(|c| grads.conic[3 * i + c]),
+            color: core::array::from_fn(|c| grads.color[3 * i + c]),
+            opacity: grads.opacity[i],
+        };
+        let sh = &a.sh[3 * k * i..3 * k * (i + 1)];
+        let v_sh = &mut rows.sh[3 * k * j..3 * k * (j + 1)];
+        let v = backward_one(&g, cam, degree, sh, &upstream, v_sh);
+        rows.means[3 * j..3 * j + 3].copy_from_slice(&v.mean);
+        rows.quats[4 * j..4 * j + 4].copy_from_slice(&v.quat);
+        rows.log_scales[3 * j..3 * j + 3].copy_from_slice(&v.log_scale);
+        rows.opacity_logits[j] = v.logit;
+    }
+}
+
+simd::variants!(
+    backward_rows,
+    backward_rows_body,
+    (
+        a: &ProjectArrays<'_, T>,
+        cam: &Camera<T>,
+        degree: usize,
+        grads: &ProjectOutputGrads<'_, T>,
+        rows: BackwardRows<'_, T>,
+    )
+);
 
 fn check_len(
     name: &'static str,
@@ -298,6 +401,7 @@ impl<T: Real> Camera<T> {
 }
 
 /// `v` clamped to `[lim[0], lim[1]]`, and whether the clamp was active.
+#[inline(always)]
 fn clamp<T: Real>(v: T, lim: [T; 2]) -> (T, bool) {
     if v < lim[0] {
         (lim[0], true)
@@ -347,11 +451,13 @@ struct Projected<T> {
 }
 
 /// Whether every value is finite.
+#[inline(always)]
 fn all_finite<T: Real>(values: &[T]) -> bool {
     values.iter().all(|v| v.to_f64().is_finite())
 }
 
 /// Projects Gaussian `i`; `None` when it is culled.
+#[inline(always)]
 fn project_one<T: Real>(
     a: &ProjectArrays<'_, T>,
     i: usize,
@@ -474,6 +580,7 @@ fn project_one<T: Real>(
 }
 
 /// `1 / (1 + e^-x)` without overflow for large `|x|`.
+#[inline(always)]
 fn sigmoid<T: Real>(x: T) -> T {
     if x >= T::ZERO {
         T::ONE / (T::ONE + (-x).exp())
@@ -485,6 +592,7 @@ fn sigmoid<T: Real>(x: T) -> T {
 
 /// The screen box's half-extents and the tiles it touches; `None` when it misses the image.
 /// Integer outputs, so computed in `f64` whatever `T` is.
+#[inline(always)]
 fn screen_box<T: Real>(
     cam: &Camera<T>,
     xy: [T; 2],
@@ -538,6 +646,7 @@ const SH_C3: [f64; 7] = [
 ];
 
 /// The SH basis at the unit direction `d`, bands `0..=degree` (the rest zero).
+#[inline(always)]
 pub fn sh_basis<T: Real>(degree: usize, [x, y, z]: [T; 3]) -> [T; 16] {
     let c = T::from_f64;
     let mut b = [T::ZERO; 16];
@@ -569,6 +678,7 @@ pub fn sh_basis<T: Real>(degree: usize, [x, y, z]: [T; 3]) -> [T; 16] {
 
 /// `sum_k s_k grad B_k(d)`: the basis polynomials of [`sh_basis`] differentiated in `(x, y, z)`
 /// as free variables (the caller projects onto the sphere's tangent plane).
+#[inline(always)]
 fn sh_basis_vjp<T: Real>(degree: usize, [x, y, z]: [T; 3], s: &[T; 16]) -> [T; 3] {
     let c = T::from_f64;
     let mut g = [T::ZERO; 3];
@@ -636,6 +746,7 @@ struct InputGrads<T> {
 }
 
 /// The backward of [`project_one`] for a kept Gaussian; writes `v_sh` (`[K, 3]`).
+#[inline(always)]
 fn backward_one<T: Real>(
     g: &Projected<T>,
     cam: &Camera<T>,

@@ -762,15 +762,6 @@ simd::variants!(
     )
 );
 
-/// One pixel's forward result.
-#[derive(Clone, Copy)]
-struct Pixel<T> {
-    rgb: [T; 3],
-    depth: T,
-    transmittance: T,
-    last: u32,
-}
-
 /// The explicit walks of `cpu_simd.rs` that serve `T` on this CPU: for `f32` with AVX-512 the
 /// 16-lane ones, with AVX2 and FMA the 8-lane ones; `None` otherwise (and for `f64`).
 #[cfg(target_arch = "x86_64")]
@@ -848,57 +839,49 @@ fn forward_with<T: Real>(
         .into_par_iter()
         .enumerate()
         .for_each_init(
-            || (TileSegments::default(), Vec::new()),
-            |(tile, pixels), (ty, (rgb, alpha, depth, last, transmittance))| {
+            TileSegments::default,
+            |tile, (ty, (rgb, alpha, depth, last, transmittance))| {
                 let tiles_x = bins.tiles_x as usize;
+                // The band's first pixel is the image's `(0, ty * TILE_SIZE)`.
+                let band_origin = (0, ty * TILE_SIZE as usize);
                 for t in ty * tiles_x..(ty + 1) * tiles_x {
                     let rect = bins.tile_pixels(t);
-                    let (x0, x1, y0, y1) = rect;
-                    let tile_w = x1 - x0;
                     let open = bins.tile(t).len() as u32;
-                    // A pixel no Gaussian reaches went through the whole list.
-                    let untouched = Pixel {
-                        rgb: [T::ZERO; 3],
-                        depth: T::ZERO,
-                        transmittance: T::ONE,
-                        last: open,
-                    };
-                    pixels.clear();
-                    pixels.resize(tile_w * (y1 - y0), untouched);
                     tile.gather(&footprints, bins.tile(t), rect);
                     for s in 0..SEGMENTS {
                         let list = &tile.lists[s * tile.stride..][..tile.lens[s]];
-                        // Only segments with pixels have entries.
-                        if list.is_empty() {
-                            continue;
-                        }
                         let place = TileSegments::<T>::place(s, rect);
+                        // A pixel no Gaussian reaches keeps the start state: nothing drawn,
+                        // the whole list gone through.
                         let mut state = SegmentForward::start(&place, open);
-                        // SAFETY: `forward_segment_fn` picks a walk only on CPUs with its
-                        // features.
-                        unsafe { segment_fn(&tile.entries, list, place, &mut state) };
-                        for l in (0..LANES).filter(|&l| place.holds(l)) {
-                            pixels[place.pixel(l, (x0, y0), tile_w)] = Pixel {
-                                rgb: [state.rgb[0][l], state.rgb[1][l], state.rgb[2][l]],
-                                depth: state.depth[l],
-                                transmittance: state.t[l],
-                                last: state.last[l],
-                            };
+                        // Only segments with pixels have entries.
+                        if !list.is_empty() {
+                            // SAFETY: `forward_segment_fn` picks a walk only on CPUs with its
+                            // features.
+                            unsafe { segment_fn(&tile.entries, list, place, &mut state) };
                         }
-                    }
-                    for (row, row_pixels) in pixels.chunks_exact(tile_w).enumerate() {
-                        // Index within the band of image rows `ty * 16..`.
-                        let first = (y0 - ty * TILE_SIZE as usize + row) * width + x0;
-                        for (i, p) in (first..).zip(row_pixels) {
-                            for ((o, c), b) in
-                                rgb[3 * i..3 * i + 3].iter_mut().zip(p.rgb).zip(background)
-                            {
-                                *o = c + p.transmittance * b;
+                        // Each segment row is a run of contiguous pixels in the band (none
+                        // for a segment past the image's right edge).
+                        let rows = if place.width == 0 { 0 } else { place.rows };
+                        for row in 0..rows {
+                            let first = place.pixel(row * SEGMENT_W, band_origin, width);
+                            let pixels = first..first + place.width;
+                            let lanes = row * SEGMENT_W..row * SEGMENT_W + place.width;
+                            let rgb = rgb[3 * pixels.start..3 * pixels.end].chunks_exact_mut(3);
+                            let alpha = &mut alpha[pixels.clone()];
+                            let depth = &mut depth[pixels.clone()];
+                            let last = &mut last[pixels.clone()];
+                            let transmittance = &mut transmittance[pixels];
+                            for (j, (l, o)) in lanes.zip(rgb).enumerate() {
+                                let t_final = state.t[l];
+                                for c in 0..3 {
+                                    o[c] = state.rgb[c][l] + t_final * background[c];
+                                }
+                                alpha[j] = T::ONE - t_final;
+                                depth[j] = state.depth[l];
+                                last[j] = state.last[l];
+                                transmittance[j] = t_final;
                             }
-                            alpha[i] = T::ONE - p.transmittance;
-                            depth[i] = p.depth;
-                            last[i] = p.last;
-                            transmittance[i] = p.transmittance;
                         }
                     }
                 }

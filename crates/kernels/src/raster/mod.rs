@@ -84,7 +84,7 @@ pub(crate) mod ndarray;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
-use burn::tensor::{Int, Tensor, TensorPrimitive};
+use burn::tensor::{Int, Tensor, TensorMetadata, TensorPrimitive};
 
 use crate::project::PACKED_WIDTH;
 
@@ -168,6 +168,18 @@ pub struct RasterPrimitives<B: Backend> {
     pub state: RasterState<B>,
 }
 
+/// The images of a forward pass alone, as backend primitives (see
+/// [`RasterOps::rasterize_images`]).
+#[derive(Debug, Clone)]
+pub struct RasterImages<B: Backend> {
+    /// `[C, H, W, 3]`: composited colour plus `T_final background`.
+    pub rgb: FloatTensor<B>,
+    /// `[C, H, W]`: `1 - T_final`.
+    pub alpha: FloatTensor<B>,
+    /// `[C, H, W]`: `sum T alpha depth`.
+    pub weighted_depth: FloatTensor<B>,
+}
+
 /// The backward's outputs as backend primitives.
 #[derive(Debug, Clone)]
 pub struct RasterGradPrimitives<B: Backend> {
@@ -206,26 +218,23 @@ pub struct RasterizedViews<B: Backend> {
     pub screen_grads: Tensor<B, 2>,
 }
 
-impl<B: Backend> RasterizedViews<B> {
-    /// The outputs as views of the op's flat image `[C IMAGE_CHANNELS H W]`.
-    fn from_planes(
-        image: Tensor<B, 1>,
-        screen_grads: Tensor<B, 2>,
-        views: usize,
-        h: usize,
-        w: usize,
-    ) -> Self {
-        let pixels = h * w;
-        let image = image.reshape([views, IMAGE_CHANNELS * pixels]);
-        let plane =
-            |start: usize, planes: usize| image.clone().narrow(1, start * pixels, planes * pixels);
-        RasterizedViews {
-            rgb: plane(IMAGE_RGB, 3).reshape([views, h, w, 3]),
-            alpha: plane(IMAGE_ALPHA, 1).reshape([views, h, w]),
-            weighted_depth: plane(IMAGE_DEPTH, 1).reshape([views, h, w]),
-            screen_grads,
-        }
-    }
+/// The images `(rgb [C, H, W, 3], alpha [C, H, W], weighted_depth [C, H, W])` as views of
+/// the op's flat image `[C IMAGE_CHANNELS H W]`.
+fn image_planes<B: Backend>(
+    image: Tensor<B, 1>,
+    views: usize,
+    h: usize,
+    w: usize,
+) -> (Tensor<B, 4>, Tensor<B, 3>, Tensor<B, 3>) {
+    let pixels = h * w;
+    let image = image.reshape([views, IMAGE_CHANNELS * pixels]);
+    let plane =
+        |start: usize, planes: usize| image.clone().narrow(1, start * pixels, planes * pixels);
+    (
+        plane(IMAGE_RGB, 3).reshape([views, h, w, 3]),
+        plane(IMAGE_ALPHA, 1).reshape([views, h, w]),
+        plane(IMAGE_DEPTH, 1).reshape([views, h, w]),
+    )
 }
 
 /// The tile rasterizer on a backend: what [`rasterize`] dispatches to. Implemented for every
@@ -246,6 +255,33 @@ pub trait RasterOps: Backend {
         screen_grads: FloatTensor<Self>,
         setup: RasterSetup,
     ) -> RasterPrimitives<Self>;
+
+    /// The images of [`rasterize_forward`](Self::rasterize_forward) alone, for a render no
+    /// gradient flows through (a viewer's frame, an evaluation on a backend without autodiff):
+    /// a backend may skip building the state the backward replays from, and hand the images
+    /// over in their final shapes. The default splits `rasterize_forward`'s flat image.
+    fn rasterize_images(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterImages<Self> {
+        let device = Self::float_device(&packed);
+        let rows = packed.shape().dims::<2>()[0];
+        let probe = Tensor::<Self, 2>::zeros([rows, 3], &device);
+        let image =
+            Self::rasterize_forward(packed, extents, probe.into_primitive().tensor(), setup).image;
+        let (rgb, alpha, weighted_depth) = image_planes::<Self>(
+            Tensor::from_primitive(TensorPrimitive::Float(image)),
+            setup.views as usize,
+            setup.height as usize,
+            setup.width as usize,
+        );
+        RasterImages {
+            rgb: rgb.into_primitive().tensor(),
+            alpha: alpha.into_primitive().tensor(),
+            weighted_depth: weighted_depth.into_primitive().tensor(),
+        }
+    }
 
     /// Backward pass of the rasterizer: the gradient of a scalar loss with respect to `packed`,
     /// given `grad_image [C IMAGE_CHANNELS H W]` and the forward's state, and the screen-space
@@ -351,6 +387,19 @@ pub fn rasterize_views<B: RasterOps>(
         });
     }
     let screen_grads = Tensor::<B, 2>::zeros([rows, 3], &device).require_grad();
+    if !B::ad_enabled(&device) {
+        let images = B::rasterize_images(
+            packed.into_primitive().tensor(),
+            extents.into_primitive(),
+            *setup,
+        );
+        return Ok(RasterizedViews {
+            rgb: Tensor::from_primitive(TensorPrimitive::Float(images.rgb)),
+            alpha: Tensor::from_primitive(TensorPrimitive::Float(images.alpha)),
+            weighted_depth: Tensor::from_primitive(TensorPrimitive::Float(images.weighted_depth)),
+            screen_grads,
+        });
+    }
     let out = B::rasterize_forward(
         packed.into_primitive().tensor(),
         extents.into_primitive(),
@@ -358,13 +407,13 @@ pub fn rasterize_views<B: RasterOps>(
         *setup,
     );
     let image = Tensor::from_primitive(TensorPrimitive::Float(out.image));
-    Ok(RasterizedViews::from_planes(
-        image,
+    let (rgb, alpha, weighted_depth) = image_planes(image, views, h, w);
+    Ok(RasterizedViews {
+        rgb,
+        alpha,
+        weighted_depth,
         screen_grads,
-        views,
-        h,
-        w,
-    ))
+    })
 }
 
 /// Why a rasterization was refused.

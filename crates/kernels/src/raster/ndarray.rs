@@ -1,14 +1,16 @@
 //! The rasterizer on the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on host
 //! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise.
 
+use core::ops::Range;
+
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
 use super::RasterOps;
-use super::cpu::{self, Bins, RasterArrays, RasterOutputGrads, ReplayState};
+use super::cpu::{self, Bins, RasterArrays, RasterOutputGrads, RasterOutputs, ReplayState};
 use super::{
-    IMAGE_ALPHA, IMAGE_CHANNELS, IMAGE_DEPTH, IMAGE_RGB, RasterGradPrimitives, RasterPrimitives,
-    RasterSetup, RasterState,
+    IMAGE_ALPHA, IMAGE_CHANNELS, IMAGE_DEPTH, IMAGE_RGB, RasterGradPrimitives, RasterImages,
+    RasterPrimitives, RasterSetup, RasterState,
 };
 use crate::ndarray_host::{NdArrayBackend, float_tensor, int_tensor, int_to_host, to_host};
 use crate::project::PACKED_WIDTH;
@@ -36,25 +38,17 @@ fn to_u32(v: i64) -> u32 {
     u32::try_from(v.max(0)).unwrap_or(u32::MAX)
 }
 
-fn forward_in<T: Real + Element, B: NdArrayBackend>(
-    packed: FloatTensor<B>,
-    extents: IntTensor<B>,
-    setup: RasterSetup,
-) -> RasterPrimitives<B> {
-    let packed = to_host::<T, B>(packed);
-    let extents = int_to_host::<B>(extents);
+/// Rasterizes the views of `packed` one after another, each parallel over its tiles, and hands
+/// `each` the view's index, its block of rows, its bins and its outputs: a view's results are
+/// those of a single-view rasterization of its rows, bit for bit.
+fn forward_views<T: Real>(
+    packed: &[T],
+    extents: &[i64],
+    setup: &RasterSetup,
+    mut each: impl FnMut(usize, Range<usize>, Bins, RasterOutputs<T>),
+) {
     let views = setup.views as usize;
     let n = packed.len() / PACKED_WIDTH / views;
-    let (h, w) = (setup.height as usize, setup.width as usize);
-    let mut image = Vec::with_capacity(views * h * w * IMAGE_CHANNELS);
-    let mut offsets: Vec<i64> = Vec::new();
-    let mut ids: Vec<i64> = Vec::new();
-    let mut last: Vec<i64> = Vec::with_capacity(views * h * w);
-    let mut transmittance = Vec::with_capacity(views * h * w);
-    // One view after another, each parallel over its tiles: a view's image, bins and replay
-    // state are those of a single-view rasterization of its rows, bit for bit. The views'
-    // bins are joined into one CSR over `C tiles` tiles, with the ids made row indices of the
-    // whole batch.
     for view in 0..views {
         let rows = view * n..(view + 1) * n;
         let columns =
@@ -72,8 +66,29 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
             setup.height,
         )
         .expect("shapes validated by rasterize_views");
-        let out = cpu::forward(&raster_arrays(&columns), &bins, background(&setup))
+        let out = cpu::forward(&raster_arrays(&columns), &bins, background(setup))
             .expect("shapes validated by rasterize_views");
+        each(view, rows, bins, out);
+    }
+}
+
+fn forward_in<T: Real + Element, B: NdArrayBackend>(
+    packed: FloatTensor<B>,
+    extents: IntTensor<B>,
+    setup: RasterSetup,
+) -> RasterPrimitives<B> {
+    let packed = to_host::<T, B>(packed);
+    let extents = int_to_host::<B>(extents);
+    let views = setup.views as usize;
+    let (h, w) = (setup.height as usize, setup.width as usize);
+    let mut image = Vec::with_capacity(views * h * w * IMAGE_CHANNELS);
+    let mut offsets: Vec<i64> = Vec::new();
+    let mut ids: Vec<i64> = Vec::new();
+    let mut last: Vec<i64> = Vec::with_capacity(views * h * w);
+    let mut transmittance = Vec::with_capacity(views * h * w);
+    // The views' bins are joined into one CSR over `C tiles` tiles, with the ids made row
+    // indices of the whole batch.
+    forward_views(&packed, &extents, &setup, |view, rows, bins, out| {
         image.extend_from_slice(&out.rgb);
         image.extend_from_slice(&out.alpha);
         image.extend_from_slice(&out.depth);
@@ -83,7 +98,7 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
         ids.extend(bins.ids().iter().map(|&i| (rows.start + i as usize) as i64));
         last.extend(out.last.iter().map(|&l| i64::from(l)));
         transmittance.extend_from_slice(&out.transmittance);
-    }
+    });
     if ids.is_empty() {
         // The state holds at least one entry (a zero-size buffer is not portable).
         ids.push(0);
@@ -96,6 +111,42 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
             last: int_tensor::<B>(last, Shape::new([views * h, w])),
             transmittance: float_tensor::<T, B>(transmittance, Shape::new([views * h, w])),
         },
+    }
+}
+
+/// The images alone, each built in its final shape: no replay state, no flat image to split.
+fn images_in<T: Real + Element, B: NdArrayBackend>(
+    packed: FloatTensor<B>,
+    extents: IntTensor<B>,
+    setup: RasterSetup,
+) -> RasterImages<B> {
+    let packed = to_host::<T, B>(packed);
+    let extents = int_to_host::<B>(extents);
+    let views = setup.views as usize;
+    let (h, w) = (setup.height as usize, setup.width as usize);
+    if views == 1 {
+        // One view: its buffers become the tensors as they are.
+        let mut single = None;
+        forward_views(&packed, &extents, &setup, |_, _, _, out| single = Some(out));
+        let out = single.expect("one view rasterized");
+        return RasterImages {
+            rgb: float_tensor::<T, B>(out.rgb, Shape::new([1, h, w, 3])),
+            alpha: float_tensor::<T, B>(out.alpha, Shape::new([1, h, w])),
+            weighted_depth: float_tensor::<T, B>(out.depth, Shape::new([1, h, w])),
+        };
+    }
+    let mut rgb = Vec::with_capacity(views * h * w * 3);
+    let mut alpha = Vec::with_capacity(views * h * w);
+    let mut depth = Vec::with_capacity(views * h * w);
+    forward_views(&packed, &extents, &setup, |_, _, _, out| {
+        rgb.extend_from_slice(&out.rgb);
+        alpha.extend_from_slice(&out.alpha);
+        depth.extend_from_slice(&out.depth);
+    });
+    RasterImages {
+        rgb: float_tensor::<T, B>(rgb, Shape::new([views, h, w, 3])),
+        alpha: float_tensor::<T, B>(alpha, Shape::new([views, h, w])),
+        weighted_depth: float_tensor::<T, B>(depth, Shape::new([views, h, w])),
     }
 }
 
@@ -189,6 +240,18 @@ impl<B: NdArrayBackend> RasterOps for B {
             forward_in::<f64, B>(packed, extents, setup)
         } else {
             forward_in::<f32, B>(packed, extents, setup)
+        }
+    }
+
+    fn rasterize_images(
+        packed: FloatTensor<Self>,
+        extents: IntTensor<Self>,
+        setup: RasterSetup,
+    ) -> RasterImages<Self> {
+        if packed.dtype() == DType::F64 {
+            images_in::<f64, B>(packed, extents, setup)
+        } else {
+            images_in::<f32, B>(packed, extents, setup)
         }
     }
 
