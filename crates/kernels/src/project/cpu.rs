@@ -1,5 +1,7 @@
-//! The projection on the CPU: rayon, one independent task per Gaussian, generic over `f32` /
-//! `f64` (`f64` is what the finite-difference gradient checks run on).
+//! The projection on the CPU: rayon, each task projecting its own block of Gaussians one by
+//! one, generic over `f32` / `f64` (`f64` is what the finite-difference gradient checks run
+//! on). A task's loop runs as the widest build of `simd::variants!` the CPU supports; every
+//! build computes the same values.
 //!
 //! The backward recomputes each Gaussian's forward state instead of saving it: it is a few
 //! hundred flops per Gaussian, cheaper than storing and reading back ~100 values each, and it
