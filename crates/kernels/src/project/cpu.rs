@@ -1,7 +1,8 @@
-//! The projection on the CPU: rayon, each task projecting its own block of Gaussians one by
-//! one, generic over `f32` / `f64` (`f64` is what the finite-difference gradient checks run
-//! on). A task's loop runs as the widest build of `simd::variants!` the CPU supports; every
-//! build computes the same values.
+//! The projection on the CPU: rayon, each task projecting its own block of Gaussians, generic
+//! over `f32` / `f64` (`f64` is what the finite-difference gradient checks run on). A task's
+//! loop runs as the widest build of `simd::variants!` the CPU supports; every build computes
+//! the same values. The forward projects [`lanes::LANES`] Gaussians at a time, one vector lane
+//! each ([`lanes`]); the backward one Gaussian at a time.
 //!
 //! The backward recomputes each Gaussian's forward state instead of saving it: it is a few
 //! hundred flops per Gaussian, cheaper than storing and reading back ~100 values each, and it
@@ -18,6 +19,8 @@ use super::{CameraParams, ProjectError, ProjectOptions, check_setup};
 use crate::quat::UnitQuat;
 use crate::real::Real;
 use crate::simd;
+
+mod lanes;
 
 /// Edge of the square screen tiles the rasterizer bins splats into, pixels.
 pub const TILE_SIZE: u32 = 16;
@@ -158,32 +161,25 @@ struct ForwardRows<'o, T> {
     tiles: &'o mut [u32],
 }
 
-/// Projects the Gaussians of `rows` into it (a culled Gaussian's values stay zero).
+/// Projects the Gaussians of `rows` into it, [`lanes::LANES`] at a time (a culled Gaussian's
+/// values stay zero).
 #[inline(always)]
 fn forward_rows_body<T: Real>(
     a: &ProjectArrays<'_, T>,
     cam: &Camera<T>,
     degree: usize,
-    rows: ForwardRows<'_, T>,
+    mut rows: ForwardRows<'_, T>,
 ) {
-    for j in 0..rows.depth.len() {
-        let Some(g) = project_one(a, rows.first + j, cam, degree) else {
-            continue;
-        };
-        rows.xy[2 * j..2 * j + 2].copy_from_slice(&g.xy);
-        rows.depth[j] = g.p[2];
-        rows.conic[3 * j..3 * j + 3].copy_from_slice(&g.conic);
-        for (c, raw) in rows.color[3 * j..3 * j + 3].iter_mut().zip(g.raw_color) {
-            *c = if raw > T::ZERO { raw } else { T::ZERO };
-        }
-        rows.opacity[j] = g.opacity;
-        rows.radius[2 * j..2 * j + 2].copy_from_slice(&g.radius);
-        rows.tiles[j] = g.tiles;
+    let n = rows.depth.len();
+    for row in (0..n).step_by(lanes::LANES) {
+        let count = lanes::LANES.min(n - row);
+        lanes::forward_block(a, cam, degree, (rows.first + row, count), &mut rows, row);
     }
 }
 
 // The wide builds change no result: Rust never fuses a product and a sum on its own, so the
-// gain is `floor`/`ceil` as instructions instead of libm calls, and wider registers.
+// gain is the lanes' loops as vector instructions, and `floor`/`ceil` as instructions instead
+// of libm calls.
 simd::variants!(
     forward_rows,
     forward_rows_body,
@@ -414,7 +410,7 @@ fn clamp<T: Real>(v: T, lim: [T; 2]) -> (T, bool) {
     }
 }
 
-/// One kept Gaussian's forward state: its outputs and what the backward needs.
+/// One kept Gaussian's forward state, what the backward needs.
 struct Projected<T> {
     /// Camera-space mean.
     p: [T; 3],
@@ -436,20 +432,15 @@ struct Projected<T> {
     cov: [T; 3],
     cov_d: [T; 3],
     det: T,
-    conic: [T; 3],
-    /// `sigmoid(logit)`, the anti-aliasing compensation (1 when off), their product.
+    /// `sigmoid(logit)` and the anti-aliasing compensation (1 when off).
     sigmoid: T,
     comp: T,
-    opacity: T,
     /// Unit view direction and the camera-to-mean distance it was normalised by.
     dir: [T; 3],
     dist: T,
     basis: [T; 16],
     /// `SH(dir) + 0.5` before the clamp at zero.
     raw_color: [T; 3],
-    xy: [T; 2],
-    radius: [u32; 2],
-    tiles: u32,
 }
 
 /// Whether every value is finite.
@@ -521,7 +512,6 @@ fn project_one<T: Real>(
         return None;
     }
     let inv_det = T::ONE / det;
-    let conic = [cov_d[2] * inv_det, -cov_d[1] * inv_det, cov_d[0] * inv_det];
 
     let sigmoid = sigmoid(logit);
     let comp = if cam.antialiased {
@@ -537,8 +527,10 @@ fn project_one<T: Real>(
         return None;
     }
 
+    // The forward's outputs (`xy`, the conic, the box) are the lanes' (`lanes.rs`); the box
+    // decides culling here too, so that the backward drops what the forward dropped.
     let xy = [cam.fx * u + cam.cx, cam.fy * v + cam.cy];
-    let (radius, tiles) = screen_box(cam, xy, cov_d, opacity)?;
+    screen_box(cam, xy, cov_d, opacity)?;
 
     let view: [T; 3] = core::array::from_fn(|j| mean[j] - cam.centre[j]);
     // |view| = |p| >= z >= near > 0 for a rotation `W`, so the division is safe.
@@ -567,17 +559,12 @@ fn project_one<T: Real>(
         cov,
         cov_d,
         det,
-        conic,
         sigmoid,
         comp,
-        opacity,
         dir,
         dist,
         basis,
         raw_color,
-        xy,
-        radius,
-        tiles,
     })
 }
 
