@@ -75,6 +75,19 @@ pub(crate) fn int_tensor<B: NdArrayBackend>(values: Vec<i64>, shape: Shape) -> I
 
 /// Host copy of an integer tensor.
 pub(crate) fn int_to_host<B: NdArrayBackend>(tensor: IntTensor<B>) -> Vec<i64> {
+    // As in `to_host`: a shared array (the projection's extents, which `radius()` and
+    // `tiles()` slice, are one) would otherwise be read element by element.
+    let contiguous = match &tensor {
+        NdArrayTensor::I64(storage) => storage.view().as_slice().map(<[i64]>::to_vec),
+        NdArrayTensor::I32(storage) => storage
+            .view()
+            .as_slice()
+            .map(|values| values.iter().map(|&v| i64::from(v)).collect()),
+        _ => None,
+    };
+    if let Some(values) = contiguous {
+        return values;
+    }
     let data = read_sync(B::int_into_data(tensor)).expect("ndarray tensors are host memory");
     data.convert::<i64>().into_vec().expect("converted to i64")
 }

@@ -799,48 +799,87 @@ fn forward_segment_fn<T: Real>() -> SegmentWalk<T> {
     forward_segment::<T>()
 }
 
-/// Forward: the images of the splats over `background` (RGB).
+/// Forward: the images of the splats over `background` (RGB), and the state the backward
+/// replays from.
 pub fn forward<T: Real>(
     a: &RasterArrays<'_, T>,
     bins: &Bins,
     background: [T; 3],
 ) -> Result<RasterOutputs<T>, RasterError> {
-    forward_with(a, bins, background, forward_segment_fn::<T>())
+    forward_with(a, bins, background, forward_segment_fn::<T>(), true)
 }
 
-/// [`forward`] with the segment walk `segment_fn`.
+/// The images of [`forward`] alone, for a render nobody differentiates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RasterImageOutputs<T> {
+    /// `[H, W, 3]`
+    pub rgb: Vec<T>,
+    /// `[H, W]`, `1 - T_final`.
+    pub alpha: Vec<T>,
+    /// `[H, W]`, alpha-weighted depth (not normalised).
+    pub depth: Vec<T>,
+}
+
+/// [`forward`]'s images, bit for bit, without building the replay state (two fewer
+/// image-sized buffers to fill: the frame's output is bound by memory bandwidth).
+pub fn forward_images<T: Real>(
+    a: &RasterArrays<'_, T>,
+    bins: &Bins,
+    background: [T; 3],
+) -> Result<RasterImageOutputs<T>, RasterError> {
+    let out = forward_with(a, bins, background, forward_segment_fn::<T>(), false)?;
+    Ok(RasterImageOutputs {
+        rgb: out.rgb,
+        alpha: out.alpha,
+        depth: out.depth,
+    })
+}
+
+/// [`forward`] with the segment walk `segment_fn`; `last` and `transmittance` stay empty
+/// unless `replay`.
 fn forward_with<T: Real>(
     a: &RasterArrays<'_, T>,
     bins: &Bins,
     background: [T; 3],
     segment_fn: SegmentWalk<T>,
+    replay: bool,
 ) -> Result<RasterOutputs<T>, RasterError> {
     validate(a, bins)?;
     let footprints = Footprint::all(a);
     let count = bins.pixels();
     let width = bins.width as usize;
+    let state_count = if replay { count } else { 0 };
     let mut out = RasterOutputs {
         rgb: vec![T::ZERO; 3 * count],
         alpha: vec![T::ZERO; count],
         depth: vec![T::ZERO; count],
-        last: vec![0; count],
-        transmittance: vec![T::ZERO; count],
+        last: vec![0; state_count],
+        transmittance: vec![T::ZERO; state_count],
     };
     // One task per row of tiles, writing its band of image rows in place (no serial copy of
     // the tiles into the image afterwards); rayon balances the rows between threads.
     let band = TILE_SIZE as usize * width;
+    let state_bands: Vec<(&mut [u32], &mut [T])> = if replay {
+        out.last
+            .chunks_mut(band)
+            .zip(out.transmittance.chunks_mut(band))
+            .collect()
+    } else {
+        (0..count.div_ceil(band))
+            .map(|_| Default::default())
+            .collect()
+    };
     (
         out.rgb.par_chunks_mut(3 * band),
         out.alpha.par_chunks_mut(band),
         out.depth.par_chunks_mut(band),
-        out.last.par_chunks_mut(band),
-        out.transmittance.par_chunks_mut(band),
+        state_bands,
     )
         .into_par_iter()
         .enumerate()
         .for_each_init(
             TileSegments::default,
-            |tile, (ty, (rgb, alpha, depth, last, transmittance))| {
+            |tile, (ty, (rgb, alpha, depth, (last, transmittance)))| {
                 let tiles_x = bins.tiles_x as usize;
                 // The band's first pixel is the image's `(0, ty * TILE_SIZE)`.
                 let band_origin = (0, ty * TILE_SIZE as usize);
@@ -870,17 +909,17 @@ fn forward_with<T: Real>(
                             let rgb = rgb[3 * pixels.start..3 * pixels.end].chunks_exact_mut(3);
                             let alpha = &mut alpha[pixels.clone()];
                             let depth = &mut depth[pixels.clone()];
-                            let last = &mut last[pixels.clone()];
-                            let transmittance = &mut transmittance[pixels];
-                            for (j, (l, o)) in lanes.zip(rgb).enumerate() {
+                            for (j, (l, o)) in lanes.clone().zip(rgb).enumerate() {
                                 let t_final = state.t[l];
                                 for c in 0..3 {
                                     o[c] = state.rgb[c][l] + t_final * background[c];
                                 }
                                 alpha[j] = T::ONE - t_final;
                                 depth[j] = state.depth[l];
-                                last[j] = state.last[l];
-                                transmittance[j] = t_final;
+                            }
+                            if replay {
+                                last[pixels.clone()].copy_from_slice(&state.last[lanes.clone()]);
+                                transmittance[pixels].copy_from_slice(&state.t[lanes]);
                             }
                         }
                     }
@@ -1240,7 +1279,7 @@ mod tests {
             walks.push(("avx2", explicit::forward_avx2, explicit::backward_avx2));
         }
         let bg = [0.1, 0.2, 0.3];
-        let portable = forward_with(&a, &bins, bg, forward_segment::<f32>()).unwrap();
+        let portable = forward_with(&a, &bins, bg, forward_segment::<f32>(), true).unwrap();
         assert!(
             portable.alpha.iter().any(|&x| x > 0.5),
             "the scene covers pixels"
@@ -1263,7 +1302,7 @@ mod tests {
         );
         let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         for (walk, forward_fn, backward_fn) in walks {
-            let image = forward_with(&a, &bins, bg, forward_fn).unwrap();
+            let image = forward_with(&a, &bins, bg, forward_fn, true).unwrap();
             assert_eq!(bits(&image.rgb), bits(&portable.rgb), "{walk} rgb");
             assert_eq!(bits(&image.depth), bits(&portable.depth), "{walk} depth");
             assert_eq!(

@@ -6,12 +6,12 @@ use core::ops::Range;
 use burn::tensor::ops::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
-use super::RasterOps;
-use super::cpu::{self, Bins, RasterArrays, RasterOutputGrads, RasterOutputs, ReplayState};
+use super::cpu::{self, Bins, RasterArrays, RasterOutputGrads, ReplayState};
 use super::{
     IMAGE_ALPHA, IMAGE_CHANNELS, IMAGE_DEPTH, IMAGE_RGB, RasterGradPrimitives, RasterImages,
     RasterPrimitives, RasterSetup, RasterState,
 };
+use super::{RasterError, RasterOps};
 use crate::ndarray_host::{NdArrayBackend, float_tensor, int_tensor, int_to_host, to_host};
 use crate::project::PACKED_WIDTH;
 use crate::project::ndarray::PackedColumns;
@@ -38,14 +38,16 @@ fn to_u32(v: i64) -> u32 {
     u32::try_from(v.max(0)).unwrap_or(u32::MAX)
 }
 
-/// Rasterizes the views of `packed` one after another, each parallel over its tiles, and hands
-/// `each` the view's index, its block of rows, its bins and its outputs: a view's results are
-/// those of a single-view rasterization of its rows, bit for bit.
-fn forward_views<T: Real>(
+/// Rasterizes the views of `packed` one after another with `raster` (`cpu::forward` or
+/// `cpu::forward_images`), each parallel over its tiles, and hands `each` the view's index, its
+/// block of rows, its bins and its outputs: a view's results are those of a single-view
+/// rasterization of its rows, bit for bit.
+fn forward_views<T: Real, O>(
     packed: &[T],
     extents: &[i64],
     setup: &RasterSetup,
-    mut each: impl FnMut(usize, Range<usize>, Bins, RasterOutputs<T>),
+    raster: impl Fn(&RasterArrays<'_, T>, &Bins, [T; 3]) -> Result<O, RasterError>,
+    mut each: impl FnMut(usize, Range<usize>, Bins, O),
 ) {
     let views = setup.views as usize;
     let n = packed.len() / PACKED_WIDTH / views;
@@ -66,7 +68,7 @@ fn forward_views<T: Real>(
             setup.height,
         )
         .expect("shapes validated by rasterize_views");
-        let out = cpu::forward(&raster_arrays(&columns), &bins, background(setup))
+        let out = raster(&raster_arrays(&columns), &bins, background(setup))
             .expect("shapes validated by rasterize_views");
         each(view, rows, bins, out);
     }
@@ -88,17 +90,23 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
     let mut transmittance = Vec::with_capacity(views * h * w);
     // The views' bins are joined into one CSR over `C tiles` tiles, with the ids made row
     // indices of the whole batch.
-    forward_views(&packed, &extents, &setup, |view, rows, bins, out| {
-        image.extend_from_slice(&out.rgb);
-        image.extend_from_slice(&out.alpha);
-        image.extend_from_slice(&out.depth);
-        let base = ids.len() as i64;
-        let first = if view == 0 { 0 } else { 1 };
-        offsets.extend(bins.offsets()[first..].iter().map(|&o| base + o as i64));
-        ids.extend(bins.ids().iter().map(|&i| (rows.start + i as usize) as i64));
-        last.extend(out.last.iter().map(|&l| i64::from(l)));
-        transmittance.extend_from_slice(&out.transmittance);
-    });
+    forward_views(
+        &packed,
+        &extents,
+        &setup,
+        cpu::forward,
+        |view, rows, bins, out| {
+            image.extend_from_slice(&out.rgb);
+            image.extend_from_slice(&out.alpha);
+            image.extend_from_slice(&out.depth);
+            let base = ids.len() as i64;
+            let first = if view == 0 { 0 } else { 1 };
+            offsets.extend(bins.offsets()[first..].iter().map(|&o| base + o as i64));
+            ids.extend(bins.ids().iter().map(|&i| (rows.start + i as usize) as i64));
+            last.extend(out.last.iter().map(|&l| i64::from(l)));
+            transmittance.extend_from_slice(&out.transmittance);
+        },
+    );
     if ids.is_empty() {
         // The state holds at least one entry (a zero-size buffer is not portable).
         ids.push(0);
@@ -127,7 +135,15 @@ fn images_in<T: Real + Element, B: NdArrayBackend>(
     if views == 1 {
         // One view: its buffers become the tensors as they are.
         let mut single = None;
-        forward_views(&packed, &extents, &setup, |_, _, _, out| single = Some(out));
+        forward_views(
+            &packed,
+            &extents,
+            &setup,
+            cpu::forward_images,
+            |_, _, _, out| {
+                single = Some(out);
+            },
+        );
         let out = single.expect("one view rasterized");
         return RasterImages {
             rgb: float_tensor::<T, B>(out.rgb, Shape::new([1, h, w, 3])),
@@ -138,11 +154,17 @@ fn images_in<T: Real + Element, B: NdArrayBackend>(
     let mut rgb = Vec::with_capacity(views * h * w * 3);
     let mut alpha = Vec::with_capacity(views * h * w);
     let mut depth = Vec::with_capacity(views * h * w);
-    forward_views(&packed, &extents, &setup, |_, _, _, out| {
-        rgb.extend_from_slice(&out.rgb);
-        alpha.extend_from_slice(&out.alpha);
-        depth.extend_from_slice(&out.depth);
-    });
+    forward_views(
+        &packed,
+        &extents,
+        &setup,
+        cpu::forward_images,
+        |_, _, _, out| {
+            rgb.extend_from_slice(&out.rgb);
+            alpha.extend_from_slice(&out.alpha);
+            depth.extend_from_slice(&out.depth);
+        },
+    );
     RasterImages {
         rgb: float_tensor::<T, B>(rgb, Shape::new([views, h, w, 3])),
         alpha: float_tensor::<T, B>(alpha, Shape::new([views, h, w])),
