@@ -7,7 +7,8 @@ use burn::backend::ndarray::{
 };
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
-use burn::tensor::{Element, ElementConversion, Shape, TensorData, read_sync};
+use burn::tensor::{Element, Shape, TensorData, read_sync};
+use rayon::prelude::*;
 
 /// Burn's ndarray backend, whatever its element types: every `NdArray<E, I, Q>` that is a Burn
 /// backend. The ndarray implementations of the ops are written once against this trait
@@ -37,14 +38,8 @@ pub(crate) fn to_host<T: Element, B: NdArrayBackend>(tensor: FloatTensor<B>) -> 
     // autodiff graph or a caller's clone also holds: the usual case here) element by element
     // through its dynamic-rank iterator, far slower than the copy of a slice.
     let contiguous = match &tensor {
-        NdArrayTensor::F32(storage) => storage
-            .view()
-            .as_slice()
-            .map(|values| values.iter().map(|v| v.elem::<T>()).collect()),
-        NdArrayTensor::F64(storage) => storage
-            .view()
-            .as_slice()
-            .map(|values| values.iter().map(|v| v.elem::<T>()).collect()),
+        NdArrayTensor::F32(storage) => storage.view().as_slice().map(par_convert),
+        NdArrayTensor::F64(storage) => storage.view().as_slice().map(par_convert),
         _ => None,
     };
     if let Some(values) = contiguous {
@@ -55,6 +50,20 @@ pub(crate) fn to_host<T: Element, B: NdArrayBackend>(tensor: FloatTensor<B>) -> 
     data.convert::<T>()
         .into_vec()
         .expect("converted to the requested element type")
+}
+
+/// Elements per rayon task of the host-side copies: large enough that a task costs far more
+/// than its scheduling.
+pub(crate) const COPY_CHUNK: usize = 1 << 14;
+
+/// `values` converted to `T`, on all threads: the copies between the ops run on the caller's
+/// thread otherwise, with the other cores idle.
+fn par_convert<S: Element, T: Element>(values: &[S]) -> Vec<T> {
+    values
+        .par_iter()
+        .with_min_len(COPY_CHUNK)
+        .map(|v| v.elem::<T>())
+        .collect()
 }
 
 /// A float tensor from kernel output (keeps `T` as its dtype).
@@ -78,11 +87,8 @@ pub(crate) fn int_to_host<B: NdArrayBackend>(tensor: IntTensor<B>) -> Vec<i64> {
     // As in `to_host`: a shared array (the projection's extents, which `radius()` and
     // `tiles()` slice, are one) would otherwise be read element by element.
     let contiguous = match &tensor {
-        NdArrayTensor::I64(storage) => storage.view().as_slice().map(<[i64]>::to_vec),
-        NdArrayTensor::I32(storage) => storage
-            .view()
-            .as_slice()
-            .map(|values| values.iter().map(|&v| i64::from(v)).collect()),
+        NdArrayTensor::I64(storage) => storage.view().as_slice().map(par_convert),
+        NdArrayTensor::I32(storage) => storage.view().as_slice().map(par_convert),
         _ => None,
     };
     if let Some(values) = contiguous {

@@ -12,6 +12,7 @@ use super::{
 };
 use crate::ndarray_host::{NdArrayBackend, float_tensor, int_tensor, to_host};
 use crate::real::Real;
+use rayon::prelude::*;
 
 /// The packed projection rows (`[N, PACKED_WIDTH]`) as separate arrays, the layout the CPU
 /// kernels take: the projection's outputs, the rasterizer's inputs, and both ops' gradients.
@@ -29,37 +30,68 @@ pub(crate) struct PackedColumns<T> {
 }
 
 impl<T: Real> PackedColumns<T> {
-    /// Splits row-major packed rows into columns.
+    /// Splits row-major packed rows into columns (on all threads, [`ROWS_PER_TASK`] rows each).
     pub(crate) fn split(packed: &[T]) -> Self {
-        let column = |offset: usize, width: usize| -> Vec<T> {
-            packed
-                .chunks_exact(PACKED_WIDTH)
-                .flat_map(|row| row[offset..offset + width].iter().copied())
-                .collect()
+        let n = packed.len() / PACKED_WIDTH;
+        let mut c = PackedColumns {
+            xy: vec![T::ZERO; 2 * n],
+            depth: vec![T::ZERO; n],
+            conic: vec![T::ZERO; 3 * n],
+            color: vec![T::ZERO; 3 * n],
+            opacity: vec![T::ZERO; n],
         };
-        PackedColumns {
-            xy: column(PACKED_XY, 2),
-            depth: column(PACKED_DEPTH, 1),
-            conic: column(PACKED_CONIC, 3),
-            color: column(PACKED_COLOR, 3),
-            opacity: column(PACKED_OPACITY, 1),
-        }
+        let per = ROWS_PER_TASK;
+        (
+            packed.par_chunks(PACKED_WIDTH * per),
+            c.xy.par_chunks_mut(2 * per),
+            c.depth.par_chunks_mut(per),
+            c.conic.par_chunks_mut(3 * per),
+            c.color.par_chunks_mut(3 * per),
+            c.opacity.par_chunks_mut(per),
+        )
+            .into_par_iter()
+            .for_each(|(rows, xy, depth, conic, color, opacity)| {
+                for (i, row) in rows.chunks_exact(PACKED_WIDTH).enumerate() {
+                    xy[2 * i..2 * i + 2].copy_from_slice(&row[PACKED_XY..PACKED_XY + 2]);
+                    depth[i] = row[PACKED_DEPTH];
+                    conic[3 * i..3 * i + 3].copy_from_slice(&row[PACKED_CONIC..PACKED_CONIC + 3]);
+                    color[3 * i..3 * i + 3].copy_from_slice(&row[PACKED_COLOR..PACKED_COLOR + 3]);
+                    opacity[i] = row[PACKED_OPACITY];
+                }
+            });
+        c
     }
 
-    /// The row-major packed rows.
+    /// The row-major packed rows (on all threads, [`ROWS_PER_TASK`] rows each).
     pub(crate) fn pack(&self) -> Vec<T> {
         let n = self.opacity.len();
         let mut packed = vec![T::ZERO; n * PACKED_WIDTH];
-        for (i, row) in packed.chunks_exact_mut(PACKED_WIDTH).enumerate() {
-            row[PACKED_XY..PACKED_XY + 2].copy_from_slice(&self.xy[2 * i..2 * i + 2]);
-            row[PACKED_DEPTH] = self.depth[i];
-            row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&self.conic[3 * i..3 * i + 3]);
-            row[PACKED_COLOR..PACKED_COLOR + 3].copy_from_slice(&self.color[3 * i..3 * i + 3]);
-            row[PACKED_OPACITY] = self.opacity[i];
-        }
+        let per = ROWS_PER_TASK;
+        (
+            packed.par_chunks_mut(PACKED_WIDTH * per),
+            self.xy.par_chunks(2 * per),
+            self.depth.par_chunks(per),
+            self.conic.par_chunks(3 * per),
+            self.color.par_chunks(3 * per),
+            self.opacity.par_chunks(per),
+        )
+            .into_par_iter()
+            .for_each(|(rows, xy, depth, conic, color, opacity)| {
+                for (i, row) in rows.chunks_exact_mut(PACKED_WIDTH).enumerate() {
+                    row[PACKED_XY..PACKED_XY + 2].copy_from_slice(&xy[2 * i..2 * i + 2]);
+                    row[PACKED_DEPTH] = depth[i];
+                    row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&conic[3 * i..3 * i + 3]);
+                    row[PACKED_COLOR..PACKED_COLOR + 3].copy_from_slice(&color[3 * i..3 * i + 3]);
+                    row[PACKED_OPACITY] = opacity[i];
+                }
+            });
         packed
     }
 }
+
+/// Rows per rayon task of the host-side reshuffles (packing, splitting, interleaving): the
+/// copies run on all threads instead of the caller's alone.
+pub(crate) const ROWS_PER_TASK: usize = 4096;
 
 struct HostInputs<T> {
     means: Vec<T>,
@@ -76,12 +108,31 @@ impl<T: Real + Element> HostInputs<T> {
         let dc = to_host::<T, B>(inputs.sh_dc);
         let rest = to_host::<T, B>(inputs.sh_rest);
         // The CPU kernels read one `[N, K, 3]` array: interleaved here, on the host, in one
-        // pass of contiguous copies.
-        let mut sh = Vec::with_capacity(dc.len() + rest.len());
-        for (i, dc) in dc.chunks_exact(3).enumerate() {
-            sh.extend_from_slice(dc);
-            sh.extend_from_slice(&rest[3 * rest_coeffs * i..3 * rest_coeffs * (i + 1)]);
-        }
+        // pass of contiguous copies on all threads.
+        let sh = if rest_coeffs == 0 {
+            dc
+        } else {
+            let k = rest_coeffs + 1;
+            let mut sh = vec![T::ZERO; dc.len() + rest.len()];
+            let per = ROWS_PER_TASK;
+            (
+                sh.par_chunks_mut(3 * k * per),
+                dc.par_chunks(3 * per),
+                rest.par_chunks(3 * rest_coeffs * per),
+            )
+                .into_par_iter()
+                .for_each(|(sh, dc, rest)| {
+                    for ((row, dc), rest) in sh
+                        .chunks_exact_mut(3 * k)
+                        .zip(dc.chunks_exact(3))
+                        .zip(rest.chunks_exact(3 * rest_coeffs))
+                    {
+                        row[..3].copy_from_slice(dc);
+                        row[3..].copy_from_slice(rest);
+                    }
+                });
+            sh
+        };
         HostInputs {
             means: to_host::<T, B>(inputs.means),
             quats: to_host::<T, B>(inputs.quats),
@@ -112,31 +163,46 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
     let host = HostInputs::<T>::read(inputs);
     let n = host.means.len() / 3;
     let rows = cameras.len() * n;
-    let mut packed = Vec::with_capacity(rows * PACKED_WIDTH);
-    let mut extents = Vec::with_capacity(rows * 3);
+    let mut packed = Vec::new();
+    let mut extents = Vec::new();
     // One view after another, each parallel over its Gaussians: the rows of a view are those
     // of a single-camera projection, bit for bit.
     for camera in cameras {
         // The tensor-level entry point validated everything this checks again.
         let out = cpu::forward(&host.arrays(), camera, &options)
             .expect("inputs validated by project_gaussians");
-        extents.extend((0..n).flat_map(|i| {
-            [
-                i64::from(out.radius[2 * i]),
-                i64::from(out.radius[2 * i + 1]),
-                i64::from(out.tiles[i]),
-            ]
-        }));
-        packed.extend(
-            PackedColumns {
-                xy: out.xy,
-                depth: out.depth,
-                conic: out.conic,
-                color: out.color,
-                opacity: out.opacity,
-            }
-            .pack(),
-        );
+        let mut view_extents = vec![0i64; 3 * n];
+        let per = ROWS_PER_TASK;
+        (
+            view_extents.par_chunks_mut(3 * per),
+            out.radius.par_chunks(2 * per),
+            out.tiles.par_chunks(per),
+        )
+            .into_par_iter()
+            .for_each(|(extents, radius, tiles)| {
+                for ((e, r), &t) in extents
+                    .chunks_exact_mut(3)
+                    .zip(radius.chunks_exact(2))
+                    .zip(tiles)
+                {
+                    e.copy_from_slice(&[i64::from(r[0]), i64::from(r[1]), i64::from(t)]);
+                }
+            });
+        let view_packed = PackedColumns {
+            xy: out.xy,
+            depth: out.depth,
+            conic: out.conic,
+            color: out.color,
+            opacity: out.opacity,
+        }
+        .pack();
+        // The first view's buffers are kept as they are (one view: no copy).
+        if packed.is_empty() {
+            (packed, extents) = (view_packed, view_extents);
+        } else {
+            packed.extend_from_slice(&view_packed);
+            extents.extend_from_slice(&view_extents);
+        }
     }
     ProjectPrimitives {
         packed: float_tensor::<T, B>(packed, Shape::new([rows, PACKED_WIDTH])),

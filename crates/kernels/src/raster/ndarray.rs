@@ -14,8 +14,9 @@ use super::{
 use super::{RasterError, RasterOps};
 use crate::ndarray_host::{NdArrayBackend, float_tensor, int_tensor, int_to_host, to_host};
 use crate::project::PACKED_WIDTH;
-use crate::project::ndarray::PackedColumns;
+use crate::project::ndarray::{PackedColumns, ROWS_PER_TASK};
 use crate::real::Real;
+use rayon::prelude::*;
 
 /// The packed columns as the rasterizer's input arrays.
 fn raster_arrays<T>(c: &PackedColumns<T>) -> RasterArrays<'_, T> {
@@ -55,10 +56,15 @@ fn forward_views<T: Real, O>(
         let rows = view * n..(view + 1) * n;
         let columns =
             PackedColumns::split(&packed[rows.start * PACKED_WIDTH..rows.end * PACKED_WIDTH]);
-        let radius: Vec<u32> = extents[3 * rows.start..3 * rows.end]
-            .chunks_exact(3)
-            .flat_map(|e| [to_u32(e[0]), to_u32(e[1])])
-            .collect();
+        let mut radius = vec![0u32; 2 * n];
+        radius
+            .par_chunks_mut(2 * ROWS_PER_TASK)
+            .zip(extents[3 * rows.start..3 * rows.end].par_chunks(3 * ROWS_PER_TASK))
+            .for_each(|(radius, extents)| {
+                for (r, e) in radius.chunks_exact_mut(2).zip(extents.chunks_exact(3)) {
+                    r.copy_from_slice(&[to_u32(e[0]), to_u32(e[1])]);
+                }
+            });
         // `rasterize_views` validated the shapes and the image size.
         let bins = cpu::bin(
             &columns.xy,
