@@ -668,7 +668,8 @@ fn binning_follows_the_tile_rule() {
 
 /// Random scenes (repeated depths, NaN depths, NaN centres, culled and huge boxes, an image
 /// of many tile rows, so that boxes straddle the binning's bands) against a brute force: each
-/// tile lists the Gaussians whose clipped box covers it, by depth (`total_cmp`), ties by index.
+/// tile lists the Gaussians whose clipped box covers it, by depth (`total_cmp`), ties by index;
+/// for `f64` inputs and for `f32` ones.
 #[test]
 fn binning_matches_brute_force() {
     let mut rng = fresh_rng("binning_brute_force");
@@ -692,37 +693,58 @@ fn binning_matches_brute_force() {
                 _ => rng.random_range(1..40) * u32::from(k % 2 == 0 || rng.random::<bool>()),
             })
             .collect();
-        let bins = cpu::bin(&xy, &depth, &radius, width, height).expect("valid arrays");
         let (tiles_x, tiles_y) = (width.div_ceil(16) as i64, height.div_ceil(16) as i64);
-        let mut want: Vec<Vec<u32>> = vec![Vec::new(); (tiles_x * tiles_y) as usize];
-        for i in 0..n {
-            let (rx, ry) = (f64::from(radius[2 * i]), f64::from(radius[2 * i + 1]));
-            if rx == 0.0 && ry == 0.0 || xy[2 * i].is_nan() || xy[2 * i + 1].is_nan() {
-                continue;
-            }
-            let span = |c: f64, r: f64, tiles: i64| {
-                let lo = (((c - r) / 16.0).floor() as i64).max(0);
-                let hi = (((c + r) / 16.0).ceil() as i64).min(tiles);
-                lo..hi
-            };
-            for ty in span(xy[2 * i + 1], ry, tiles_y) {
-                for tx in span(xy[2 * i], rx, tiles_x) {
-                    want[(ty * tiles_x + tx) as usize].push(i as u32);
+        // Every tile's list by the rule, from `f64` values.
+        let reference = |xy: &[f64], depth: &[f64]| {
+            let mut want: Vec<Vec<u32>> = vec![Vec::new(); (tiles_x * tiles_y) as usize];
+            for i in 0..n {
+                let (rx, ry) = (f64::from(radius[2 * i]), f64::from(radius[2 * i + 1]));
+                if rx == 0.0 && ry == 0.0 || xy[2 * i].is_nan() || xy[2 * i + 1].is_nan() {
+                    continue;
+                }
+                let span = |c: f64, r: f64, tiles: i64| {
+                    let lo = (((c - r) / 16.0).floor() as i64).max(0);
+                    let hi = (((c + r) / 16.0).ceil() as i64).min(tiles);
+                    lo..hi
+                };
+                for ty in span(xy[2 * i + 1], ry, tiles_y) {
+                    for tx in span(xy[2 * i], rx, tiles_x) {
+                        want[(ty * tiles_x + tx) as usize].push(i as u32);
+                    }
                 }
             }
-        }
-        for (t, list) in want.iter_mut().enumerate() {
-            list.sort_by(|&a, &b| {
-                depth[a as usize]
-                    .total_cmp(&depth[b as usize])
-                    .then(a.cmp(&b))
-            });
+            for list in &mut want {
+                list.sort_by(|&a, &b| {
+                    depth[a as usize]
+                        .total_cmp(&depth[b as usize])
+                        .then(a.cmp(&b))
+                });
+            }
+            want
+        };
+        let bins = cpu::bin(&xy, &depth, &radius, width, height).expect("valid arrays");
+        for (t, list) in reference(&xy, &depth).iter().enumerate() {
             assert_eq!(bins.tile(t), list.as_slice(), "{width}x{height}, tile {t}");
         }
         assert!(
             bins.ids().len() > n / 20,
             "{width}x{height}: too few entries to test"
         );
+        // `f32` sorts its depths another way (a radix sort of 32-bit keys).
+        let narrow = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
+        let widen = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
+        let (xy32, depth32) = (narrow(&xy), narrow(&depth));
+        let bins = cpu::bin(&xy32, &depth32, &radius, width, height).expect("valid arrays");
+        for (t, list) in reference(&widen(&xy32), &widen(&depth32))
+            .iter()
+            .enumerate()
+        {
+            assert_eq!(
+                bins.tile(t),
+                list.as_slice(),
+                "f32, {width}x{height}, tile {t}"
+            );
+        }
     }
 }
 

@@ -1,8 +1,6 @@
 //! The order the binning fills the tiles in: the drawn Gaussians front to back, by an integer
 //! key of their depth, ties by index.
 
-use rayon::prelude::*;
-
 use crate::real::Real;
 
 /// An integer key that orders depths as [`f64::total_cmp`] does (`-NaN < -inf < ... < -0 < 0 <
@@ -27,20 +25,48 @@ fn depth_key32(depth: f32) -> u32 {
     }
 }
 
-/// `items` sorted by their high 32 bits, stably: a least-significant-digit radix sort with
-/// 11-bit digits that skips a digit every item shares. Items `key << 32 | index` in index
-/// order come out as a comparison sort of the whole `u64`s would order them (by key, ties by
-/// index), in three passes over the array at most.
-fn sort_by_high_half(items: Vec<u64>) -> Vec<u64> {
+/// A drawn Gaussian as the binning sorts it: its sort key, whose low 32 bits are its index, and
+/// the tiles it covers, `[x0, x1, y0, y1]` (half-open index ranges).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Drawn {
+    /// `depth_key32(depth) << 32 | index` for `f32` depths; the index alone for `f64`.
+    key: u64,
+    pub(super) rect: [u32; 4],
+}
+
+impl Drawn {
+    /// Gaussian `index`, at `depth`, over the tiles `rect`.
+    #[inline(always)]
+    pub(super) fn new<T: Real>(index: u32, depth: T, rect: [u32; 4]) -> Self {
+        let key = if core::mem::size_of::<T>() == 4 {
+            (u64::from(depth_key32(depth.to_f64() as f32)) << 32) | u64::from(index)
+        } else {
+            u64::from(index)
+        };
+        Drawn { key, rect }
+    }
+
+    /// The Gaussian's index.
+    #[inline(always)]
+    pub(super) fn index(&self) -> u32 {
+        self.key as u32
+    }
+}
+
+/// `items` sorted by the high 32 bits of their keys, stably: a least-significant-digit radix
+/// sort with 11-bit digits that skips a digit every item shares. Items in index order come out
+/// by depth key, ties by index (as a comparison sort of the whole keys orders them), in three
+/// passes over the array at most.
+fn sort_by_high_half(items: Vec<Drawn>) -> Vec<Drawn> {
     const DIGIT: u32 = 11;
     let mut src = items;
-    let mut dst = vec![0u64; src.len()];
+    let mut dst = vec![Drawn::default(); src.len()];
     let mut counts = vec![0usize; 1 << DIGIT];
     for shift in (32..64).step_by(DIGIT as usize) {
         let mask = (1u64 << DIGIT.min(64 - shift)) - 1;
-        let digit = |v: u64| ((v >> shift) & mask) as usize;
+        let digit = |v: &Drawn| ((v.key >> shift) & mask) as usize;
         counts.fill(0);
-        for &v in &src {
+        for v in &src {
             counts[digit(v)] += 1;
         }
         if counts.contains(&src.len()) {
@@ -51,9 +77,9 @@ fn sort_by_high_half(items: Vec<u64>) -> Vec<u64> {
         for c in counts.iter_mut() {
             (*c, start) = (start, start + *c);
         }
-        for &v in &src {
+        for v in &src {
             let d = digit(v);
-            dst[counts[d]] = v;
+            dst[counts[d]] = *v;
             counts[d] += 1;
         }
         core::mem::swap(&mut src, &mut dst);
@@ -61,30 +87,17 @@ fn sort_by_high_half(items: Vec<u64>) -> Vec<u64> {
     src
 }
 
-/// The indices `i` with `drawn(i)`, front to back: by depth key, ties by index.
-pub(super) fn depth_order<T: Real>(depth: &[T], drawn: impl Fn(usize) -> bool + Sync) -> Vec<u32> {
-    // `depth.len()` fits in `u32` (checked by `bin`).
-    let n = depth.len();
+/// `items` (each Gaussian once, in index order) front to back: by the depth key of
+/// `depth[index]`, ties by index.
+pub(super) fn front_to_back<T: Real>(items: Vec<Drawn>, depth: &[T]) -> Vec<Drawn> {
     if core::mem::size_of::<T>() == 4 {
         // `f32` depths: 32-bit keys, radix-sorted (a third of the comparison sort's time).
-        let items: Vec<u64> = (0..n)
-            .into_par_iter()
-            .filter(|&i| drawn(i))
-            .map(|i| (u64::from(depth_key32(depth[i].to_f64() as f32)) << 32) | i as u64)
-            .collect();
-        return sort_by_high_half(items)
-            .into_iter()
-            .map(|v| v as u32)
-            .collect();
+        return sort_by_high_half(items);
     }
     // The pairs are distinct, so the unstable sort is deterministic.
-    let mut order: Vec<(u64, u32)> = (0..n)
-        .into_par_iter()
-        .filter(|&i| drawn(i))
-        .map(|i| (depth_key(depth[i].to_f64()), i as u32))
-        .collect();
-    order.par_sort_unstable();
-    order.into_iter().map(|(_, i)| i).collect()
+    let mut items = items;
+    items.sort_unstable_by_key(|d| (depth_key(depth[d.index() as usize].to_f64()), d.index()));
+    items
 }
 
 #[cfg(test)]
@@ -108,18 +121,34 @@ mod tests {
                     _ => rng.random_range(-3.0f32..40.0) * 10f32.powi(rng.random_range(-3..4)),
                 })
                 .collect();
-            let items: Vec<u64> = (0..n)
-                .map(|i| (u64::from(depth_key32(depths[i])) << 32) | i as u64)
+            let items = |depths: &[f32]| -> Vec<Drawn> {
+                (0..n)
+                    .map(|i| Drawn::new(i as u32, depths[i], [i as u32, 0, 0, 0]))
+                    .collect()
+            };
+            let sorted = front_to_back(items(&depths), &depths);
+            let mut want: Vec<(u32, u32)> = (0..n as u32)
+                .map(|i| (depth_key32(depths[i as usize]), i))
                 .collect();
-            let mut want = items.clone();
             want.sort_unstable();
-            assert_eq!(sort_by_high_half(items), want, "n = {n}");
+            let got: Vec<(u32, u32)> = sorted
+                .iter()
+                .map(|d| (depth_key32(depths[d.index() as usize]), d.index()))
+                .collect();
+            assert_eq!(got, want, "n = {n}");
+            // Each item keeps its rectangle.
+            assert!(sorted.iter().all(|d| d.rect[0] == d.index()), "n = {n}");
             // The 32-bit keys order the depths as the `f64` keys of their widened values.
-            let wide: Vec<u32> = depth_order(
-                &depths.iter().map(|&d| f64::from(d)).collect::<Vec<_>>(),
-                |_| true,
+            let wide: Vec<f64> = depths.iter().map(|&d| f64::from(d)).collect();
+            let wide_items = (0..n)
+                .map(|i| Drawn::new(i as u32, wide[i], [i as u32, 0, 0, 0]))
+                .collect();
+            let order = |items: &[Drawn]| items.iter().map(Drawn::index).collect::<Vec<_>>();
+            assert_eq!(
+                order(&front_to_back(wide_items, &wide)),
+                order(&sorted),
+                "n = {n}"
             );
-            assert_eq!(depth_order(&depths, |_| true), wide, "n = {n}");
         }
     }
 
