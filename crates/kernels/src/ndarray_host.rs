@@ -1,6 +1,9 @@
 //! Moving ndarray tensors to and from the host buffers the CPU kernels work on, and
 //! [`NdArrayBackend`], the one bound every ndarray implementation of an op is written against.
 
+use std::any::TypeId;
+use std::borrow::Cow;
+
 use burn::backend::NdArray;
 use burn::backend::ndarray::{
     FloatNdArrayElement, IntNdArrayElement, NdArrayDevice, NdArrayTensor, QuantElement, SharedArray,
@@ -50,6 +53,29 @@ pub(crate) fn to_host<T: Element, B: NdArrayBackend>(tensor: FloatTensor<B>) -> 
     data.convert::<T>()
         .into_vec()
         .expect("converted to the requested element type")
+}
+
+/// A float tensor's values in `T` on the host: borrowed where the tensor is contiguous and
+/// already holds `T` (the parameters a render reads, no copy), else copied as [`to_host`] does.
+pub(crate) fn host_slice<T: Element, B: NdArrayBackend>(tensor: &FloatTensor<B>) -> Cow<'_, [T]> {
+    let contiguous = match tensor {
+        NdArrayTensor::F32(storage) => storage.view().to_slice().map(same_or_converted),
+        NdArrayTensor::F64(storage) => storage.view().to_slice().map(same_or_converted),
+        _ => None,
+    };
+    contiguous.unwrap_or_else(|| Cow::Owned(to_host::<T, B>(tensor.clone())))
+}
+
+/// `values` as `T`: the same slice where `S` is `T`, else converted on all threads.
+fn same_or_converted<S: Element, T: Element>(values: &[S]) -> Cow<'_, [T]> {
+    if TypeId::of::<S>() == TypeId::of::<T>() {
+        // SAFETY: `S` and `T` are the same type (same `TypeId`).
+        Cow::Borrowed(unsafe {
+            core::slice::from_raw_parts(values.as_ptr().cast::<T>(), values.len())
+        })
+    } else {
+        Cow::Owned(par_convert(values))
+    }
 }
 
 /// Elements per rayon task of the host-side copies: large enough that a task costs far more

@@ -1,6 +1,8 @@
 //! The projection on the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on host
 //! buffers, in `f64` when the tensors are `f64` and in `f32` otherwise.
 
+use std::borrow::Cow;
+
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
@@ -10,7 +12,7 @@ use super::{
     CameraParams, PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH,
     PACKED_XY, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
-use crate::ndarray_host::{NdArrayBackend, float_tensor, int_tensor, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice, int_tensor, to_host};
 use crate::real::Real;
 use rayon::prelude::*;
 
@@ -93,30 +95,37 @@ impl<T: Real> PackedColumns<T> {
 /// copies run on all threads instead of the caller's alone.
 pub(crate) const ROWS_PER_TASK: usize = 4096;
 
-struct HostInputs<T> {
-    means: Vec<T>,
-    quats: Vec<T>,
-    log_scales: Vec<T>,
-    opacity_logits: Vec<T>,
-    sh: Vec<T>,
+/// The projection's inputs on the host: the tensors' own memory where they are contiguous and
+/// of the kernel's type (a render copies no parameter), and the SH coefficients interleaved.
+struct HostInputs<'a, T: Clone> {
+    means: Cow<'a, [T]>,
+    quats: Cow<'a, [T]>,
+    log_scales: Cow<'a, [T]>,
+    opacity_logits: Cow<'a, [T]>,
+    sh: Cow<'a, [T]>,
     sh_coeffs: usize,
 }
 
-impl<T: Real + Element> HostInputs<T> {
-    fn read<B: NdArrayBackend>(inputs: ProjectInputs<B>) -> Self {
+impl<'a, T: Real + Element> HostInputs<'a, T> {
+    fn read<B: NdArrayBackend>(inputs: &'a ProjectInputs<B>) -> Self {
         let rest_coeffs = inputs.sh_rest.shape().dims::<3>()[1];
-        let dc = to_host::<T, B>(inputs.sh_dc);
-        let rest = to_host::<T, B>(inputs.sh_rest);
+        let dc = host_slice::<T, B>(&inputs.sh_dc);
         // The CPU kernels read one `[N, K, 3]` array: interleaved here, on the host, in one
-        // pass of contiguous copies on all threads.
+        // pass of contiguous copies on all threads, into memory nothing zeroed first.
         let sh = if rest_coeffs == 0 {
             dc
         } else {
+            let rest = host_slice::<T, B>(&inputs.sh_rest);
             let k = rest_coeffs + 1;
-            let mut sh = vec![T::ZERO; dc.len() + rest.len()];
+            // The op contract's shapes; the writes below cover the buffer only if they hold.
+            assert!(
+                dc.len() % 3 == 0 && rest.len() == dc.len() * rest_coeffs,
+                "sh_dc [N, 1, 3] and sh_rest [N, K - 1, 3] disagree on N"
+            );
+            let mut sh = Vec::with_capacity(dc.len() + rest.len());
             let per = ROWS_PER_TASK;
             (
-                sh.par_chunks_mut(3 * k * per),
+                sh.spare_capacity_mut()[..dc.len() + rest.len()].par_chunks_mut(3 * k * per),
                 dc.par_chunks(3 * per),
                 rest.par_chunks(3 * rest_coeffs * per),
             )
@@ -127,17 +136,20 @@ impl<T: Real + Element> HostInputs<T> {
                         .zip(dc.chunks_exact(3))
                         .zip(rest.chunks_exact(3 * rest_coeffs))
                     {
-                        row[..3].copy_from_slice(dc);
-                        row[3..].copy_from_slice(rest);
+                        row[..3].write_copy_of_slice(dc);
+                        row[3..].write_copy_of_slice(rest);
                     }
                 });
-            sh
+            // SAFETY: the rows above wrote every one of the `N K 3` elements (`dc` holds `N`
+            // rows of 3 and `rest` `N` rows of `3 (K - 1)`, as asserted above).
+            unsafe { sh.set_len(dc.len() + rest.len()) };
+            Cow::Owned(sh)
         };
         HostInputs {
-            means: to_host::<T, B>(inputs.means),
-            quats: to_host::<T, B>(inputs.quats),
-            log_scales: to_host::<T, B>(inputs.log_scales),
-            opacity_logits: to_host::<T, B>(inputs.opacity_logits),
+            means: host_slice::<T, B>(&inputs.means),
+            quats: host_slice::<T, B>(&inputs.quats),
+            log_scales: host_slice::<T, B>(&inputs.log_scales),
+            opacity_logits: host_slice::<T, B>(&inputs.opacity_logits),
             sh,
             sh_coeffs: rest_coeffs + 1,
         }
@@ -160,7 +172,7 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
     cameras: &[CameraParams],
     options: ProjectOptions,
 ) -> ProjectPrimitives<B> {
-    let host = HostInputs::<T>::read(inputs);
+    let host = HostInputs::<T>::read(&inputs);
     let n = host.means.len() / 3;
     let rows = cameras.len() * n;
     let mut packed = Vec::new();
@@ -216,7 +228,7 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
     cameras: &[CameraParams],
     options: ProjectOptions,
 ) -> ProjectGrads<B> {
-    let host = HostInputs::<T>::read(inputs);
+    let host = HostInputs::<T>::read(&inputs);
     let (n, k) = (host.means.len() / 3, host.sh_coeffs);
     let grad_packed = to_host::<T, B>(grad_packed);
     let mut total: Option<cpu::ProjectGrads<T>> = None;
