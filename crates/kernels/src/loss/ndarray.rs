@@ -6,7 +6,7 @@ use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
 use super::LossOps;
 use super::{LossOptions, LossPrimitives, cpu};
-use crate::ndarray_host::{NdArrayBackend, float_tensor, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice};
 use crate::real::Real;
 
 fn forward_in<T: Real + Element, B: NdArrayBackend>(
@@ -17,8 +17,8 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
 ) -> LossPrimitives<B> {
     let shape = rendered.shape();
     let dims = shape.dims::<3>();
-    let x = to_host::<T, B>(rendered);
-    let y = to_host::<T, B>(target);
+    let x = host_slice::<T, B>(&rendered);
+    let y = host_slice::<T, B>(&target);
     let mut grad = with_grad.then(|| vec![T::ZERO; x.len()]);
     // `photometric_loss` validated the shapes and the options.
     let value = cpu::photometric_loss(&x, &y, dims, options, grad.as_deref_mut())

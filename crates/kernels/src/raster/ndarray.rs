@@ -12,7 +12,7 @@ use super::{
     RasterPrimitives, RasterSetup, RasterState,
 };
 use super::{RasterError, RasterOps};
-use crate::ndarray_host::{NdArrayBackend, float_tensor, int_tensor, int_to_host, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice, int_tensor, int_to_host};
 use crate::project::PACKED_WIDTH;
 use crate::project::ndarray::{PackedColumns, ROWS_PER_TASK};
 use crate::real::Real;
@@ -85,7 +85,7 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
     extents: IntTensor<B>,
     setup: RasterSetup,
 ) -> RasterPrimitives<B> {
-    let packed = to_host::<T, B>(packed);
+    let packed = host_slice::<T, B>(&packed);
     let extents = int_to_host::<B>(extents);
     let views = setup.views as usize;
     let (h, w) = (setup.height as usize, setup.width as usize);
@@ -134,7 +134,7 @@ fn images_in<T: Real + Element, B: NdArrayBackend>(
     extents: IntTensor<B>,
     setup: RasterSetup,
 ) -> RasterImages<B> {
-    let packed = to_host::<T, B>(packed);
+    let packed = host_slice::<T, B>(&packed);
     let extents = int_to_host::<B>(extents);
     let views = setup.views as usize;
     let (h, w) = (setup.height as usize, setup.width as usize);
@@ -184,7 +184,7 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
     grad_image: FloatTensor<B>,
     setup: RasterSetup,
 ) -> RasterGradPrimitives<B> {
-    let packed = to_host::<T, B>(packed);
+    let packed = host_slice::<T, B>(&packed);
     let views = setup.views as usize;
     let n = packed.len() / PACKED_WIDTH / views;
     let offsets: Vec<usize> = int_to_host::<B>(state.tile_offsets)
@@ -199,8 +199,8 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
         .into_iter()
         .map(to_u32)
         .collect();
-    let transmittance = to_host::<T, B>(state.transmittance);
-    let g = to_host::<T, B>(grad_image);
+    let transmittance = host_slice::<T, B>(&state.transmittance);
+    let g = host_slice::<T, B>(&grad_image);
     let pixels = setup.width as usize * setup.height as usize;
     let (tiles_x, tiles_y) = setup.tiles();
     let tiles = tiles_x as usize * tiles_y as usize;
