@@ -17,7 +17,8 @@ pub use ember_kernels::{Covariance, FieldError, FieldOptions, SplatAutodiffBacke
 pub use gaussian_field::{GaussianField, GaussianFieldConfig, ModelError};
 pub use init::knn_mean_distance;
 pub use render::{
-    BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, render, render_batch,
+    BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, render,
+    render_batch, render_batch_images,
 };
 pub use transform::transform_camera;
 

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use ember_field::{GaussianField, RenderOptions, render_batch};
+use ember_field::{GaussianField, RenderOptions, render_batch_images};
 use ember_kernels::{CameraParams, SplatBackend};
 use image::{ExtendedColorType, ImageEncoder};
 use rayon::prelude::*;
@@ -46,8 +46,9 @@ pub fn render_frame<B: SplatBackend>(
         .with_background(request.background)
         .with_sh_degree(degree);
     // A batch of one camera: its `[1, H, W, 3]` image is read back as it is, where `render`'s
-    // `[H, W, 3]` would be a reshape, which copies the frame on ndarray.
-    let out = render_batch(field, core::slice::from_ref(&request.camera), &options)
+    // `[H, W, 3]` would be a reshape, which copies the frame on ndarray. The images alone: the
+    // depth and the per-Gaussian by-products are nothing a page shows.
+    let out = render_batch_images(field, core::slice::from_ref(&request.camera), &options)
         .map_err(|e| ViewerError::Render(e.to_string()))?;
     // `+ 0.5` and truncation round as `round` does on [0, 255], and vectorise (`round` is a
     // libm call per value: 6% of a frame's time at 800x600 on the CPU); on all threads, as the

@@ -5,7 +5,9 @@
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember_field::{Camera, GaussianField, RenderError, RenderOptions, render, render_batch};
+use ember_field::{
+    Camera, GaussianField, RenderError, RenderOptions, render, render_batch, render_batch_images,
+};
 use ember_kernels::{ProjectOptions, SplatBackend};
 use rand::RngExt;
 use rand::rngs::StdRng;
@@ -847,6 +849,18 @@ fn plain_render_matches_tracked<B: SplatBackend>(label: &str, device: &B::Device
     assert_eq!(host(got.depth), host(want.depth.inner()), "{label}: depth");
     let got = render_batch(&plain, &cameras, &options).unwrap();
     let want = render_batch(&tracked, &cameras, &options).unwrap();
+    // The images alone are the same images.
+    let images = render_batch_images(&plain, &cameras, &options).unwrap();
+    assert_eq!(
+        host(images.rgb),
+        host(got.rgb.clone()),
+        "{label}: images rgb"
+    );
+    assert_eq!(
+        host(images.alpha),
+        host(got.alpha.clone()),
+        "{label}: images alpha"
+    );
     assert_eq!(got.rgb.dims(), want.rgb.dims(), "{label}: batch rgb shape");
     assert_eq!(host(got.rgb), host(want.rgb.inner()), "{label}: batch rgb");
     assert_eq!(
@@ -907,4 +921,13 @@ fn render_batch_refuses_bad_camera_lists_and_draws_empty_fields() {
         );
     }
     assert!(host(out.alpha).iter().all(|&a| a == 0.0));
+    let images =
+        render_batch_images(&empty, &cameras, &options.with_background(background)).unwrap();
+    assert_eq!(host(images.rgb), rgb);
+    assert_eq!(images.alpha.dims(), [2, 4, 6]);
+    assert!(host(images.alpha).iter().all(|&a| a == 0.0));
+    assert!(matches!(
+        render_batch_images(&field, &[], &options),
+        Err(RenderError::NoCameras)
+    ));
 }
