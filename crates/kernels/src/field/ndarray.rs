@@ -1,33 +1,37 @@
 //! `FieldOps` for the ndarray backend: the rayon kernels of [`cpu`](super::cpu) on the host
 //! buffers, in `f64` when the backend's float type is `f64` and in `f32` otherwise.
 
+use std::borrow::Cow;
+
 use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Shape, TensorMetadata};
 
 use super::FieldOps;
 use super::cpu::{self, FieldArrays};
 use super::{FieldGrads, FieldInputs, FieldOptions};
-use crate::ndarray_host::{NdArrayBackend, float_tensor, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice};
 use crate::real::Real;
 
-struct HostInputs<T> {
-    points: Vec<T>,
-    means: Vec<T>,
-    quats: Vec<T>,
-    log_scales: Vec<T>,
-    features: Vec<T>,
+/// The field query's inputs on the host: the tensors' own memory where they are contiguous
+/// and of the kernel's type, copies otherwise.
+struct HostInputs<'a, T: Clone> {
+    points: Cow<'a, [T]>,
+    means: Cow<'a, [T]>,
+    quats: Cow<'a, [T]>,
+    log_scales: Cow<'a, [T]>,
+    features: Cow<'a, [T]>,
     channels: usize,
 }
 
-impl<T: Real + burn::tensor::Element> HostInputs<T> {
-    fn read<B: NdArrayBackend>(inputs: FieldInputs<B>) -> Self {
+impl<'a, T: Real + burn::tensor::Element> HostInputs<'a, T> {
+    fn read<B: NdArrayBackend>(inputs: &'a FieldInputs<B>) -> Self {
         let channels = inputs.features.shape().dims::<2>()[1];
         HostInputs {
-            points: to_host::<T, B>(inputs.points),
-            means: to_host::<T, B>(inputs.means),
-            quats: to_host::<T, B>(inputs.quats),
-            log_scales: to_host::<T, B>(inputs.log_scales),
-            features: to_host::<T, B>(inputs.features),
+            points: host_slice::<T, B>(&inputs.points),
+            means: host_slice::<T, B>(&inputs.means),
+            quats: host_slice::<T, B>(&inputs.quats),
+            log_scales: host_slice::<T, B>(&inputs.log_scales),
+            features: host_slice::<T, B>(&inputs.features),
             channels,
         }
     }
@@ -48,7 +52,7 @@ fn forward_in<T: Real + burn::tensor::Element, B: NdArrayBackend>(
     inputs: FieldInputs<B>,
     options: FieldOptions,
 ) -> FloatTensor<B> {
-    let host = HostInputs::<T>::read(inputs);
+    let host = HostInputs::<T>::read(&inputs);
     let a = host.arrays();
     let shape = Shape::new([a.num_points(), a.channels]);
     float_tensor::<T, B>(cpu::forward(&a, &options), shape)
@@ -60,8 +64,8 @@ fn backward_in<T: Real + burn::tensor::Element, B: NdArrayBackend>(
     options: FieldOptions,
     points_grad: bool,
 ) -> FieldGrads<B> {
-    let host = HostInputs::<T>::read(inputs);
-    let grad = to_host::<T, B>(grad_values);
+    let host = HostInputs::<T>::read(&inputs);
+    let grad = host_slice::<T, B>(&grad_values);
     let a = host.arrays();
     let (p, n, c) = (a.num_points(), a.num_gaussians(), a.channels);
     let g = cpu::backward(&a, &grad, &options, points_grad);

@@ -6,7 +6,7 @@ use burn::tensor::{DType, Element, TensorMetadata};
 
 use super::AdamOps;
 use super::{AdamPrimitives, AdamStep, cpu};
-use crate::ndarray_host::{NdArrayBackend, float_tensor, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice, to_host};
 use crate::real::Real;
 
 fn adam_step_in<T: Real + Element, B: NdArrayBackend>(
@@ -18,7 +18,7 @@ fn adam_step_in<T: Real + Element, B: NdArrayBackend>(
     let mut param = to_host::<T, B>(state.param);
     let mut exp_avg = to_host::<T, B>(state.exp_avg);
     let mut exp_avg_sq = to_host::<T, B>(state.exp_avg_sq);
-    let grad = to_host::<T, B>(grad);
+    let grad = host_slice::<T, B>(&grad);
     cpu::adam_update(&mut param, &grad, &mut exp_avg, &mut exp_avg_sq, &step);
     AdamPrimitives {
         param: float_tensor::<T, B>(param, shape.clone()),

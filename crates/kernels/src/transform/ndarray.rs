@@ -6,7 +6,7 @@ use burn::tensor::{DType, Element, Shape, TensorMetadata};
 use super::TransformOps;
 use super::cpu::{self, GaussianSlices, GaussianSlicesMut};
 use super::{Similarity, TransformInputs, TransformPrimitives};
-use crate::ndarray_host::{NdArrayBackend, float_tensor, to_host};
+use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice};
 use crate::real::Real;
 
 fn forward_in<T: Real + Element, B: NdArrayBackend>(
@@ -15,10 +15,10 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
 ) -> TransformPrimitives<B> {
     let [n, k, _] = inputs.sh_rest.shape().dims::<3>();
     let f = similarities.len();
-    let means = to_host::<T, B>(inputs.means);
-    let quats = to_host::<T, B>(inputs.quats);
-    let log_scales = to_host::<T, B>(inputs.log_scales);
-    let sh_rest = to_host::<T, B>(inputs.sh_rest);
+    let means = host_slice::<T, B>(&inputs.means);
+    let quats = host_slice::<T, B>(&inputs.quats);
+    let log_scales = host_slice::<T, B>(&inputs.log_scales);
+    let sh_rest = host_slice::<T, B>(&inputs.sh_rest);
     let mut out_means = vec![T::ZERO; f * n * 3];
     let mut out_quats = vec![T::ZERO; f * n * 4];
     let mut out_scales = vec![T::ZERO; f * n * 3];
