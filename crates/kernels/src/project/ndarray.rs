@@ -119,7 +119,7 @@ impl<'a, T: Real + Element> HostInputs<'a, T> {
             let k = rest_coeffs + 1;
             // The op contract's shapes; the writes below cover the buffer only if they hold.
             assert!(
-                dc.len() % 3 == 0 && rest.len() == dc.len() * rest_coeffs,
+                dc.len().is_multiple_of(3) && rest.len() == dc.len() * rest_coeffs,
                 "sh_dc [N, 1, 3] and sh_rest [N, K - 1, 3] disagree on N"
             );
             let mut sh = Vec::with_capacity(dc.len() + rest.len());
@@ -136,8 +136,13 @@ impl<'a, T: Real + Element> HostInputs<'a, T> {
                         .zip(dc.chunks_exact(3))
                         .zip(rest.chunks_exact(3 * rest_coeffs))
                     {
-                        row[..3].write_copy_of_slice(dc);
-                        row[3..].write_copy_of_slice(rest);
+                        let (head, tail) = row.split_at_mut(3);
+                        for (slot, &v) in head.iter_mut().zip(dc) {
+                            slot.write(v);
+                        }
+                        for (slot, &v) in tail.iter_mut().zip(rest) {
+                            slot.write(v);
+                        }
                     }
                 });
             // SAFETY: the rows above wrote every one of the `N K 3` elements (`dc` holds `N`
