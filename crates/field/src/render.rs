@@ -215,18 +215,13 @@ pub fn render_batch<B: ember_kernels::SplatBackend>(
 ) -> Result<BatchRenderOutput<B>, RenderError> {
     let setup = batch_setup(cameras, options)?;
     if field.num_gaussians() == 0 {
-        // What the projection checks of the cameras otherwise.
-        for camera in cameras {
-            ember_kernels::project::check_camera(camera)?;
-        }
         let device = field.means.device();
-        let empty = empty_render::<B>(&setup, &device)?;
-        let images = empty_batch(empty.rgb, &setup, &device);
+        let (images, aux) = empty_batch(cameras, &setup, &device)?;
         return Ok(BatchRenderOutput {
             rgb: images.rgb,
             alpha: images.alpha,
             depth: Tensor::zeros(setup_dims(&setup), &device),
-            aux: empty.aux,
+            aux,
         });
     }
     render_views(field, cameras, options, &setup)
@@ -252,13 +247,7 @@ pub fn render_batch_images<B: ember_kernels::SplatBackend>(
 ) -> Result<BatchImages<B>, RenderError> {
     let setup = batch_setup(cameras, options)?;
     if field.num_gaussians() == 0 {
-        // What the projection checks of the cameras otherwise.
-        for camera in cameras {
-            ember_kernels::project::check_camera(camera)?;
-        }
-        let device = field.means.device();
-        let empty = empty_render::<B>(&setup, &device)?;
-        return Ok(empty_batch(empty.rgb, &setup, &device));
+        return Ok(empty_batch(cameras, &setup, &field.means.device())?.0);
     }
     let (_, raster) = project_and_rasterize(field, cameras, options, &setup)?;
     Ok(BatchImages {
@@ -299,19 +288,25 @@ fn setup_dims(setup: &RasterSetup) -> [usize; 3] {
     ]
 }
 
-/// The images of a batch of empty renders: `rgb` (one view's background `[H, W, 3]`) repeated
-/// for every view, zero alpha.
+/// The render of no Gaussians through `cameras` (checked as the projection checks them for a
+/// non-empty field): the background in every view, zero alpha, and the empty by-products.
 fn empty_batch<B: Backend>(
-    rgb: Tensor<B, 3>,
+    cameras: &[CameraParams],
     setup: &RasterSetup,
     device: &B::Device,
-) -> BatchImages<B> {
-    BatchImages {
-        rgb: rgb
+) -> Result<(BatchImages<B>, RenderAux<B>), RenderError> {
+    for camera in cameras {
+        ember_kernels::project::check_camera(camera)?;
+    }
+    let empty = empty_render::<B>(setup, device)?;
+    let images = BatchImages {
+        rgb: empty
+            .rgb
             .unsqueeze_dim::<4>(0)
             .repeat(&[setup.views as usize, 1, 1, 1]),
         alpha: Tensor::zeros(setup_dims(setup), device),
-    }
+    };
+    Ok((images, empty.aux))
 }
 
 /// The render of no Gaussians: the background everywhere, zero alpha and depth.
