@@ -33,10 +33,10 @@ use super::{ProjectPrimitives, check_setup};
 const BLOCK: u32 = 128;
 
 /// Below this opacity no pixel reaches the rasterizer's `alpha >= 1/255`.
-const MIN_ALPHA: f32 = 1.0 / 255.0;
+pub(crate) const MIN_ALPHA: f32 = 1.0 / 255.0;
 
 /// Cap of the box half-extent in standard deviations (its value at opacity 1).
-const MAX_EXTENT_SIGMAS: f32 = 3.33;
+pub(crate) const MAX_EXTENT_SIGMAS: f32 = 3.33;
 
 /// Below this quaternion norm the rotation is the identity and gets no gradient.
 const MIN_QUAT_NORM: f32 = crate::quat::MIN_QUAT_NORM as f32;

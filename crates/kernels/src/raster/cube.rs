@@ -8,8 +8,10 @@
 //!    Gaussian its first slot, and the total `M` is read back (the one host synchronisation:
 //!    the buffers below are sized by it).
 //! 3. `emit_kernel` writes one `(tile, gaussian)` entry per tile each Gaussian covers, in depth
-//!    order; a radix sort on the tile key (only the bits the tile count needs) keeps the depth
-//!    order inside each tile, which is exactly the CPU's `(depth, index)` order. With `C` views
+//!    order, leaving out the tiles of a box of at least 2x2 tiles that its ellipse does not
+//!    reach (`cover`; their slots get a padding key past every tile); a radix sort on the tile
+//!    key (only the bits the tile count needs) keeps the depth order inside each tile, which is
+//!    the CPU's `(depth, index)` order less the Gaussians that draw nothing there. With `C` views
 //!    the tiles are numbered `v tiles + local`, `v` the view of the row (`row / (rows / C)`), so
 //!    one sort bins every view and a tile's list holds only its own view's rows.
 //! 4. `tile_offsets_kernel` finds where each tile's run starts: the CSR offsets.
@@ -47,6 +49,9 @@ use crate::project::cpu::TILE_SIZE;
 use crate::project::{
     PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH, PACKED_XY,
 };
+mod cover;
+
+use self::cover::{cover_new, cover_row};
 use crate::sort::cube::{BLOCK, block_dims, exclusive_sum, sort_pairs, u32_tensor};
 
 /// Below this alpha a Gaussian is skipped at a pixel.
@@ -101,10 +106,11 @@ fn tile_counts_kernel<I: Int>(
     counts[k] = u32::cast_from(extents[3 * g + 2]);
 }
 
-/// Per position `k` of the depth order: one `(tile, gaussian)` entry per covered tile, from
-/// slot `starts[k]` on, tiles row-major, numbered from its view's first tile. The tile
-/// rectangle is recomputed with the projection's float rule; should it ever disagree with the
-/// stored count, the entries are capped at the count and the rest padded with the key
+/// Per position `k` of the depth order: one `(tile, gaussian)` entry per tile of its screen box
+/// that its ellipse reaches where the box is trimmed ([`cover`]), from slot `starts[k]` on,
+/// tiles row-major, numbered from its view's first tile. The stored count is the box's: the
+/// slots a trimmed box leaves, and any a recomputed box could leave or overrun (the count is
+/// the projection's float rule), are capped at the count and padded with the key
 /// `views tiles` (sorted past every tile and outside every range), so no slot is left
 /// unwritten.
 #[cube(launch)]
@@ -134,20 +140,24 @@ fn emit_kernel<F: Float, I: Int>(
     if count == 0 {
         terminate!();
     }
-    let x = packed[row * PACKED_WIDTH];
-    let y = packed[row * PACKED_WIDTH + 1];
-    let rx = F::cast_from(extents[3 * row]);
-    let ry = F::cast_from(extents[3 * row + 1]);
-    let tile = F::new(TILE as f32);
-    let zero = F::new(0.0);
-    let x0 = u32::cast_from(F::max(F::floor((x - rx) / tile), zero));
-    let x1 = u32::cast_from(F::min(F::ceil((x + rx) / tile), F::cast_from(tiles_x)));
-    let y0 = u32::cast_from(F::max(F::floor((y - ry) / tile), zero));
-    let y1 = u32::cast_from(F::min(F::ceil((y + ry) / tile), F::cast_from(tiles_y)));
+    let o = row * PACKED_WIDTH;
+    let cover = cover_new::<F>(
+        packed[o + PACKED_XY],
+        packed[o + PACKED_XY + 1],
+        packed[o + PACKED_CONIC],
+        packed[o + PACKED_CONIC + 1],
+        packed[o + PACKED_CONIC + 2],
+        packed[o + PACKED_OPACITY],
+        F::cast_from(extents[3 * row]),
+        F::cast_from(extents[3 * row + 1]),
+        tiles_x,
+        tiles_y,
+    );
     let start = starts[k] as usize;
     let mut written = 0u32.runtime();
-    for ty in y0..y1 {
-        for tx in x0..x1 {
+    for ty in cover.y0..cover.y1 {
+        let span = cover_row::<F>(&cover, ty);
+        for tx in span.lo..span.hi {
             if written < count {
                 tile_keys[start + written as usize] = view_base + ty * tiles_x + tx;
                 tile_ids[start + written as usize] = g;
@@ -840,8 +850,11 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
 
-    use super::{backward_with, native_float_atomics, plane_operations};
-    use crate::project::{CameraParams, ProjectOptions, project_gaussians};
+    use super::{backward_with, bin, native_float_atomics, plane_operations};
+    use crate::project::{
+        CameraParams, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH, PACKED_XY,
+        ProjectOptions, project_gaussians,
+    };
     use crate::raster::RasterOps;
     use crate::raster::RasterSetup;
 
@@ -967,5 +980,165 @@ mod tests {
                 "{name} vs per-unit compare-and-swap: {worst} (scale {scale})"
             );
         }
+    }
+
+    /// The least `q(d) = a dx^2 + 2 b dx dy + c dy^2` over the rectangle `[lx, hx] x [ly, hy]`
+    /// of offsets from a splat's centre: zero when it holds the centre, else the least over its
+    /// four edges of the quadratic along the edge, minimised in closed form.
+    fn least_over_rect([a, b, c]: [f64; 3], [lx, hx, ly, hy]: [f64; 4]) -> f64 {
+        if lx <= 0.0 && 0.0 <= hx && ly <= 0.0 && 0.0 <= hy {
+            return 0.0;
+        }
+        let q = |dx: f64, dy: f64| a * dx * dx + 2.0 * b * dx * dy + c * dy * dy;
+        let edge = |(px, py): (f64, f64), (ex, ey): (f64, f64)| {
+            let s = -(a * px * ex + b * (px * ey + py * ex) + c * py * ey) / q(ex, ey);
+            let s = s.clamp(0.0, 1.0);
+            q(px + s * ex, py + s * ey)
+        };
+        [
+            edge((lx, ly), (hx - lx, 0.0)),
+            edge((lx, hy), (hx - lx, 0.0)),
+            edge((lx, ly), (0.0, hy - ly)),
+            edge((hx, ly), (0.0, hy - ly)),
+        ]
+        .into_iter()
+        .fold(f64::INFINITY, f64::min)
+    }
+
+    /// The GPU binning against an `f64` brute force on thin, tilted ellipses of all sizes: each
+    /// tile lists, front to back, the Gaussians whose box covers it, less (for boxes of at least
+    /// 2x2 tiles) those whose ellipse misses it; only tiles within rounding of the ellipse's
+    /// bound may go either way.
+    #[test]
+    fn binning_trims_boxes_to_their_ellipses() {
+        let device = WgpuDevice::default();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(9);
+        println!("seed {seed}");
+        let mut rng = StdRng::seed_from_u64(seed);
+        let (width, height, n) = (200u32, 150u32, 400usize);
+        let setup = RasterSetup::new(width, height);
+        let (tiles_x, tiles_y) = setup.tiles();
+        let mut packed = vec![0.0f32; n * PACKED_WIDTH];
+        let mut extents = vec![0i32; 3 * n];
+        for i in 0..n {
+            let long: f32 = rng.random_range(1.0..30.0);
+            let short = long / rng.random_range(1.0..20.0f32);
+            let (sin, cos) = rng.random_range(0.0..std::f32::consts::PI).sin_cos();
+            let (l2, s2) = (long * long, short * short);
+            let cov = [
+                cos * cos * l2 + sin * sin * s2,
+                sin * cos * (l2 - s2),
+                sin * sin * l2 + cos * cos * s2,
+            ];
+            let det = cov[0] * cov[2] - cov[1] * cov[1];
+            let opacity: f32 = rng.random_range(0.01..1.0);
+            let k = (2.0 * (255.0 * opacity).ln()).sqrt();
+            let row = &mut packed[i * PACKED_WIDTH..(i + 1) * PACKED_WIDTH];
+            row[PACKED_XY] = rng.random_range(-20.0..220.0);
+            row[PACKED_XY + 1] = rng.random_range(-20.0..170.0);
+            row[PACKED_DEPTH] = rng.random_range(1.0..5.0);
+            row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&[
+                cov[2] / det,
+                -cov[1] / det,
+                cov[0] / det,
+            ]);
+            row[PACKED_OPACITY] = opacity;
+            let radius = [cov[0], cov[2]].map(|v| (k * v.sqrt()).ceil() as i32);
+            let overlaps = (row[PACKED_XY] + radius[0] as f32) > 0.0
+                && (row[PACKED_XY] - radius[0] as f32) < width as f32
+                && (row[PACKED_XY + 1] + radius[1] as f32) > 0.0
+                && (row[PACKED_XY + 1] - radius[1] as f32) < height as f32;
+            if !overlaps {
+                row.fill(0.0);
+                continue;
+            }
+            let span = |c: f32, r: i32, tiles: u32| {
+                let lo = ((c - r as f32) / 16.0).floor().max(0.0) as i32;
+                let hi = ((c + r as f32) / 16.0).ceil().min(tiles as f32) as i32;
+                hi - lo
+            };
+            let count = span(row[PACKED_XY], radius[0], tiles_x)
+                * span(row[PACKED_XY + 1], radius[1], tiles_y);
+            extents[3 * i..3 * i + 3].copy_from_slice(&[radius[0], radius[1], count]);
+        }
+        let boxed: i32 = (0..n).map(|i| extents[3 * i + 2]).sum();
+        let packed_t = Tensor::<B, 2>::from_data(
+            TensorData::new(packed.clone(), [n, PACKED_WIDTH]),
+            (&device, DType::F32),
+        )
+        .into_primitive()
+        .tensor();
+        let extents_t = Tensor::<B, 2, burn::tensor::Int>::from_data(
+            TensorData::new(extents.clone(), [n, 3]),
+            (&device, DType::I32),
+        )
+        .into_primitive();
+        let (offsets, ids) = bin(&packed_t, &extents_t, &setup);
+        let read = |t| {
+            let data = burn_cubecl::ops::into_data_sync::<WgpuRuntime>(t);
+            data.as_slice::<u32>().expect("u32").to_vec()
+        };
+        let (offsets, ids) = (read(offsets), read(ids));
+        let tiles = (tiles_x * tiles_y) as usize;
+        let mut listed = 0;
+        for t in 0..tiles {
+            let (tx, ty) = ((t % tiles_x as usize) as f64, (t / tiles_x as usize) as f64);
+            let list = &ids[offsets[t] as usize..offsets[t + 1] as usize];
+            listed += list.len();
+            let depth = |g: u32| packed[g as usize * PACKED_WIDTH + PACKED_DEPTH];
+            assert!(
+                list.windows(2).all(|w| depth(w[0]) <= depth(w[1])),
+                "tile {t}: order"
+            );
+            for i in 0..n {
+                let (rx, ry) = (extents[3 * i], extents[3 * i + 1]);
+                if extents[3 * i + 2] == 0 {
+                    assert!(!list.contains(&(i as u32)), "culled {i} in tile {t}");
+                    continue;
+                }
+                let row = &packed[i * PACKED_WIDTH..(i + 1) * PACKED_WIDTH];
+                let (x, y) = (f64::from(row[PACKED_XY]), f64::from(row[PACKED_XY + 1]));
+                let (rx, ry) = (f64::from(rx), f64::from(ry));
+                let axis = |c: f64, r: f64, tiles: u32| {
+                    ((c - r) / 16.0).floor().max(0.0)..((c + r) / 16.0).ceil().min(f64::from(tiles))
+                };
+                let (columns, rows) = (axis(x, rx, tiles_x), axis(y, ry, tiles_y));
+                let in_box = columns.contains(&tx) && rows.contains(&ty);
+                let trims = columns.end - columns.start >= 2.0 && rows.end - rows.start >= 2.0;
+                let conic = [0, 1, 2].map(|c| f64::from(row[PACKED_CONIC + c]));
+                let rect = [
+                    16.0 * tx - x,
+                    16.0 * tx + 16.0 - x,
+                    16.0 * ty - y,
+                    16.0 * ty + 16.0 - y,
+                ];
+                let bound = 2.0 * (255.0 * f64::from(row[PACKED_OPACITY])).ln() + 2e-3;
+                let least = if trims {
+                    least_over_rect(conic, rect)
+                } else {
+                    0.0
+                };
+                let has = list.contains(&(i as u32));
+                if in_box && least <= bound * (1.0 - 1e-4) {
+                    assert!(
+                        has,
+                        "Gaussian {i} missing from tile {t} (least {least}, bound {bound})"
+                    );
+                }
+                if !in_box || least >= bound * (1.0 + 1e-4) {
+                    assert!(
+                        !has,
+                        "Gaussian {i} listed in tile {t} (least {least}, bound {bound})"
+                    );
+                }
+            }
+        }
+        assert!(
+            (listed as i32) * 10 < boxed * 9,
+            "{listed} entries listed of {boxed} box tiles"
+        );
     }
 }
