@@ -3,10 +3,10 @@
 //!
 //! Burn composes its `Backend` from per-concept op traits (`FloatTensorOps`, `ModuleOps`, ...);
 //! this crate adds one trait per op in the same way: [`FieldOps`], [`ProjectOps`], [`RasterOps`],
-//! [`TransformOps`], [`LossOps`] and [`AdamOps`]. Each entry function bounds only the trait it
-//! uses (`fn rasterize<B: RasterOps>`); [`SplatBackend`] is the alias over all six that the
-//! pipeline asks for, with no methods of its own, plus [`DeviceMemory`] (the allocator's
-//! figures, for peak-memory reports).
+//! [`TransformOps`], [`LossOps`], [`AdamOps`] and [`NoiseOps`]. Each entry function bounds only
+//! the trait it uses (`fn rasterize<B: RasterOps>`); [`SplatBackend`] is the alias over all seven
+//! that the pipeline asks for, with no methods of its own, plus [`DeviceMemory`] (the
+//! allocator's figures, for peak-memory reports).
 //!
 //! Each op lives in its own folder with all of its implementations side by side:
 //!
@@ -23,8 +23,8 @@
 //! - `autodiff.rs`: `impl<B: XOps, C: CheckpointStrategy> XOps for Autodiff<B, C>`, the
 //!   hand-written `Backward` node (what it saves, what it calls).
 //!
-//! The [`transform`] op has no backward: it edits a scene and its outputs are untracked under
-//! `Autodiff`. The [`optim`] op (one fused Adam update) has a default method in Burn tensor ops,
+//! The [`transform`] and [`noise`] ops have no backward: they edit a scene, and their outputs
+//! are untracked under `Autodiff`. The [`optim`] op (one fused Adam update) has a default method in Burn tensor ops,
 //! which the fusion backends fuse; only ndarray overrides it, with one rayon pass. The [`sort`]
 //! functions (prefix sum, radix sort) run on the unfused CubeCL backend only.
 //!
@@ -63,6 +63,7 @@ pub mod loss;
 pub mod memory;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;
+pub mod noise;
 pub mod optim;
 pub mod project;
 pub mod quat;
@@ -77,6 +78,7 @@ pub use field::{
 };
 pub use loss::{LossError, LossOps, LossOptions, LossPrimitives, photometric_loss, ssim};
 pub use memory::{DeviceMemory, MemoryUsage};
+pub use noise::{MeanNoise, NoiseError, NoiseInputs, NoiseOps, perturb_means};
 pub use optim::{AdamOps, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step};
 pub use project::{
     CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOps,
@@ -109,12 +111,19 @@ pub type CudaCube = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32
 /// Code that runs one op can ask for that op's trait alone ([`field_query`] takes
 /// `B: FieldOps`); code that runs the whole pipeline asks for `SplatBackend`.
 pub trait SplatBackend:
-    FieldOps + ProjectOps + RasterOps + TransformOps + LossOps + AdamOps + DeviceMemory
+    FieldOps + ProjectOps + RasterOps + TransformOps + LossOps + AdamOps + NoiseOps + DeviceMemory
 {
 }
 
 impl<B> SplatBackend for B where
-    B: FieldOps + ProjectOps + RasterOps + TransformOps + LossOps + AdamOps + DeviceMemory
+    B: FieldOps
+        + ProjectOps
+        + RasterOps
+        + TransformOps
+        + LossOps
+        + AdamOps
+        + NoiseOps
+        + DeviceMemory
 {
 }
 

@@ -10,6 +10,7 @@ mod field_gpu;
 mod loss;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod loss_gpu;
+mod noise;
 mod optim;
 mod project_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]

@@ -16,14 +16,13 @@
 //! transparent Gaussians and leaves opaque ones alone. The paper's opacity and scale
 //! regularisers are `loss.opacity_reg` and `loss.scale_reg` (0.01 each in its experiments).
 //!
-//! The noise is computed on the parameters' device with tensor operations (no read-back): the
-//! standard normals come from an integer hash of each sample's index and the step's seed, so
-//! they are the same on every run and after a resume, and their integer bits are the same on
-//! every backend (the float transforms after them may round differently).
+//! The noise is one op on the parameters' device ([`ember_kernels::perturb_means`]: a rayon pass
+//! on the CPU, one kernel on the GPU, no read-back): the standard normals come from an integer
+//! hash of each sample's index and the step's seed, so they are the same on every run and after
+//! a resume, and their integer bits are the same on every backend (the float transforms after
+//! them may round differently).
 
-use burn::tensor::activation::sigmoid;
-use burn::tensor::backend::Backend;
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
@@ -34,6 +33,7 @@ use crate::error::TrainError;
 use crate::params::{index_tensor, to_host};
 use burn::module::Param;
 use ember_field::GaussianField;
+use ember_kernels::{MeanNoise, NoiseOps, perturb_means};
 
 /// Copies per source are capped here (as the reference implementation does).
 const MAX_COPIES: usize = 51;
@@ -123,7 +123,7 @@ fn share(
     }
 }
 
-impl<B: Backend> Strategy<B> for McmcDensity {
+impl<B: NoiseOps> Strategy<B> for McmcDensity {
     fn name(&self) -> &'static str {
         "mcmc"
     }
@@ -240,131 +240,38 @@ impl<B: Backend> Strategy<B> for McmcDensity {
 
 impl McmcDensity {
     /// Moves every centre by noise shaped by its covariance (see the module docs), on the
-    /// field's device: no read-back, one small tensor program per step.
-    fn inject_noise<B: Backend>(
+    /// field's device: no read-back, one op ([`ember_kernels::perturb_means`]) per step.
+    fn inject_noise<B: NoiseOps>(
         &self,
         context: RefineContext,
         field: &mut GaussianField<B>,
         rng: &mut StdRng,
     ) -> Result<(), TrainError> {
-        let scaler = context.lr_means * self.config.noise_lr;
-        let n = field.num_gaussians();
-        if scaler == 0.0 || n == 0 {
+        let scale = context.lr_means * self.config.noise_lr;
+        if scale == 0.0 || field.num_gaussians() == 0 {
             return Ok(());
         }
-        let device = field.means.device();
-        // Parameters as rows (`[3, N]`, `[4, N]`): each component is then a contiguous row,
-        // which ndarray walks much faster than a column of a row-major `[N, k]` tensor.
-        let row = |t: &Tensor<B, 2>, c: usize| t.clone().narrow(0, c, 1);
-        let z = standard_normals::<B>(n, rng.random::<u32>(), &device);
-        let quats = field.quats.val().detach().transpose();
-        let norm = quats.clone().powi_scalar(2).sum_dim(0).sqrt();
-        // A zero quaternion stays zero here, and the formula below then gives the identity (as
-        // the projection treats it).
-        let q = quats / norm.clamp_min(1e-12);
-        let r = rotation_rows(row(&q, 0), row(&q, 1), row(&q, 2), row(&q, 3));
-        let s2 = (field.log_scales.val().detach().transpose() * 2.0).exp();
-        let opacity = sigmoid(field.opacity_logits.val().detach().reshape([1, n]));
-        // Nearly transparent Gaussians explore; opaque ones barely move.
-        let gate = sigmoid((opacity.neg().add_scalar(1.0 - 0.995)) * 100.0) * scaler;
-        let z = z * gate;
-        // d = R S^2 R^T z, component by component.
-        let u: Vec<Tensor<B, 2>> = (0..3)
-            .map(|a| {
-                let rt_z = (0..3)
-                    .map(|b| r[3 * b + a].clone() * row(&z, b))
-                    .reduce(|acc, t| acc + t)
-                    .expect("three terms");
-                row(&s2, a) * rt_z
-            })
-            .collect();
-        let d: Vec<Tensor<B, 2>> = (0..3)
-            .map(|i| {
-                (0..3)
-                    .map(|a| r[3 * i + a].clone() * u[a].clone())
-                    .reduce(|acc, t| acc + t)
-                    .expect("three terms")
-            })
-            .collect();
-        // Non-finite parameters (culled by the projection) are left where they are.
-        let d = Tensor::cat(d, 0).transpose();
-        let d = d.clone().mask_fill(d.is_nan(), 0.0);
-        field.means = Param::from_tensor(field.means.val().detach() + d);
+        let noise = MeanNoise {
+            seed: rng.random::<u32>(),
+            scale,
+        };
+        let moved = perturb_means(
+            field.means.val(),
+            field.quats.val(),
+            field.log_scales.val(),
+            field.opacity_logits.val(),
+            &noise,
+        )
+        .map_err(|e| TrainError::Scene(e.to_string()))?;
+        field.means = Param::from_tensor(moved);
         Ok(())
     }
-}
-
-/// The rotation matrix of unit quaternions `(w, x, y, z)` (`[1, N]` each), as its nine entries
-/// `[1, N]`, row-major (the formula of `ember_kernels::quat::rotation_matrix`).
-fn rotation_rows<B: Backend>(
-    w: Tensor<B, 2>,
-    x: Tensor<B, 2>,
-    y: Tensor<B, 2>,
-    z: Tensor<B, 2>,
-) -> [Tensor<B, 2>; 9] {
-    let product = |a: &Tensor<B, 2>, b: &Tensor<B, 2>| a.clone() * b.clone();
-    let (xx, yy, zz) = (product(&x, &x), product(&y, &y), product(&z, &z));
-    let (xy, xz, yz) = (product(&x, &y), product(&x, &z), product(&y, &z));
-    let (wx, wy, wz) = (product(&w, &x), product(&w, &y), product(&w, &z));
-    let diagonal = |a: Tensor<B, 2>, b: Tensor<B, 2>| (a + b).mul_scalar(-2.0).add_scalar(1.0);
-    let twice = |a: Tensor<B, 2>| a.mul_scalar(2.0);
-    [
-        diagonal(yy.clone(), zz.clone()),
-        twice(xy.clone() - wz.clone()),
-        twice(xz.clone() + wy.clone()),
-        twice(xy + wz),
-        diagonal(xx.clone(), zz),
-        twice(yz.clone() - wx.clone()),
-        twice(xz - wy),
-        twice(yz + wx),
-        diagonal(xx, yy),
-    ]
-}
-
-/// Low 31 bits: what survives every integer operation below identically on an `i32` backend
-/// (wrapping) and an `i64` one (exact).
-const HASH_MASK: i64 = 0x7fff_ffff;
-/// The multiplier of the hash's rounds (below 2^31, so products stay within `i64`).
-const HASH_MULTIPLIER: i64 = 0x045d_9f3b;
-
-/// `[3, n]` standard normal samples computed on `device` from `seed` alone: an integer hash of
-/// each sample's index (the same bits on every backend) turned into uniforms and then normals by
-/// the Box-Muller transform. Counter-based, so a step's noise depends only on its seed, and a
-/// resumed run draws what the uninterrupted one drew.
-fn standard_normals<B: Backend>(n: usize, seed: u32, device: &B::Device) -> Tensor<B, 2> {
-    let pairs = (3 * n).div_ceil(2);
-    let hash = |x: Tensor<B, 1, Int>| {
-        let mix = |x: Tensor<B, 1, Int>| {
-            let shifted = x.clone().bitwise_right_shift_scalar(16.elem());
-            x.bitwise_xor(shifted)
-        };
-        let round = |x: Tensor<B, 1, Int>| {
-            mix(x)
-                .mul_scalar(HASH_MULTIPLIER)
-                .bitwise_and_scalar(HASH_MASK.elem())
-        };
-        mix(round(round(x)))
-    };
-    let index = Tensor::<B, 1, Int>::arange(0..2 * pairs as i64, device);
-    let bits = hash(index.bitwise_xor_scalar((i64::from(seed) & HASH_MASK).elem()));
-    // 24 bits per uniform: exact in f32. The first of each pair is in (0, 1] for the logarithm.
-    let uniform = bits.bitwise_right_shift_scalar(7.elem()).float() / (1u32 << 24) as f64;
-    let u1 = uniform
-        .clone()
-        .narrow(0, 0, pairs)
-        .add_scalar(1.0 / (1u32 << 24) as f64);
-    let angle = uniform.narrow(0, pairs, pairs) * core::f64::consts::TAU;
-    let radius = (u1.log() * -2.0).sqrt();
-    let normals = Tensor::cat(
-        vec![radius.clone() * angle.clone().cos(), radius * angle.sin()],
-        0,
-    );
-    normals.narrow(0, 0, 3 * n).reshape([3, n])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ember_kernels::noise::cpu::standard_normal;
 
     #[test]
     fn one_copy_is_the_identity() {
@@ -384,74 +291,6 @@ mod tests {
 
     fn host(t: Tensor<Cpu, 2>) -> Vec<f32> {
         t.into_data().to_vec().expect("f32")
-    }
-
-    #[test]
-    fn normals_are_standard_and_depend_only_on_the_seed() {
-        let device = Default::default();
-        let a = host(standard_normals::<Cpu>(20_001, 7, &device).transpose());
-        assert_eq!(a.len(), 60_003);
-        assert_eq!(
-            a,
-            host(standard_normals::<Cpu>(20_001, 7, &device).transpose())
-        );
-        let b = host(standard_normals::<Cpu>(20_001, 8, &device).transpose());
-        assert!(a.iter().zip(&b).filter(|(x, y)| x != y).count() > 59_000);
-        let n = a.len() as f64;
-        let mean = a.iter().map(|&v| f64::from(v)).sum::<f64>() / n;
-        let var = a
-            .iter()
-            .map(|&v| (f64::from(v) - mean).powi(2))
-            .sum::<f64>()
-            / n;
-        let fourth = a
-            .iter()
-            .map(|&v| (f64::from(v) - mean).powi(4))
-            .sum::<f64>()
-            / n;
-        assert!(mean.abs() < 0.02, "mean {mean}");
-        assert!((var - 1.0).abs() < 0.03, "variance {var}");
-        // A normal's kurtosis is 3 (a uniform's is 1.8).
-        assert!(
-            (fourth / (var * var) - 3.0).abs() < 0.15,
-            "kurtosis {}",
-            fourth / var / var
-        );
-        let beyond = a.iter().filter(|v| v.abs() > 3.0).count() as f64 / n;
-        assert!((0.001..0.005).contains(&beyond), "{beyond} beyond 3 sigma");
-        // The three axes of a Gaussian are uncorrelated, and its squared norm is chi-square
-        // with 3 degrees of freedom (mean 3, variance 6).
-        let gaussians = a.len() / 3;
-        for (p, q) in [(0, 1), (0, 2), (1, 2)] {
-            let c: f64 = a
-                .chunks(3)
-                .map(|z| f64::from(z[p]) * f64::from(z[q]))
-                .sum::<f64>()
-                / gaussians as f64;
-            assert!(c.abs() < 0.03, "axes {p} and {q}: correlation {c}");
-        }
-        let norms: Vec<f64> = a
-            .chunks(3)
-            .map(|z| z.iter().map(|&v| f64::from(v).powi(2)).sum())
-            .collect();
-        let norm_mean = norms.iter().sum::<f64>() / gaussians as f64;
-        let norm_var =
-            norms.iter().map(|v| (v - norm_mean).powi(2)).sum::<f64>() / gaussians as f64;
-        assert!(
-            (norm_mean - 3.0).abs() < 0.1,
-            "mean squared norm {norm_mean}"
-        );
-        assert!(
-            (norm_var - 6.0).abs() < 0.5,
-            "variance of the squared norm {norm_var}"
-        );
-        // Neighbouring samples are uncorrelated.
-        let lag: f64 = a
-            .windows(2)
-            .map(|w| f64::from(w[0]) * f64::from(w[1]))
-            .sum::<f64>()
-            / n;
-        assert!(lag.abs() < 0.02, "lag-1 correlation {lag}");
     }
 
     /// The device noise against the same noise shaped on the host, Gaussian by Gaussian: the
@@ -495,7 +334,10 @@ mod tests {
             lr_means: 1.6e-4,
         };
         let seed = StdRng::seed_from_u64(11).random::<u32>();
-        let z = host(standard_normals::<Cpu>(n, seed, &device).transpose());
+        let pairs = (3 * n).div_ceil(2);
+        let z: Vec<f32> = (0..3 * n)
+            .map(|k| standard_normal((k % 3) * n + k / 3, pairs, seed))
+            .collect();
         strategy
             .inject_noise(context, &mut field, &mut StdRng::seed_from_u64(11))
             .expect("noise");
@@ -527,28 +369,6 @@ mod tests {
         }
         // The test moves some Gaussians measurably.
         assert!(largest > 1e-3, "largest move {largest}");
-    }
-
-    /// The hash's integer operations wrap on wgpu's `i32` and are exact on ndarray's `i64`; the
-    /// masks make both give the same bits, so the normals agree up to the float rounding of
-    /// the logarithm and the cosine.
-    #[cfg(feature = "wgpu")]
-    #[test]
-    fn normals_on_wgpu_match_the_cpu() {
-        type Wgpu = burn::backend::Wgpu<f32, i32, u32>;
-        let cpu = host(standard_normals::<Cpu>(
-            5_000,
-            0xdead_beef,
-            &Default::default(),
-        ));
-        let gpu = standard_normals::<Wgpu>(5_000, 0xdead_beef, &Default::default());
-        let gpu: Vec<f32> = gpu.into_data().to_vec().expect("f32");
-        let worst = cpu
-            .iter()
-            .zip(&gpu)
-            .map(|(a, b)| (a - b).abs() / (1.0 + a.abs()))
-            .fold(0.0f32, f32::max);
-        assert!(worst < 1e-4, "largest difference {worst}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::config::{DensifyConfig, StrategyKind};
 use crate::error::TrainError;
 use crate::params::index_tensor;
 use ember_field::GaussianField;
+use ember_kernels::NoiseOps;
 
 /// What one step's render tells densification, per Gaussian.
 #[derive(Debug, Clone)]
@@ -123,7 +124,7 @@ impl<B: Backend> Strategy<B> for NoDensification {
 }
 
 /// The strategy `config` names, for `n` initial Gaussians.
-pub fn strategy_from_config<B: Backend>(
+pub fn strategy_from_config<B: NoiseOps>(
     config: &DensifyConfig,
     n: usize,
     device: &B::Device,
