@@ -1,4 +1,5 @@
-//! The noise op on the CPU: one rayon pass over the Gaussians, in `f32`.
+//! The noise op on the CPU, in `f32`: a rayon pass over the Box-Muller pairs (each pair's
+//! logarithm and square root serve its two normals), then one over the Gaussians.
 //!
 //! Each value goes through the same `f32` operations, in the same order, as the tensor ops of
 //! the default implementation do on ndarray (the sigmoid as `exp(-ln(exp(-x) + 1))`, as Burn
@@ -26,20 +27,34 @@ fn uniform(j: u32, seed: u32) -> f32 {
     (hash(j, seed) >> (31 - UNIFORM_BITS)) as f32 / (1u32 << UNIFORM_BITS) as f32
 }
 
-/// Standard normal `k` of the `3 n` a draw of `n` Gaussians makes (`pairs = ceil(3 n / 2)`).
+/// The Box-Muller pair `p` of a draw with `pairs` pairs: its cosine half (normal `p`) and its
+/// sine half (normal `pairs + p`).
 #[inline]
-pub fn standard_normal(k: usize, pairs: usize, seed: u32) -> f32 {
-    let (p, sine) = if k < pairs {
-        (k, false)
-    } else {
-        (k - pairs, true)
-    };
+fn normal_pair(p: usize, pairs: usize, seed: u32) -> (f32, f32) {
     let u1 = uniform(p as u32, seed) + 1.0 / (1u32 << UNIFORM_BITS) as f32;
     let angle = uniform((pairs + p) as u32, seed) * core::f64::consts::TAU as f32;
     let radius = (u1.ln() * -2.0).sqrt();
     let angle = f64::from(angle);
-    let trig = if sine { angle.sin() } else { angle.cos() };
-    radius * trig as f32
+    (radius * angle.cos() as f32, radius * angle.sin() as f32)
+}
+
+/// The `3 n` standard normals of a draw for `n` Gaussians, normal `k` at index `k`: each pair
+/// computed once, its two halves written together.
+pub fn standard_normals(n: usize, seed: u32) -> Vec<f32> {
+    let pairs = (3 * n).div_ceil(2);
+    let mut normals = vec![0.0f32; 2 * pairs];
+    let (cosines, sines) = normals.split_at_mut(pairs);
+    cosines
+        .par_chunks_mut(CHUNK)
+        .zip(sines.par_chunks_mut(CHUNK))
+        .enumerate()
+        .for_each(|(chunk, (cosines, sines))| {
+            for (offset, (c, s)) in cosines.iter_mut().zip(sines).enumerate() {
+                (*c, *s) = normal_pair(chunk * CHUNK + offset, pairs, seed);
+            }
+        });
+    normals.truncate(3 * n);
+    normals
 }
 
 /// Burn's sigmoid, `exp(-ln(exp(-x) + 1))`, in `f32`.
@@ -58,7 +73,7 @@ pub fn perturb_means(
     noise: &MeanNoise,
 ) {
     let n = opacity_logits.len();
-    let pairs = (3 * n).div_ceil(2);
+    let z = standard_normals(n, noise.seed);
     let scale = noise.scale as f32;
     means
         .par_chunks_mut(3 * CHUNK)
@@ -66,7 +81,7 @@ pub fn perturb_means(
         .for_each(|(chunk, rows)| {
             for (offset, mean) in rows.chunks_exact_mut(3).enumerate() {
                 let i = chunk * CHUNK + offset;
-                let z = [0, 1, 2].map(|b| standard_normal(b * n + i, pairs, noise.seed));
+                let z = [0, 1, 2].map(|b| z[b * n + i]);
                 let d = displacement(
                     &quats[4 * i..4 * i + 4],
                     &log_scales[3 * i..3 * i + 3],

@@ -26,9 +26,10 @@
 //!
 //! # Implementations
 //! - the default of [`NoiseOps::perturb_means`]: Burn tensor ops, in the order of `cpu.rs`;
-//! - `cpu.rs`: one rayon pass over the Gaussians (for ndarray, where each tensor op is a pass
-//!   over a fresh buffer: ~80 of them), the same `f32` operations in the same order as the
-//!   tensor ops on ndarray, so the two give the same bits;
+//! - `cpu.rs`: two rayon passes, over the Box-Muller pairs and then over the Gaussians (for
+//!   ndarray, where each tensor op is a pass over a fresh buffer: ~80 of them), with the same
+//!   `f32` operations in the same order as the tensor ops on ndarray, so the two give the same
+//!   bits;
 //! - `cube.rs`: one CubeCL kernel, one unit per Gaussian (`fusion.rs` records it as one fusion
 //!   operation, so it costs one launch instead of the tensor program's);
 //! - `autodiff.rs`: the inner backend's op on the inner tensors; the result is untracked.

@@ -271,7 +271,7 @@ impl McmcDensity {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ember_kernels::noise::cpu::standard_normal;
+    use ember_kernels::noise::cpu::standard_normals;
 
     #[test]
     fn one_copy_is_the_identity() {
@@ -334,10 +334,8 @@ mod tests {
             lr_means: 1.6e-4,
         };
         let seed = StdRng::seed_from_u64(11).random::<u32>();
-        let pairs = (3 * n).div_ceil(2);
-        let z: Vec<f32> = (0..3 * n)
-            .map(|k| standard_normal((k % 3) * n + k / 3, pairs, seed))
-            .collect();
+        let normals = standard_normals(n, seed);
+        let z: Vec<f32> = (0..3 * n).map(|k| normals[(k % 3) * n + k / 3]).collect();
         strategy
             .inject_noise(context, &mut field, &mut StdRng::seed_from_u64(11))
             .expect("noise");
