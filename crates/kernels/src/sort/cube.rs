@@ -77,6 +77,56 @@ fn block_scan_kernel(
     }
 }
 
+/// The longest scan done by one cube ([`single_cube_scan_kernel`]): longer ones take a block
+/// scan, a scan of the block sums and an addition, three launches or more.
+pub(crate) const SINGLE_CUBE_SCAN: usize = 1 << 15;
+
+/// One cube of [`BLOCK`] units: the exclusive scan of `values[..len]` into `out`, and the total
+/// into `total[0]`. Unit `u` sums its run of `run = ceil(len / BLOCK)` consecutive entries, the
+/// cube scans the runs' sums, and each unit writes its run from its offset.
+#[cube(launch)]
+fn single_cube_scan_kernel(
+    values: &Tensor<u32>,
+    out: &mut Tensor<u32>,
+    total: &mut Tensor<u32>,
+    len: u32,
+    run: u32,
+) {
+    let u = UNIT_POS as usize;
+    let len = len as usize;
+    let run = run as usize;
+    let start = usize::min(u * run, len);
+    let end = usize::min(start + run, len);
+    let mut sum = 0u32.runtime();
+    for i in start..end {
+        sum += values[i];
+    }
+    let mut shared = SharedMemory::<u32>::new(BLOCK);
+    shared[u] = sum;
+    sync_cube();
+    // Hillis-Steele, as in `block_scan_kernel`.
+    let mut offset = 1usize.runtime();
+    while offset < BLOCK {
+        let mut add = 0u32.runtime();
+        if u >= offset {
+            add = shared[u - offset];
+        }
+        sync_cube();
+        shared[u] += add;
+        sync_cube();
+        offset *= 2;
+    }
+    let mut acc = shared[u] - sum;
+    for i in start..end {
+        let v = values[i];
+        out[i] = acc;
+        acc += v;
+    }
+    if u == BLOCK - 1 {
+        total[0] = shared[u];
+    }
+}
+
 /// Adds each block's offset to its entries of `out[..len]`.
 #[cube(launch)]
 fn add_block_offsets_kernel(out: &mut Tensor<u32>, block_offsets: &Tensor<u32>, len: u32) {
@@ -95,7 +145,21 @@ fn scan_into<R: CubeRuntime>(
     len: usize,
 ) -> CubeTensor<R> {
     let client = &values.client;
-    let blocks = len.div_ceil(BLOCK).max(1);
+    if len <= SINGLE_CUBE_SCAN {
+        let total = u32_tensor(values, 1);
+        single_cube_scan_kernel::launch::<R>(
+            client,
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(BLOCK as u32),
+            values.clone().into_tensor_arg(),
+            out.clone().into_tensor_arg(),
+            total.clone().into_tensor_arg(),
+            len as u32,
+            len.div_ceil(BLOCK) as u32,
+        );
+        return total;
+    }
+    let blocks = len.div_ceil(BLOCK);
     let sums = u32_tensor(values, blocks);
     let (count, dim) = block_dims(client, blocks);
     block_scan_kernel::launch::<R>(
@@ -107,9 +171,6 @@ fn scan_into<R: CubeRuntime>(
         sums.clone().into_tensor_arg(),
         len as u32,
     );
-    if blocks == 1 {
-        return sums;
-    }
     let block_offsets = u32_tensor(values, blocks);
     let total = scan_into(&sums, &block_offsets, blocks);
     let (count, dim) = block_dims(client, blocks);
@@ -274,7 +335,7 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
 
-    use super::{exclusive_sum, sort_pairs};
+    use super::{SINGLE_CUBE_SCAN, exclusive_sum, sort_pairs};
 
     type R = WgpuRuntime;
     type B = CubeBackend<R, f32, i32, u32>;
@@ -301,9 +362,21 @@ mod tests {
     #[test]
     fn exclusive_sum_matches_the_host_over_three_levels() {
         let mut rng = rng();
-        // 256^2 < len: the block sums are scanned recursively twice.
-        for len in [1, 255, 256, 257, 70_001] {
-            let values: Vec<u32> = (0..len).map(|_| rng.random_range(0..1000u32)).collect();
+        // One cube up to `SINGLE_CUBE_SCAN` (runs of one entry and of many, some units past the
+        // end); past it a block scan whose block sums one cube scans; past `256
+        // SINGLE_CUBE_SCAN` a third level.
+        for len in [
+            1,
+            255,
+            256,
+            257,
+            5_000,
+            SINGLE_CUBE_SCAN,
+            SINGLE_CUBE_SCAN + 1,
+            70_001,
+            256 * SINGLE_CUBE_SCAN + 3,
+        ] {
+            let values: Vec<u32> = (0..len).map(|_| rng.random_range(0..100u32)).collect();
             let (sums, total) = exclusive_sum(&upload(&values), len);
             let mut want = Vec::with_capacity(len);
             let mut acc = 0u32;

@@ -3,13 +3,15 @@
 //! binning cannot use them).
 //!
 //! Both work on `u32` tensors and are generic over the CubeCL runtime:
-//! - [`cube::exclusive_sum`]: `out[i] = sum(values[..i])`, and the total, as a multi-level
-//!   block scan (one level per factor of 256 in the length, no host round trip);
+//! - [`cube::exclusive_sum`]: `out[i] = sum(values[..i])`, and the total: one launch of one
+//!   cube up to 32 768 entries (each unit sums a run of them), past that a block scan whose
+//!   block sums are scanned the same way, recursively, and added back (no host round trip);
 //! - [`cube::sort_pairs`]: a stable least-significant-digit radix sort of `(key, value)` pairs
 //!   on the low `bits` bits of the keys, 4 bits per pass. Each pass counts the digits of every
 //!   block of 256 entries, scans the counts digit-major (so that the scan gives every block's
 //!   first slot for every digit), and scatters each entry to its digit's slot plus its rank
-//!   among the equal digits before it in its block. Stability makes the result deterministic
+//!   among the equal digits before it in its block: three launches up to 524 288 keys (the
+//!   counts then fit one cube's scan), five or more past that. Stability makes the result deterministic
 //!   and lets the rasterizer sort by `(tile, depth)` as two sorts: depth first, then tile.
 //!
 //! The CPU rasterizer needs neither: it bins with a counting pass and sorts each tile's list
@@ -58,8 +60,8 @@ pub fn sort_pairs<B: RadixSortBackend>(
 }
 
 /// The exclusive prefix sum of `values` (`[N]` `u32`): `(sums [N], total [1])` with
-/// `sums[i] = values[0] + .. + values[i - 1]` (wrapping), on the GPU in one block scan per
-/// factor of 256 in `N`.
+/// `sums[i] = values[0] + .. + values[i - 1]` (wrapping), on the GPU: one launch up to
+/// `N = 32 768`, three past it, five past `256 x 32 768`.
 pub fn exclusive_sum<B: RadixSortBackend>(
     values: Tensor<B, 1, Int>,
 ) -> Result<U32Pair<B>, SortError> {
