@@ -34,6 +34,29 @@ pub(crate) fn block_dims<R: CubeRuntime>(
     )
 }
 
+/// The sum of `value` over the units `0..=UNIT_POS` of a cube of [`BLOCK`] units (every unit
+/// passes one value). Hillis-Steele: after the step with `offset`, a unit's slot sums the
+/// `2 offset` values ending at it.
+#[cube]
+fn cube_inclusive_sum(value: u32) -> u32 {
+    let u = UNIT_POS as usize;
+    let mut shared = SharedMemory::<u32>::new(BLOCK);
+    shared[u] = value;
+    sync_cube();
+    let mut offset = 1usize.runtime();
+    while offset < BLOCK {
+        let mut add = 0u32.runtime();
+        if u >= offset {
+            add = shared[u - offset];
+        }
+        sync_cube();
+        shared[u] += add;
+        sync_cube();
+        offset *= 2;
+    }
+    shared[u]
+}
+
 /// One cube per block of `values[..len]`: the block's exclusive scan into `out`, its total into
 /// `block_sums[block]`.
 #[cube(launch)]
@@ -53,27 +76,12 @@ fn block_scan_kernel(
     if i < len as usize {
         v = values[i];
     }
-    let mut shared = SharedMemory::<u32>::new(BLOCK);
-    shared[u] = v;
-    sync_cube();
-    // Hillis-Steele: after the step with `offset`, `shared[u]` sums the `2 offset` entries
-    // ending at `u`.
-    let mut offset = 1usize.runtime();
-    while offset < BLOCK {
-        let mut add = 0u32.runtime();
-        if u >= offset {
-            add = shared[u - offset];
-        }
-        sync_cube();
-        shared[u] += add;
-        sync_cube();
-        offset *= 2;
-    }
+    let inclusive = cube_inclusive_sum(v);
     if i < len as usize {
-        out[i] = shared[u] - v;
+        out[i] = inclusive - v;
     }
     if u == BLOCK - 1 {
-        block_sums[block] = shared[u];
+        block_sums[block] = inclusive;
     }
 }
 
@@ -101,29 +109,15 @@ fn single_cube_scan_kernel(
     for i in start..end {
         sum += values[i];
     }
-    let mut shared = SharedMemory::<u32>::new(BLOCK);
-    shared[u] = sum;
-    sync_cube();
-    // Hillis-Steele, as in `block_scan_kernel`.
-    let mut offset = 1usize.runtime();
-    while offset < BLOCK {
-        let mut add = 0u32.runtime();
-        if u >= offset {
-            add = shared[u - offset];
-        }
-        sync_cube();
-        shared[u] += add;
-        sync_cube();
-        offset *= 2;
-    }
-    let mut acc = shared[u] - sum;
+    let inclusive = cube_inclusive_sum(sum);
+    let mut acc = inclusive - sum;
     for i in start..end {
         let v = values[i];
         out[i] = acc;
         acc += v;
     }
     if u == BLOCK - 1 {
-        total[0] = shared[u];
+        total[0] = inclusive;
     }
 }
 
