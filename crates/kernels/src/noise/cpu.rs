@@ -15,7 +15,7 @@ const CHUNK: usize = 4096;
 
 /// The hash of index `j` under the masked seed `seed` (see the module docs).
 #[inline]
-pub fn hash(j: u32, seed: u32) -> u32 {
+fn hash(j: u32, seed: u32) -> u32 {
     let mix = |x: u32| x ^ (x >> 16);
     let round = |x: u32| mix(x).wrapping_mul(HASH_MULTIPLIER) & HASH_MASK;
     mix(round(round(j ^ (seed & HASH_MASK))))

@@ -15,6 +15,7 @@ use super::{
     UNIFORM_BITS,
 };
 use crate::cube_alloc::output;
+use crate::project::cube::finite;
 
 /// Units per cube.
 const BLOCK: u32 = 256;
@@ -74,11 +75,10 @@ fn sigmoid<F: Float>(x: F) -> F {
     F::exp(-F::ln(F::exp(-x) + F::new(1.0)))
 }
 
-/// `d` where it is finite, else zero (a comparison, false for a NaN: WGSL has no reliable
-/// `isnan`).
+/// `d` where it is finite, else zero.
 #[cube]
 fn finite_or_zero<F: Float>(d: F) -> F {
-    select(F::abs(d) <= F::new(f32::MAX), d, F::new(0.0))
+    select(finite::<F>(d), d, F::new(0.0))
 }
 
 /// One unit per Gaussian: `out[i] = means[i] + R S^2 R^T (gate z)` (see the module docs).

@@ -191,8 +191,9 @@ fn apply<F: Float>(m0: Vec3<F>, m1: Vec3<F>, m2: Vec3<F>, v: Vec3<F>) -> Vec3<F>
     vec3::<F>(dot::<F>(m0, v), dot::<F>(m1, v), dot::<F>(m2, v))
 }
 
+/// Whether `x` is finite: a comparison, false for a NaN (WGSL has no reliable `isnan`).
 #[cube]
-fn finite<F: Float>(x: F) -> bool {
+pub(crate) fn finite<F: Float>(x: F) -> bool {
     F::abs(x) <= F::new(FINITE_MAX)
 }
 
