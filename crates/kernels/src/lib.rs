@@ -23,9 +23,10 @@
 //! - `autodiff.rs`: `impl<B: XOps, C: CheckpointStrategy> XOps for Autodiff<B, C>`, the
 //!   hand-written `Backward` node (what it saves, what it calls).
 //!
-//! The [`transform`] and [`noise`] ops have no backward: they edit a scene, and their outputs
-//! are untracked under `Autodiff`. The [`optim`] op (one fused Adam update) has a default method in Burn tensor ops,
-//! which the fusion backends fuse; only ndarray overrides it, with one rayon pass. The [`sort`]
+//! The [`transform`], [`noise`] and [`optim`] (one fused Adam update) ops have no backward: they
+//! edit a scene or step an optimizer, and their outputs are untracked under `Autodiff`. The
+//! [`optim`] op's trait method defaults to Burn tensor ops, for backends Ember does not
+//! implement it on. The [`sort`]
 //! functions (prefix sum, radix sort) run on the unfused CubeCL backend only.
 //!
 //! # Adding an op
@@ -79,7 +80,9 @@ pub use field::{
 pub use loss::{LossError, LossOps, LossOptions, LossPrimitives, photometric_loss, ssim};
 pub use memory::{DeviceMemory, MemoryUsage};
 pub use noise::{MeanNoise, NoiseError, NoiseInputs, NoiseOps, perturb_means};
-pub use optim::{AdamOps, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step};
+pub use optim::{
+    AdamOps, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step, adam_step_tensor_ops,
+};
 pub use project::{
     CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOps,
     ProjectOptions, ProjectPrimitives, Projected, SH_C0, project_gaussians, project_views,

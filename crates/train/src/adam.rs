@@ -140,7 +140,7 @@ impl<B: Backend> GroupAdam<B> {
 impl<B: AdamOps> GroupAdam<B> {
     /// One Adam step of every parameter of `field` that has a gradient, at the learning rate
     /// `lr(group)`. The update itself is [`ember_kernels::adam_step`] (one fused pass on
-    /// ndarray, fused tensor ops on the GPU backends).
+    /// ndarray, one kernel on the GPU backends).
     ///
     /// # Panics
     /// When a gradient and its parameter differ in shape from the moments (the trainer keeps

@@ -11,17 +11,27 @@
 //! ```
 //!
 //! The scalars are computed in `f64` and rounded once to the tensor's float type; each
-//! product, quotient and sum is then rounded in that type, in the order written (no fused
-//! multiply-add), so every backend gives the same bits as the Burn tensor ops of
-//! [`AdamOps::adam_step`]'s default implementation.
+//! product, quotient and sum is then rounded in that type, in the order written, so the CPU
+//! pass gives the same bits as [`adam_step_tensor_ops`] on ndarray. GPU kernels compute the
+//! same operations in the same order; their compilers may contract a product and a sum into one
+//! fused multiply-add, so they agree to rounding.
 //!
 //! # Implementations
-//! - the default of [`AdamOps::adam_step`]: Burn tensor ops (the fusion backends, wgpu and
-//!   cuda, fuse them into one kernel);
+//! - [`adam_step_tensor_ops`]: Burn tensor ops, the default of [`AdamOps::adam_step`] for any
+//!   other backend, and the reference the others are tested against;
 //! - `cpu.rs`: one rayon pass over the four arrays, for ndarray, where each Burn op would be a
-//!   pass of its own over a fresh buffer.
+//!   pass of its own over a fresh buffer;
+//! - `cube.rs`: one CubeCL kernel over the four tensors as flat vectors (`fusion.rs` records it
+//!   as one fusion operation: the host records one operation per parameter group instead of
+//!   the tensor program's dozen, which Burn's fusion would fuse into one kernel);
+//! - `autodiff.rs`: the inner backend's update on the inner tensors; the result is untracked.
 
+pub(crate) mod autodiff;
 pub mod cpu;
+#[cfg(feature = "cube")]
+pub(crate) mod cube;
+#[cfg(feature = "cube")]
+pub(crate) mod fusion;
 #[cfg(feature = "ndarray")]
 pub(crate) mod ndarray;
 
@@ -105,13 +115,11 @@ pub enum OptimError {
 
 /// The fused Adam update on a backend: what [`adam_step`] dispatches to.
 ///
-/// The default method runs Burn tensor ops, which the fusion backends fuse into one kernel; the
-/// CubeCL, fusion and autodiff backends use it (their impls are below), and ndarray overrides it
-/// with one rayon pass (`ndarray.rs`).
+/// The default method runs [`adam_step_tensor_ops`]; ndarray (`ndarray.rs`), the CubeCL backends
+/// (`cube.rs`), their fusion (`fusion.rs`) and autodiff (`autodiff.rs`) override it.
 pub trait AdamOps: Backend {
     /// One Adam update (see the [module docs](self) for the formula) of `state` with `grad`, all
-    /// of one shape: the updated parameter and moments. Not differentiable. The default runs
-    /// Burn tensor ops, which the fusion backends fuse into one kernel.
+    /// of one shape: the updated parameter and moments. Not differentiable.
     fn adam_step(
         state: AdamPrimitives<Self>,
         grad: FloatTensor<Self>,
@@ -119,24 +127,6 @@ pub trait AdamOps: Backend {
     ) -> AdamPrimitives<Self> {
         adam_step_tensor_ops(state, grad, step)
     }
-}
-
-#[cfg(feature = "cube")]
-impl<R, F, I, BT> AdamOps for burn_cubecl::CubeBackend<R, F, I, BT>
-where
-    R: burn_cubecl::CubeRuntime,
-    F: burn_cubecl::FloatElement,
-    I: burn_cubecl::IntElement,
-    BT: burn_cubecl::BoolElement,
-{
-}
-
-#[cfg(feature = "cube")]
-impl<B: burn_fusion::FusionBackend> AdamOps for burn_fusion::Fusion<B> {}
-
-impl<B: Backend, C: burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy> AdamOps
-    for burn::backend::Autodiff<B, C>
-{
 }
 
 /// One fused Adam update (see the [module docs](self)) of `param` with `grad`, given the
@@ -183,9 +173,10 @@ pub fn adam_step<B: AdamOps, const D: usize>(
     })
 }
 
-/// [`AdamOps::adam_step`]'s default: the update as Burn tensor ops, in the order of the
-/// module docs.
-pub(crate) fn adam_step_tensor_ops<B: Backend>(
+/// The update as Burn tensor ops, in the order of the [module docs](self): the default of
+/// [`AdamOps::adam_step`], and the reference of the other implementations. Inputs as
+/// [`adam_step`]'s, not checked.
+pub fn adam_step_tensor_ops<B: Backend>(
     state: AdamPrimitives<B>,
     grad: FloatTensor<B>,
     step: AdamStep,

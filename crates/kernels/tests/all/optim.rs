@@ -1,15 +1,19 @@
 //! The fused Adam update (`ember_kernels::adam_step`): on ndarray, bit for bit against the
-//! same update written as Burn tensor ops (what the trainer ran before, and what the GPU
-//! backends run), over several steps, in f32 and f64; on every compiled GPU backend against
-//! ndarray; and the refusals.
+//! same update written as Burn tensor ops, over several steps, in f32 and f64, directly and
+//! through `Autodiff`; on every compiled GPU backend, the kernel against ndarray and against
+//! the tensor ops on the same backend, at sizes that take vectors of 1, 2 and 4 elements; and
+//! the refusals.
 
-use burn::backend::NdArray;
+use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
-use burn::tensor::{DType, Tensor, TensorData};
-use ember_kernels::{AdamStep, OptimError, SplatBackend, adam_step};
+use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
+use ember_kernels::{
+    AdamPrimitives, AdamStep, OptimError, SplatBackend, adam_step, adam_step_tensor_ops,
+};
 
 use crate::common::{fresh_rng, uniform};
 
+/// 7 217 elements: odd, so the GPU kernel reads one element per unit.
 const SHAPE: [usize; 2] = [1031, 7];
 
 fn settings(step: u32, lr: f64) -> AdamStep {
@@ -26,16 +30,18 @@ fn host<B: Backend>(t: Tensor<B, 2>) -> Vec<f64> {
     t.into_data().convert::<f64>().into_vec::<f64>().unwrap()
 }
 
-/// A random start and `steps` random gradients.
+/// A random start of `shape` and `steps` random gradients.
 struct Problem {
+    shape: [usize; 2],
     param: Vec<f64>,
     grads: Vec<Vec<f64>>,
 }
 
-fn problem(label: &str, steps: usize) -> Problem {
+fn problem(label: &str, shape: [usize; 2], steps: usize) -> Problem {
     let mut rng = fresh_rng(label);
-    let n = SHAPE[0] * SHAPE[1];
+    let n = shape[0] * shape[1];
     Problem {
+        shape,
         param: uniform(&mut rng, n, -2.0, 2.0),
         grads: (0..steps)
             .map(|_| uniform(&mut rng, n, -3.0, 3.0))
@@ -50,8 +56,9 @@ type Update<B> =
 /// The updates of `p` on `B` with `update`: the parameter and both moments.
 fn run_with<B: Backend>(p: &Problem, dtype: DType, update: Update<B>) -> [Vec<f64>; 3] {
     let device: B::Device = Default::default();
-    let t =
-        |v: &[f64]| Tensor::<B, 2>::from_data(TensorData::new(v.to_vec(), SHAPE), (&device, dtype));
+    let t = |v: &[f64]| {
+        Tensor::<B, 2>::from_data(TensorData::new(v.to_vec(), p.shape), (&device, dtype))
+    };
     let zeros = vec![0.0; p.param.len()];
     let (mut param, mut m, mut v) = (t(&p.param), t(&zeros), t(&zeros));
     for (step, grad) in (1..).zip(&p.grads) {
@@ -66,6 +73,24 @@ fn run<B: SplatBackend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
     run_with::<B>(p, dtype, |param, grad, m, v, s| {
         let u = adam_step(param, grad, m, v, s).unwrap();
         [u.param, u.exp_avg, u.exp_avg_sq]
+    })
+}
+
+/// The updates of `p` through the tensor-op reference on `B`.
+fn run_tensor_ops<B: Backend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
+    run_with::<B>(p, dtype, |param, grad, m, v, s| {
+        let primitive = |t: Tensor<B, 2>| t.into_primitive().tensor();
+        let tensor = |t| Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(t));
+        let u = adam_step_tensor_ops::<B>(
+            AdamPrimitives {
+                param: primitive(param),
+                exp_avg: primitive(m),
+                exp_avg_sq: primitive(v),
+            },
+            primitive(grad),
+            *s,
+        );
+        [tensor(u.param), tensor(u.exp_avg), tensor(u.exp_avg_sq)]
     })
 }
 
@@ -84,15 +109,23 @@ fn reference(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
 #[test]
 fn fused_adam_matches_tensor_ops_bit_for_bit() {
     for dtype in [DType::F32, DType::F64] {
-        let p = problem(&format!("adam_fused_{dtype:?}"), 6);
-        let got = run::<NdArray<f64>>(&p, dtype);
+        let p = problem(&format!("adam_fused_{dtype:?}"), SHAPE, 6);
         let want = reference(&p, dtype);
-        for (name, (g, w)) in ["param", "exp_avg", "exp_avg_sq"]
-            .iter()
-            .zip(got.iter().zip(&want))
-        {
-            assert!(g.iter().any(|x| *x != 0.0), "{dtype:?} {name}: all zero");
-            assert_eq!(g, w, "{dtype:?} {name}");
+        for (backend, got) in [
+            ("ndarray", run::<NdArray<f64>>(&p, dtype)),
+            ("autodiff", run::<Autodiff<NdArray<f64>>>(&p, dtype)),
+            ("tensor ops", run_tensor_ops::<NdArray<f64>>(&p, dtype)),
+        ] {
+            for (name, (g, w)) in ["param", "exp_avg", "exp_avg_sq"]
+                .iter()
+                .zip(got.iter().zip(&want))
+            {
+                assert!(
+                    g.iter().any(|x| *x != 0.0),
+                    "{backend} {dtype:?} {name}: all zero"
+                );
+                assert_eq!(g, w, "{backend} {dtype:?} {name}");
+            }
         }
     }
 }
@@ -140,18 +173,28 @@ fn adam_refuses_mismatched_shapes_and_step_zero() {
     assert_eq!(err.err(), Some(OptimError::StepZero));
 }
 
-/// The GPU backends run the tensor-op default; they agree with ndarray to rounding.
+/// The GPU kernel agrees with ndarray and with the tensor ops on its own backend to rounding,
+/// whatever the vector width its element count allows (7 217: 1, 1 542: 2, 3 000: 4).
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 fn gpu_matches_cpu<B: SplatBackend>(label: &str) {
-    let p = problem(label, 6);
-    let got = run::<B>(&p, DType::F32);
-    let want = run::<NdArray<f32>>(&p, DType::F32);
-    for (name, (g, w)) in ["param", "exp_avg", "exp_avg_sq"]
-        .iter()
-        .zip(got.iter().zip(&want))
-    {
-        let err = crate::common::rel_err(g, w);
-        assert!(err < 1e-5, "{label} {name}: relative error {err}");
+    for shape in [SHAPE, [514, 3], [1000, 3]] {
+        let p = problem(&format!("{label}_{shape:?}"), shape, 6);
+        let got = run::<B>(&p, DType::F32);
+        for (reference, want) in [
+            ("ndarray", run::<NdArray<f32>>(&p, DType::F32)),
+            ("tensor ops", run_tensor_ops::<B>(&p, DType::F32)),
+        ] {
+            for (name, (g, w)) in ["param", "exp_avg", "exp_avg_sq"]
+                .iter()
+                .zip(got.iter().zip(&want))
+            {
+                let err = crate::common::rel_err(g, w);
+                assert!(
+                    err < 1e-5,
+                    "{label} {shape:?} {name} against {reference}: relative error {err}"
+                );
+            }
+        }
     }
 }
 

@@ -1,0 +1,79 @@
+//! The Adam update on `Fusion<B>` (burn's `Wgpu` and `Cuda`): recorded in the fusion stream as
+//! one custom operation that runs `B`'s kernel on the real tensor handles.
+
+use core::marker::PhantomData;
+
+use burn::tensor::ops::FloatTensor;
+use burn_fusion::stream::{Operation, OperationStreams};
+use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
+use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput};
+
+use super::{AdamOps, AdamPrimitives, AdamStep};
+use crate::cube_alloc::fusion_output_like;
+
+/// The recorded op: inputs `[param, grad, exp_avg, exp_avg_sq]`, outputs the three updated.
+#[derive(Debug)]
+struct AdamOp<B> {
+    desc: CustomOpIr,
+    step: AdamStep,
+    _backend: PhantomData<B>,
+}
+
+impl<B: FusionBackend + AdamOps> Operation<B::FusionRuntime> for AdamOp<B> {
+    fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
+        let ([param, grad, exp_avg, exp_avg_sq], [param_out, exp_avg_out, exp_avg_sq_out]) =
+            self.desc.as_fixed::<4, 3>();
+        let updated = B::adam_step(
+            AdamPrimitives {
+                param: h.get_float_tensor::<B>(param),
+                exp_avg: h.get_float_tensor::<B>(exp_avg),
+                exp_avg_sq: h.get_float_tensor::<B>(exp_avg_sq),
+            },
+            h.get_float_tensor::<B>(grad),
+            self.step,
+        );
+        h.register_float_tensor::<B>(&param_out.id, updated.param);
+        h.register_float_tensor::<B>(&exp_avg_out.id, updated.exp_avg);
+        h.register_float_tensor::<B>(&exp_avg_sq_out.id, updated.exp_avg_sq);
+    }
+}
+
+impl<B: FusionBackend + AdamOps> AdamOps for Fusion<B> {
+    fn adam_step(
+        state: AdamPrimitives<Self>,
+        grad: FloatTensor<Self>,
+        step: AdamStep,
+    ) -> AdamPrimitives<Self> {
+        let AdamPrimitives {
+            param,
+            exp_avg,
+            exp_avg_sq,
+        } = state;
+        let client = param.client.clone();
+        let streams = OperationStreams::with_inputs([&param, &grad, &exp_avg, &exp_avg_sq]);
+        let outputs = [&param, &exp_avg, &exp_avg_sq].map(fusion_output_like);
+        let desc = CustomOpIr::new(
+            "ember_adam_step",
+            &[
+                param.into_ir(),
+                grad.into_ir(),
+                exp_avg.into_ir(),
+                exp_avg_sq.into_ir(),
+            ],
+            &outputs,
+        );
+        let op = AdamOp::<B> {
+            desc: desc.clone(),
+            step,
+            _backend: PhantomData,
+        };
+        let [param, exp_avg, exp_avg_sq] = client
+            .register(streams, OperationIr::Custom(desc), op)
+            .outputs();
+        AdamPrimitives {
+            param,
+            exp_avg,
+            exp_avg_sq,
+        }
+    }
+}
