@@ -38,15 +38,70 @@
 #   scripts/device-check.sh h100-run  # there (carry .device-captures): `bench train` on lego
 #                                   # with the loss read every step and every 100, then the
 #                                   # full configs/h100.toml run (25 held-out views)
+#   scripts/device-check.sh build-lease  # here: everything one 15-minute lease needs, for two
+#                                   # calls: .device-lease/ (the cuda trainer, the cuda test
+#                                   # binaries of ember-kernels and ember-field, lego_400's
+#                                   # training split and every 8th test view) and .device-quality/
+#                                   # (as build-quality)
+#   scripts/device-check.sh lease-lego  # there, first call (carry .device-lease): the cuda tests,
+#                                   # configs/h100.toml on lego (stopped at H100_SECONDS, default
+#                                   # 170), then `bench render` of the trained lego at 800x800 and
+#                                   # of a ~1M-Gaussian copy at 1920x1080, and `bench view` of both
+#                                   # at 1920x1080; logs and CSVs into $OUT/lego.tar.gz
+#   scripts/device-check.sh lease-captures  # there, second call, at once (carry .device-quality):
+#                                   # `bench train` on mouse_colmap at full resolution with 3M
+#                                   # Gaussians, then the quality mode; everything into
+#                                   # $OUT/quality.tar.gz and one held-out image per capture
 #
-# With the device tool: run(command="scripts/device-check.sh run", carry=[".device", ".gl"]),
-# then at once run(command="scripts/device-check.sh train", carry=[".device-train"]). Logs go to
+# With the device tool, a 15-minute lease: run(command="scripts/device-check.sh lease-lego",
+# carry=[".device-lease"], timeout_s=420) (about 5 minutes: tests ~1, h100.toml 2-3, benches 1),
+# then at once, while the machine is warm, run(command="QUALITY_SECONDS=N scripts/device-check.sh
+# lease-captures", carry=[".device-quality"]) with N the budget left minus ~2 minutes. The older
+# modes: run(command="scripts/device-check.sh run", carry=[".device", ".gl"]), then at once
+# run(command="scripts/device-check.sh train", carry=[".device-train"]). Logs go to
 # $OUT. `.gl` holds the Vulkan and GL loader packages the device lacks (wgpu needs the Vulkan
 # loader; the NVIDIA driver there provides the ICD), downloaded once here as the device README
 # says: `mkdir -p .gl && cd .gl && apt-get -oAPT::Architecture=amd64 download libvulkan1 libegl1
 # libglvnd0 libopengl0 libgl1 libglx0 libgles2` (git-ignored through .git/info/exclude).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+measure() { # a time limit in seconds, a name, then the command
+  # Runs the command into /tmp/NAME.log, appends that to $log (default $out/captures.log) with
+  # the peak of nvidia-smi's used_memory for the process (sampled every 100 ms), prints the
+  # lines with the results.
+  local limit=$1 name=$2 max=0 used pid
+  shift 2
+  timeout "$limit" "$@" >"/tmp/$name.log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    used=$(nvidia-smi --query-compute-apps=used_memory --format=csv,noheader,nounits | sort -n | tail -1)
+    [ -n "$used" ] && [ "$used" -gt "$max" ] && max=$used
+    sleep 0.1
+  done
+  wait "$pid" || echo "$name: exit $?"
+  { echo "=== $name: $*"; tr '\r' '\n' <"/tmp/$name.log" | grep -v '^ *[0-9]*/'; echo "nvidia-smi peak: $max MiB"; } >>"${log:-$out/captures.log}"
+  echo "=== $name (nvidia-smi peak $max MiB)"
+  grep -E "^\||steps/s|peak device|resident|pairs over|FPS|costs|held-out|done:|^step|config|error|panicked" "/tmp/$name.log" | tail -24
+}
+
+lego_views() { # lego_400 source folder, target folder: the training split and every 8th test view (25)
+  mkdir -p "$2"
+  cp -r "$1/train" "$1/transforms_train.json" "$2/"
+  python3 - "$1" "$2" <<'PY'
+import json, os, shutil, sys
+source, target = sys.argv[1], sys.argv[2]
+with open(os.path.join(source, "transforms_test.json")) as f:
+    meta = json.load(f)
+meta["frames"] = meta["frames"][::8]
+os.makedirs(os.path.join(target, "test"), exist_ok=True)
+for frame in meta["frames"]:
+    name = frame["file_path"].lstrip("./") + ".png"
+    shutil.copy(os.path.join(source, name), os.path.join(target, name))
+with open(os.path.join(target, "transforms_test.json"), "w") as f:
+    json.dump(meta, f)
+PY
+}
 
 executable() {
   # The path of the executable cargo built for target `$1` from JSON messages on stdin.
@@ -191,27 +246,12 @@ build-captures)
   ply="${2:-/tmp/lego-trained/splats.ply}"
   data="${EMBER_DATA_DIR:-../shared/data}"
   rm -rf .device-captures
-  mkdir -p .device-captures/data/lego_400
+  mkdir -p .device-captures/data
   cargo build --release --features cuda -p trainer
   cp "${CARGO_TARGET_DIR:-target}/release/trainer" .device-captures/trainer
   strip .device-captures/trainer
   gzip -9 .device-captures/trainer
-  cp -r "$data/lego_400/train" "$data/lego_400/transforms_train.json" .device-captures/data/lego_400/
-  # Every 8th of the 200 test views (25), for the held-out PSNR of the 7k-step run within the
-  # 64 MiB a call carries.
-  python3 - "$data/lego_400" .device-captures/data/lego_400 <<'PY'
-import json, os, shutil, sys
-source, target = sys.argv[1], sys.argv[2]
-with open(os.path.join(source, "transforms_test.json")) as f:
-    meta = json.load(f)
-meta["frames"] = meta["frames"][::8]
-os.makedirs(os.path.join(target, "test"), exist_ok=True)
-for frame in meta["frames"]:
-    name = frame["file_path"].lstrip("./") + ".png"
-    shutil.copy(os.path.join(source, name), os.path.join(target, name))
-with open(os.path.join(target, "transforms_test.json"), "w") as f:
-    json.dump(meta, f)
-PY
+  lego_views "$data/lego_400" .device-captures/data/lego_400
   cp -r "$data/mouse_colmap" .device-captures/data/
   gzip -9 -c "$ply" >.device-captures/lego-trained.ply.gz
   cp configs/h100-7k.toml configs/colmap.toml scripts/replicate-splats.py .device-captures/
@@ -226,21 +266,6 @@ captures)
   python3 replicate-splats.py lego-trained.ply lego-1m.ply 10
   # Every command's output goes to one log (the tool returns at most 8 files); each prints its
   # table and the peak of nvidia-smi's used_memory for the process, sampled every 100 ms.
-  measure() { # a time limit in seconds, a name, then the command
-    local limit=$1 name=$2 max=0 used pid
-    shift 2
-    timeout "$limit" "$@" >"/tmp/$name.log" 2>&1 &
-    pid=$!
-    while kill -0 "$pid" 2>/dev/null; do
-      used=$(nvidia-smi --query-compute-apps=used_memory --format=csv,noheader,nounits | sort -n | tail -1)
-      [ -n "$used" ] && [ "$used" -gt "$max" ] && max=$used
-      sleep 0.1
-    done
-    wait "$pid" || echo "$name: exit $?"
-    { echo "=== $name: $*"; tr '\r' '\n' <"/tmp/$name.log" | grep -v '^ *[0-9]*/'; echo "nvidia-smi peak: $max MiB"; } >>"$out/captures.log"
-    echo "=== $name (nvidia-smi peak $max MiB)"
-    grep -E "^\||steps/s|peak device|resident|pairs over|FPS|costs|held-out|done:" "/tmp/$name.log" | tail -16
-  }
   train=(./trainer --backend cuda bench train)
   lego=(--config h100-7k.toml --data data/lego_400)
   measure 60 lego-host "${train[@]}" "${lego[@]}" --steps 300 --set data.image_budget_mb=0 --json "$out/lego-host.json"
@@ -283,7 +308,7 @@ quality)
   mkdir -p "$out"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
   cd .device-quality
-  gunzip -f trainer.gz
+  [ ! -f trainer.gz ] || gunzip -f trainer.gz
   pids=()
   for scene in cup figurine mouse; do
     timeout "${QUALITY_SECONDS:-480}" ./trainer --config colmap.toml --backend cuda \
@@ -293,21 +318,32 @@ quality)
   sleep 2
   for i in 0 1 2; do echo "$(pgrep -P "${pids[$i]}") ${pids[$i]}"; done >"$out/pids.txt"
   # nvidia-smi's per-process peak, every 500 ms, while any run is alive.
+  : >/tmp/q-smi.csv
   while pgrep -f "trainer --config colmap.toml" >/dev/null; do
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >>/tmp/q-smi.csv
     sleep 0.5
   done
   wait || true
+  # The device tool returns at most 8 files: the logs and CSVs go into one archive, with one
+  # held-out image (render beside photo) per capture from its last evaluation beside it.
+  q=/tmp/quality-out
+  mkdir -p "$q"
+  cp "$out/pids.txt" "$q/"
   awk -F', *' '{ if ($2 > m[$1]) m[$1] = $2 } END { for (p in m) print p, m[p], "MiB" }' \
-    /tmp/q-smi.csv >"$out/nvidia-smi-peaks.txt"
+    /tmp/q-smi.csv >"$q/nvidia-smi-peaks.txt"
   for scene in cup figurine mouse; do
-    tr '\r' '\n' <"/tmp/q-$scene.log" | grep -v '^ *[0-9]*/' >"$out/$scene.log"
+    tr '\r' '\n' <"/tmp/q-$scene.log" | grep -v '^ *[0-9]*/' >"$q/$scene.log"
     for f in eval.csv train.csv; do
-      [ -f "/tmp/q-$scene/$f" ] && cp "/tmp/q-$scene/$f" "$out/$scene-$f"
+      [ -f "/tmp/q-$scene/$f" ] && cp "/tmp/q-$scene/$f" "$q/$scene-$f"
     done
+    image=$(ls /tmp/q-"$scene"/eval/*.png 2>/dev/null | tail -1 || true)
+    [ -n "$image" ] && cp "$image" "$out/$scene-$(basename "$image")"
     echo "=== $scene"
-    grep -E "config|held-out|done:|peak device|^step" "$out/$scene.log" | tail -8
+    grep -E "config|held-out|done:|peak device|^step" "$q/$scene.log" | tail -8
   done
+  cat "$q/nvidia-smi-peaks.txt"
+  [ -n "${log:-}" ] && [ -f "$log" ] && cp "$log" "$q/"
+  tar -czf "$out/quality.tar.gz" -C /tmp quality-out
   ;;
 h100-run)
   out="${OUT:-/tmp/ember-device-out}"
@@ -326,8 +362,71 @@ h100-run)
     --data data/lego_400 --out /tmp/h100 2>&1 | tr '\r' '\n' | grep -v '^ *[0-9]*/' \
     | tee "$out/h100.log" | grep -E "^step|done:|peak device|held-out|config" || true
   ;;
+build-lease)
+  export CUDARC_CUDA_VERSION=13000
+  data="${EMBER_DATA_DIR:-../shared/data}"
+  rm -rf .device-lease
+  mkdir -p .device-lease/data/oracle .device-lease/data/garden_points
+  for package in ember-kernels ember-field; do
+    cp "$(cargo test --release -p "$package" --features cuda --test all --no-run \
+      --message-format=json | executable all)" ".device-lease/test-$package"
+  done
+  "$0" build-quality
+  cp .device-quality/trainer.gz .device-lease/
+  strip .device-lease/test-*
+  gzip -9 -f .device-lease/test-*
+  cp -r "$data/oracle/gsplat_cases" .device-lease/data/oracle/
+  cp "$data/garden_points/test_garden.npz" .device-lease/data/garden_points/
+  lego_views "$data/lego_400" .device-lease/data/lego_400
+  cp configs/h100.toml scripts/replicate-splats.py .device-lease/
+  du -sh .device-lease .device-quality
+  ;;
+lease-lego)
+  out="${OUT:-/tmp/ember-device-out}"
+  log=/tmp/lego-out/lego.log
+  mkdir -p "$out" /tmp/lego-out
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+  cd .device-lease
+  gunzip -f ./*.gz
+  # The GPU tests: cuda against the CPU on random inputs and against the gsplat oracle.
+  for tests in ./test-*; do
+    EMBER_DATA_DIR="$PWD/data" EMBER_REQUIRE_DATA=1 timeout 120 "$tests" cuda gpu --test-threads=1 \
+      2>&1 | tee -a /tmp/lego-out/tests.log | grep -E "^test .*FAILED|test result|panicked" || true
+  done
+  measure "${H100_SECONDS:-170}" h100 ./trainer --config h100.toml --backend cuda \
+    --data data/lego_400 --out /tmp/h100
+  ply=/tmp/h100/splats.ply
+  if [ -f "$ply" ]; then
+    count=$(grep -a -m1 "^element vertex" "$ply" | cut -d' ' -f3)
+    python3 replicate-splats.py "$ply" /tmp/lego-1m.ply $(( (1000000 + count - 1) / count ))
+    render=(./trainer --backend cuda bench render)
+    measure 40 render-lego "${render[@]}" --ply "$ply" --repeats 20 --json /tmp/lego-out/render-lego.json
+    measure 50 render-1m-1080 "${render[@]}" --ply /tmp/lego-1m.ply --resolution 1920x1080 \
+      --repeats 10 --json /tmp/lego-out/render-1m-1080.json
+    view=(./trainer --backend cuda bench view --width 1920 --height 1080)
+    measure 40 view-lego-1080 "${view[@]}" "$ply" --frames 120 --json /tmp/lego-out/view-lego-1080.json
+    measure 50 view-1m-1080 "${view[@]}" /tmp/lego-1m.ply --frames 60 --json /tmp/lego-out/view-1m-1080.json
+  fi
+  for f in eval.csv train.csv; do [ -f "/tmp/h100/$f" ] && cp "/tmp/h100/$f" "/tmp/lego-out/h100-$f"; done
+  image=$(ls /tmp/h100/eval/*.png 2>/dev/null | tail -1 || true)
+  [ -n "$image" ] && cp "$image" "$out/lego-$(basename "$image")"
+  tar -czf "$out/lego.tar.gz" -C /tmp lego-out
+  ;;
+lease-captures)
+  out="${OUT:-/tmp/ember-device-out}"
+  export log=/tmp/scale.log
+  mkdir -p "$out" /tmp/quality-out
+  (
+    cd .device-quality
+    gunzip -f trainer.gz
+    measure 80 mouse-3m ./trainer --backend cuda bench train --config colmap.toml \
+      --data data/mouse_colmap --set 'init.mode="random"' --set init.random_count=3000000 \
+      --warmup 55 --steps 60 --json /tmp/quality-out/mouse-3m.json
+  )
+  "$0" quality
+  ;;
 *)
-  echo "usage: $0 build|run|train|bench-train|build-captures|captures|h100-run|build-quality|quality" >&2
+  echo "usage: $0 build|run|train|bench-train|build-captures|captures|h100-run|build-quality|quality|build-lease|lease-lego|lease-captures" >&2
   exit 2
   ;;
 esac
