@@ -177,7 +177,7 @@ fn run() -> Result<(), String> {
             }
             times.sort_by(f64::total_cmp);
             let median = times[2];
-            let visible = host(out.aux.visible.clone().float()).iter().sum::<f32>();
+            let visible = host(out.aux.visible().float()).iter().sum::<f32>();
             let (w, h) = (camera.width, camera.height);
             println!(
                 "| {i} | {w}x{h} | {first:.1} | {median:.1} | {:.1} | {visible} |",

@@ -5,6 +5,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Bool, Int, Tensor, TensorData};
 
 use crate::GaussianField;
+use ember_kernels::project::extents_columns;
 use ember_kernels::{
     CameraParams, ProjectError, ProjectOptions, RasterError, RasterSetup, project_views,
     rasterize_views,
@@ -90,15 +91,30 @@ pub struct RenderOutput<B: Backend> {
 /// Per-Gaussian by-products of a render.
 #[derive(Debug, Clone)]
 pub struct RenderAux<B: Backend> {
-    /// `[N, 2]`: screen-space box half-extents, pixels (zero when culled): the "radii" that
-    /// 3DGS densification thresholds.
-    pub radius: Tensor<B, 2, Int>,
-    /// `[N]`: whether the Gaussian survived culling and lands in at least one tile.
-    pub visible: Tensor<B, 1, Bool>,
+    /// `[N, 3]`: the projection's `(rx, ry, tiles)` per Gaussian: its screen-space box
+    /// half-extents, pixels (zero when culled), and the 16x16 tiles the box touches.
+    /// [`RenderAux::radius`] and [`RenderAux::visible`] read it; densification takes it whole.
+    pub extents: Tensor<B, 2, Int>,
     /// `[N, 3]` probe (zeros): after `backward`, its gradient holds per Gaussian
     /// `(dL/dx, dL/dy, xy_abs)`: the screen-space gradient of its centre (3DGS's densification
     /// signal is its norm) and `sum` over pixels of `|dL_pixel / dxy|` (gsplat's "absgrad").
     pub screen_grads: Tensor<B, 2>,
+}
+
+impl<B: Backend> RenderAux<B> {
+    /// `[N, 2]`: screen-space box half-extents, pixels (zero when culled): the "radii" that
+    /// 3DGS densification thresholds.
+    pub fn radius(&self) -> Tensor<B, 2, Int> {
+        extents_columns(&self.extents, 0, 2)
+    }
+
+    /// `[N]`: whether the Gaussian survived culling and lands in at least one tile.
+    pub fn visible(&self) -> Tensor<B, 1, Bool> {
+        let n = self.extents.dims()[0];
+        extents_columns(&self.extents, 2, 1)
+            .reshape([n])
+            .greater_elem(0)
+    }
 }
 
 /// Renders `field` through `camera` (see [`RenderOutput`]).
@@ -144,7 +160,6 @@ fn render_views<B: ember_kernels::SplatBackend>(
     setup: &RasterSetup,
 ) -> Result<BatchRenderOutput<B>, RenderError> {
     let (projected, raster) = project_and_rasterize(field, cameras, options, setup)?;
-    let (visible, radius) = (projected.tiles().greater_elem(0), projected.radius());
     // Where nothing is drawn the weighted depth is exactly zero; the floor only avoids 0 / 0.
     let depth = raster.weighted_depth / raster.alpha.clone().clamp_min(1e-10);
     Ok(BatchRenderOutput {
@@ -152,8 +167,7 @@ fn render_views<B: ember_kernels::SplatBackend>(
         alpha: raster.alpha,
         depth,
         aux: RenderAux {
-            visible,
-            radius,
+            extents: projected.extents,
             screen_grads: raster.screen_grads,
         },
     })
@@ -197,7 +211,7 @@ pub struct BatchRenderOutput<B: Backend> {
     /// `[C, H, W]`
     pub depth: Tensor<B, 3>,
     /// The by-products of all views, row `v N + i` being Gaussian `i` in camera `v`:
-    /// `radius` `[C N, 2]`, `visible` `[C N]`, and one `screen_grads` probe `[C N, 3]` whose
+    /// `extents` `[C N, 3]` and one `screen_grads` probe `[C N, 3]` whose
     /// gradient holds each view's statistics in its own rows.
     pub aux: RenderAux<B>,
 }
@@ -237,9 +251,8 @@ pub struct BatchImages<B: Backend> {
 }
 
 /// [`render_batch`]'s `rgb` and `alpha` alone, the same values, for a caller that only shows
-/// or saves the images (the viewer, an exporter). It skips the depth image's division and the
-/// per-Gaussian by-products (`visible`, `radius`): about 1.3 ms of a 48 ms frame of 100k
-/// Gaussians at 800x600 on 2 CPU cores.
+/// or saves the images (the viewer, an exporter). It skips the depth image's division, a pass
+/// over every pixel.
 pub fn render_batch_images<B: ember_kernels::SplatBackend>(
     field: &GaussianField<B>,
     cameras: &[CameraParams],
@@ -325,8 +338,7 @@ fn empty_render<B: Backend>(
         alpha: Tensor::zeros([h, w], device),
         depth: Tensor::zeros([h, w], device),
         aux: RenderAux {
-            radius: Tensor::from_data(TensorData::new(Vec::<i32>::new(), [0, 2]), device),
-            visible: Tensor::from_data(TensorData::new(Vec::<bool>::new(), [0]), device),
+            extents: Tensor::from_data(TensorData::new(Vec::<i32>::new(), [0, 3]), device),
             screen_grads: Tensor::from_data(TensorData::new(Vec::<f32>::new(), [0, 3]), device),
         },
     })

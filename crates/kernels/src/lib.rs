@@ -3,10 +3,10 @@
 //!
 //! Burn composes its `Backend` from per-concept op traits (`FloatTensorOps`, `ModuleOps`, ...);
 //! this crate adds one trait per op in the same way: [`FieldOps`], [`ProjectOps`], [`RasterOps`],
-//! [`TransformOps`], [`LossOps`], [`AdamOps`] and [`NoiseOps`]. Each entry function bounds only
-//! the trait it uses (`fn rasterize<B: RasterOps>`); [`SplatBackend`] is the alias over all seven
-//! that the pipeline asks for, with no methods of its own, plus [`DeviceMemory`] (the
-//! allocator's figures, for peak-memory reports).
+//! [`TransformOps`], [`LossOps`], [`AdamOps`], [`NoiseOps`] and [`DensifyStatsOps`]. Each entry
+//! function bounds only the trait it uses (`fn rasterize<B: RasterOps>`); [`SplatBackend`] is
+//! the alias over all eight that the pipeline asks for, with no methods of its own, plus
+//! [`DeviceMemory`] (the allocator's figures, for peak-memory reports).
 //!
 //! Each op lives in its own folder with all of its implementations side by side:
 //!
@@ -58,6 +58,7 @@
 
 #[cfg(feature = "cube")]
 mod cube_alloc;
+pub mod densify_stats;
 pub mod field;
 pub mod host_allocator;
 pub mod loss;
@@ -74,6 +75,10 @@ mod simd;
 pub mod sort;
 pub mod transform;
 
+pub use densify_stats::{
+    DensifyStats, DensifyStatsError, DensifyStatsOps, DensifyStatsPrimitives, ViewSize,
+    accumulate_densify_stats, densify_stats_tensor_ops,
+};
 pub use field::{
     Covariance, FieldError, FieldGrads, FieldInputs, FieldOps, FieldOptions, field_query,
 };
@@ -114,7 +119,15 @@ pub type CudaCube = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32
 /// Code that runs one op can ask for that op's trait alone ([`field_query`] takes
 /// `B: FieldOps`); code that runs the whole pipeline asks for `SplatBackend`.
 pub trait SplatBackend:
-    FieldOps + ProjectOps + RasterOps + TransformOps + LossOps + AdamOps + NoiseOps + DeviceMemory
+    FieldOps
+    + ProjectOps
+    + RasterOps
+    + TransformOps
+    + LossOps
+    + AdamOps
+    + NoiseOps
+    + DensifyStatsOps
+    + DeviceMemory
 {
 }
 
@@ -126,6 +139,7 @@ impl<B> SplatBackend for B where
         + LossOps
         + AdamOps
         + NoiseOps
+        + DensifyStatsOps
         + DeviceMemory
 {
 }

@@ -26,7 +26,7 @@ use burn::collective::{
     finish_collective, register, reset_collective,
 };
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Int, Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 
 use crate::adam::FieldGradients;
 use crate::config::{ReduceStrategyKind, TrainConfig};
@@ -130,27 +130,18 @@ impl PeerLink {
     }
 
     /// The densification statistics of the whole batch of `batch` views on every peer: this
-    /// peer's rows (`screen_grads [S N, 3]`, `radius [S N, 2]`, `visible [S N]`, `S` its share)
-    /// at its place among the batch's `batch N` rows, summed with the other peers' (whose rows
-    /// are zero here).
-    #[allow(clippy::type_complexity)]
+    /// peer's rows (`screen_grads [S N, 3]`, `extents [S N, 3]`, `S` its share) at its place
+    /// among the batch's `batch N` rows, summed with the other peers' (whose rows are zero
+    /// here).
     pub(crate) fn gather_statistics<B: Backend>(
         &self,
         screen_grads: Tensor<B, 2>,
-        radius: Tensor<B, 2, Int>,
-        visible: Tensor<B, 1, Bool>,
+        extents: Tensor<B, 2, Int>,
         batch: usize,
-    ) -> Result<(Tensor<B, 2>, Tensor<B, 2, Int>, Tensor<B, 1, Bool>), TrainError> {
+    ) -> Result<(Tensor<B, 2>, Tensor<B, 2, Int>), TrainError> {
         let [own, _] = screen_grads.dims();
         let device = screen_grads.device();
-        let rows = Tensor::cat(
-            vec![
-                screen_grads,
-                radius.float(),
-                visible.float().reshape([own, 1]),
-            ],
-            1,
-        );
+        let rows = Tensor::cat(vec![screen_grads, extents.float()], 1);
         let total = own * self.peers;
         debug_assert_eq!(total % batch, 0);
         let before = self.rank * own;
@@ -164,12 +155,10 @@ impl PeerLink {
             parts.push(Tensor::zeros([after, 6], &device));
         }
         let all = self.sum(Tensor::cat(parts, 0))?;
-        let column = |start: usize, width: usize| all.clone().narrow(1, start, width);
         Ok((
-            column(0, 3),
-            // Radii are integers below 2^24: exact in f32, and zero plus one of them is itself.
-            column(3, 2).round().int(),
-            column(5, 1).reshape([total]).greater_elem(0.5),
+            all.clone().narrow(1, 0, 3),
+            // Extents are integers below 2^24: exact in f32, and zero plus one of them is itself.
+            all.narrow(1, 3, 3).round().int(),
         ))
     }
 

@@ -634,22 +634,28 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             // loss averages the views, so each view's screen gradient is scaled back up by
             // `B` to the size it has in a batch of one.
             let n = self.field.num_gaussians();
-            let (radius, visible) = (out.aux.radius.inner(), out.aux.visible.inner());
-            let (screen_grads, radius, visible) = match self.peer {
-                Some(link) => link.gather_statistics(screen_grads, radius, visible, batch)?,
-                None => (screen_grads, radius, visible),
+            let extents = out.aux.extents.inner();
+            let (screen_grads, extents) = match self.peer {
+                Some(link) => link.gather_statistics(screen_grads, extents, batch)?,
+                None => (screen_grads, extents),
             };
             for j in 0..batch {
-                let mut view_grads = screen_grads.clone().narrow(0, j * n, n);
-                if batch > 1 {
-                    view_grads = view_grads * batch as f32;
-                }
-                let stats = StepStatistics {
-                    screen_grads: view_grads,
-                    radius: radius.clone().narrow(0, j * n, n),
-                    visible: visible.clone().narrow(0, j * n, n),
-                    width: camera.width,
-                    height: camera.height,
+                // A batch of one observes the tensors whole: on a GPU each narrow would be one
+                // more operation for the host to record.
+                let stats = if batch == 1 {
+                    StepStatistics {
+                        screen_grads: screen_grads.clone(),
+                        extents: extents.clone(),
+                        width: camera.width,
+                        height: camera.height,
+                    }
+                } else {
+                    StepStatistics {
+                        screen_grads: screen_grads.clone().narrow(0, j * n, n) * batch as f32,
+                        extents: extents.clone().narrow(0, j * n, n),
+                        width: camera.width,
+                        height: camera.height,
+                    }
                 };
                 self.strategy.observe(step, &stats)?;
             }

@@ -671,7 +671,8 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
     assert_eq!(batch.alpha.dims(), [3, h, w]);
     assert_eq!(batch.depth.dims(), [3, h, w]);
     assert_eq!(batch.aux.screen_grads.dims(), [3 * n, 3]);
-    assert_eq!(batch.aux.radius.dims(), [3 * n, 2]);
+    assert_eq!(batch.aux.extents.dims(), [3 * n, 3]);
+    assert_eq!(batch.aux.radius().dims(), [3 * n, 2]);
     let mut loss = None;
     for c in 0..3 {
         let rgb = batch.rgb.clone().narrow(0, c, 1).reshape([h, w, 3]);
@@ -685,7 +686,7 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
     let grads = loss.unwrap().backward();
     let batch_params = param_grads(&field, &grads);
     let batch_screen = host(batch.aux.screen_grads.grad(&grads).unwrap())[3 * n..6 * n].to_vec();
-    let batch_radius = host_int(batch.aux.radius.clone().inner());
+    let batch_radius = host_int(batch.aux.radius().inner());
 
     let single_field = field_of::<Autodiff<B>>(&scene, device);
     let singles: Vec<_> = cameras
@@ -720,7 +721,7 @@ fn batch_matches_single_renders<B: SplatBackend>(label: &str, device: &B::Device
     let single_screen = host(singles[1].aux.screen_grads.grad(&grads).unwrap());
     let single_radius: Vec<i64> = singles
         .iter()
-        .flat_map(|o| host_int(o.aux.radius.clone().inner()))
+        .flat_map(|o| host_int(o.aux.radius().inner()))
         .collect();
     assert_eq!(batch_radius, single_radius, "{label}: radii");
     for ((name, batch), single) in GRAD_NAMES.iter().zip(&batch_params).zip(&single_params) {

@@ -384,21 +384,29 @@ impl<B: Backend> Projected<B> {
         self.extents_columns(2, 1).reshape([n])
     }
 
-    /// The columns `offset..offset + width` of `extents`, copied with `select`: the renderer
-    /// reads them every step, and on ndarray `select` copies whole columns while a `narrow` view
-    /// is materialised element by element.
     fn extents_columns(&self, offset: usize, width: usize) -> Tensor<B, 2, Int> {
-        if self.extents.dims()[0] == 0 {
-            // No gather over zero rows: an empty kernel launch is invalid on CUDA.
-            return self.extents.clone().narrow(1, offset, width);
-        }
-        let columns: Vec<i64> = (offset..offset + width).map(|c| c as i64).collect();
-        let indices = Tensor::<B, 1, Int>::from_data(
-            burn::tensor::TensorData::new(columns, [width]),
-            &self.extents.device(),
-        );
-        self.extents.clone().select(1, indices)
+        extents_columns(&self.extents, offset, width)
     }
+}
+
+/// The columns `offset..offset + width` of the projection's `extents [N, 3]` (`radius` is
+/// `0..2`, `tiles` is `2..3`), copied with `select`: on ndarray `select` copies whole columns
+/// while a `narrow` view is materialised element by element.
+pub fn extents_columns<B: Backend>(
+    extents: &Tensor<B, 2, Int>,
+    offset: usize,
+    width: usize,
+) -> Tensor<B, 2, Int> {
+    if extents.dims()[0] == 0 {
+        // No gather over zero rows: an empty kernel launch is invalid on CUDA.
+        return extents.clone().narrow(1, offset, width);
+    }
+    let columns: Vec<i64> = (offset..offset + width).map(|c| c as i64).collect();
+    let indices = Tensor::<B, 1, Int>::from_data(
+        burn::tensor::TensorData::new(columns, [width]),
+        &extents.device(),
+    );
+    extents.clone().select(1, indices)
 }
 
 /// Checks that `camera` can form an image: positive finite focal lengths, a finite principal

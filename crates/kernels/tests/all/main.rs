@@ -4,6 +4,7 @@
 // Also the helpers of the field's and the root's test binaries (each uses a part of it).
 #[allow(dead_code)]
 mod common;
+mod densify_stats;
 mod field_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
 mod field_gpu;

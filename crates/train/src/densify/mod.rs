@@ -13,14 +13,14 @@ pub use adaptive::AdaptiveDensity;
 pub use mcmc::{McmcDensity, relocation};
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Bool, Int, Tensor};
+use burn::tensor::{Int, Tensor};
 
 use crate::adam::GroupAdam;
 use crate::config::{DensifyConfig, StrategyKind};
 use crate::error::TrainError;
 use crate::params::index_tensor;
 use ember_field::GaussianField;
-use ember_kernels::NoiseOps;
+use ember_kernels::{DensifyStatsOps, NoiseOps};
 
 /// What one step's render tells densification, per Gaussian.
 #[derive(Debug, Clone)]
@@ -28,10 +28,9 @@ pub struct StepStatistics<B: Backend> {
     /// `[N, 3]`: the gradient of the loss at each centre in pixels, `(dL/dx, dL/dy)`, and the
     /// sum over pixels of `|dL/dxy|` (see `ember_field::RenderAux::screen_grads`).
     pub screen_grads: Tensor<B, 2>,
-    /// `[N, 2]`: screen-space half extents, pixels.
-    pub radius: Tensor<B, 2, Int>,
-    /// `[N]`: drawn in this view.
-    pub visible: Tensor<B, 1, Bool>,
+    /// `[N, 3]`: the projection's `(rx, ry, tiles)`: screen-space half extents, pixels, and the
+    /// 16x16 tiles the box touches (a Gaussian is drawn in this view when that is positive).
+    pub extents: Tensor<B, 2, Int>,
     /// Image width, pixels.
     pub width: u32,
     /// Image height, pixels.
@@ -124,7 +123,7 @@ impl<B: Backend> Strategy<B> for NoDensification {
 }
 
 /// The strategy `config` names, for `n` initial Gaussians.
-pub fn strategy_from_config<B: NoiseOps>(
+pub fn strategy_from_config<B: NoiseOps + DensifyStatsOps>(
     config: &DensifyConfig,
     n: usize,
     device: &B::Device,

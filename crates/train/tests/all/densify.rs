@@ -1,6 +1,6 @@
 //! Densification keeps parameters, optimizer moments and statistics aligned.
 
-use burn::tensor::{Bool, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use ember_field::GaussianField;
 use ember_train::adam::{AdamSettings, GroupAdam};
 use ember_train::config::DensifyConfig;
@@ -82,12 +82,8 @@ fn setup() -> (GaussianField<I>, GroupAdam<I>, AdaptiveDensity<I>) {
     let g = [strong, strong, strong, 1e-8, 1e-8, strong];
     let stats = StepStatistics {
         screen_grads: tensor2(g.iter().flat_map(|v| [*v, 0.0, 0.0]).collect(), [n, 3]),
-        radius: Tensor::<I, 2, Int>::from_data(
-            TensorData::new(vec![3i64; 2 * n], [n, 2]),
-            &Default::default(),
-        ),
-        visible: Tensor::<I, 1, Bool>::from_data(
-            TensorData::new(vec![true; n], [n]),
+        extents: Tensor::<I, 2, Int>::from_data(
+            TensorData::new([3i64, 3, 1].repeat(n), [n, 3]),
             &Default::default(),
         ),
         width: 100,
@@ -243,12 +239,10 @@ fn observe_accumulates_norms_visibility_and_max_radius() {
     let (gx, gy) = ([1e-3f32, -2e-3, 0.5, 0.0], [3e-3f32, 0.0, 0.5, -4e-3]);
     let stats = StepStatistics {
         screen_grads: tensor2((0..n).flat_map(|i| [gx[i], gy[i], 7.0]).collect(), [n, 3]),
-        radius: Tensor::<I, 2, Int>::from_data(
-            TensorData::new(vec![3i64, 8, 5, 2, 9, 9, 0, 0], [n, 2]),
-            &Default::default(),
-        ),
-        visible: Tensor::<I, 1, Bool>::from_data(
-            TensorData::new(vec![true, true, false, true], [n]),
+        // (rx, ry, tiles): the third is not drawn (no tiles), the fourth is drawn with a zero
+        // radius.
+        extents: Tensor::<I, 2, Int>::from_data(
+            TensorData::new(vec![3i64, 8, 4, 5, 2, 1, 9, 9, 0, 0, 0, 1], [n, 3]),
             &Default::default(),
         ),
         width: 200,
