@@ -519,7 +519,12 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             ssim_lambda: self.config.loss.ssim_lambda,
         };
         let (h, w) = (camera.height as usize, camera.width as usize);
-        let rendered = |j: usize| out.rgb.clone().narrow(0, j, 1).reshape([h, w, 3]);
+        // One view is the batch whole: a narrow would add an operation to record and, in the
+        // backward, a zero image to assign its gradient into.
+        let rendered = |j: usize| match share {
+            1 => out.rgb.clone().reshape([h, w, 3]),
+            _ => out.rgb.clone().narrow(0, j, 1).reshape([h, w, 3]),
+        };
         let mut loss = None;
         for (j, target) in targets.iter().enumerate() {
             let view_loss =
