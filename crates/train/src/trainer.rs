@@ -647,20 +647,19 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             for j in 0..batch {
                 // A batch of one observes the tensors whole: on a GPU each narrow would be one
                 // more operation for the host to record.
-                let stats = if batch == 1 {
-                    StepStatistics {
-                        screen_grads: screen_grads.clone(),
-                        extents: extents.clone(),
-                        width: camera.width,
-                        height: camera.height,
-                    }
+                let (view_grads, view_extents) = if batch == 1 {
+                    (screen_grads.clone(), extents.clone())
                 } else {
-                    StepStatistics {
-                        screen_grads: screen_grads.clone().narrow(0, j * n, n) * batch as f32,
-                        extents: extents.clone().narrow(0, j * n, n),
-                        width: camera.width,
-                        height: camera.height,
-                    }
+                    (
+                        screen_grads.clone().narrow(0, j * n, n) * batch as f32,
+                        extents.clone().narrow(0, j * n, n),
+                    )
+                };
+                let stats = StepStatistics {
+                    screen_grads: view_grads,
+                    extents: view_extents,
+                    width: camera.width,
+                    height: camera.height,
                 };
                 self.strategy.observe(step, &stats)?;
             }
