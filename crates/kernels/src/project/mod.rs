@@ -375,17 +375,13 @@ impl<B: Backend> Projected<B> {
 
     /// `[N, 2]` screen-box half-extents in pixels, `(0, 0)` when culled.
     pub fn radius(&self) -> Tensor<B, 2, Int> {
-        self.extents_columns(0, 2)
+        extents_columns(&self.extents, 0, 2)
     }
 
     /// `[N]` 16x16 tiles the screen box touches.
     pub fn tiles(&self) -> Tensor<B, 1, Int> {
         let n = self.extents.dims()[0];
-        self.extents_columns(2, 1).reshape([n])
-    }
-
-    fn extents_columns(&self, offset: usize, width: usize) -> Tensor<B, 2, Int> {
-        extents_columns(&self.extents, offset, width)
+        extents_columns(&self.extents, 2, 1).reshape([n])
     }
 }
 
