@@ -178,6 +178,7 @@ pub fn write_report(
         gaussians: info.gaussians,
         peak_host_mib: peak_host_mib(),
         results,
+        device_activity: None,
     }
     .write(&path)?;
     Ok(Some(path))

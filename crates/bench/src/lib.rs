@@ -122,6 +122,22 @@ pub struct BenchFile {
     pub peak_host_mib: Option<f64>,
     /// One entry per set.
     pub results: Vec<BenchResult>,
+    /// What the host asked of the device per step (`trainer bench train`); absent elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_activity: Option<DeviceActivity>,
+}
+
+/// Kernel launches and blocking device reads per timed step, as `ember_kernels::activity`
+/// counts them; `null` where the backend cannot count, with the reason in `not_counted`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct DeviceActivity {
+    /// Kernel launches per step (all of them: Burn's fused kernels and Ember's own).
+    pub launches_per_step: Option<f64>,
+    /// Host reads of device memory (and other blocking waits on the device) per step.
+    pub device_reads_per_step: Option<f64>,
+    /// Why the counts are `null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_counted: Option<String>,
 }
 
 impl BenchFile {
@@ -221,6 +237,7 @@ mod tests {
             gaussians: 3,
             peak_host_mib: Some(12.5),
             results,
+            device_activity: None,
         }
     }
 

@@ -56,6 +56,7 @@
 
 #![warn(missing_docs)]
 
+pub mod activity;
 #[cfg(feature = "cube")]
 mod cube_alloc;
 pub mod densify_stats;
@@ -75,6 +76,7 @@ mod simd;
 pub mod sort;
 pub mod transform;
 
+pub use activity::{ActivityCounts, ActivityError, DeviceActivity, count_device_activity};
 pub use densify_stats::{
     DensifyStats, DensifyStatsError, DensifyStatsOps, DensifyStatsPrimitives, ViewSize,
     accumulate_densify_stats, densify_stats_tensor_ops,

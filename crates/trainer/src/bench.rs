@@ -251,6 +251,7 @@ pub fn bench_render<B: SplatBackend>(args: &RenderBenchArgs, device: &B::Device)
         gaussians: splats.len(),
         peak_host_mib: peak_host_mib(),
         results,
+        device_activity: None,
     };
     write_bench_file(&file, &args.json)
 }

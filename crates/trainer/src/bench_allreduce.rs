@@ -221,6 +221,7 @@ pub fn bench_allreduce<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Devi
         gaussians: args.gaussians.iter().copied().max().unwrap_or(0),
         peak_host_mib: peak_host_mib(),
         results,
+        device_activity: None,
     };
     write_bench_file(&file, &args.json)
 }

@@ -237,6 +237,7 @@ pub fn bench_data<B: Backend>(args: &DataBenchArgs, device: &B::Device) -> Resul
         gaussians: 0,
         peak_host_mib: peak_host_mib(),
         results,
+        device_activity: None,
     };
     write_bench_file(&file, &args.json)
 }

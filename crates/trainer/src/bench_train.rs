@@ -10,6 +10,13 @@
 //! ([`Trainer::set_phase_sync`]): each phase then holds its own device time, and the step loses
 //! the overlap of host and device work.
 //!
+//! On wgpu and cuda the bench also counts, over the timed steps, the kernel launches and the
+//! host's blocking reads of device memory ([`ember_kernels::activity`]), per step, in the
+//! table's footer and the file's `device_activity` (`null` on ndarray, with the reason). The
+//! set `host (no read-back)` is the wall time of the steps that read nothing back (no loss
+//! read, see `output.loss_every`): such a step returns once its work is queued, so on a GPU
+//! backend it is the host's time to record and launch a step, measurable on lavapipe too.
+//!
 //! With `--eval`, the held-out views are then evaluated twice at the same step: the first
 //! evaluation renders (`eval`), the second finds every render in the trainer's cache
 //! (`eval cached`); one sample each, ms per evaluation.
@@ -109,27 +116,58 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     }
     trainer.set_phase_sync(args.sync_phases);
     let gaussians_start = trainer.num_gaussians();
+    let counter = match Bk::memory_usage(device) {
+        Some(_) => ember_kernels::count_device_activity().map_err(|e| e.to_string()),
+        None => Err(format!(
+            "{} runs its ops on the host: no kernel launches, no device memory",
+            Bk::name(device)
+        )),
+    };
     for _ in 0..args.warmup {
         trainer.step()?;
     }
     Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
 
     let mut step_ms = Vec::with_capacity(timed);
+    let mut host_ms = Vec::with_capacity(timed);
     let mut losses = Vec::with_capacity(timed);
     let mut phase_ms: [Vec<f64>; Phase::STEP.len()] =
         std::array::from_fn(|_| Vec::with_capacity(timed));
     let timed_start = *trainer.times();
+    let activity_start = counter.as_ref().map(|c| c.now()).unwrap_or_default();
     let started = Instant::now();
     for _ in 0..timed {
         let before = *trainer.times();
         let t = Instant::now();
-        losses.extend(trainer.step()?.loss.map(f64::from));
-        step_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        let report = trainer.step()?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        step_ms.push(ms);
+        match report.loss {
+            Some(loss) => losses.push(f64::from(loss)),
+            None => host_ms.push(ms),
+        }
         let phases = trainer.times().since(&before);
         for (samples, phase) in phase_ms.iter_mut().zip(Phase::STEP) {
             samples.push(phases.get(phase) * 1e3);
         }
     }
+    // Counted before the final wait, which reads nothing but is no part of a step.
+    let activity = match &counter {
+        Ok(counter) => {
+            let counts = counter.now().since(&activity_start);
+            let per_step = |n: u64| Some(n as f64 / timed as f64);
+            ember_bench::DeviceActivity {
+                launches_per_step: per_step(counts.launches),
+                device_reads_per_step: per_step(counts.reads),
+                not_counted: None,
+            }
+        }
+        Err(reason) => ember_bench::DeviceActivity {
+            launches_per_step: None,
+            device_reads_per_step: None,
+            not_counted: Some(reason.clone()),
+        },
+    };
     Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let seconds = started.elapsed().as_secs_f64();
     let totals: PhaseTimes = trainer.times().since(&timed_start);
@@ -174,6 +212,9 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
             .with_metric("peak_device_in_use_mib", mib(peak.in_use));
     }
     let mut results = vec![step];
+    // The steps that read nothing back return once their work is queued: the host's time to
+    // record and launch a step, which bounds the step when the device is faster.
+    results.extend(BenchResult::from_samples("host (no read-back)", &host_ms));
     for (samples, phase) in phase_ms.iter().zip(Phase::STEP) {
         let share = totals.get(phase) / totals.total().max(f64::MIN_POSITIVE);
         results.push(
@@ -223,6 +264,16 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         losses.len(),
         trainer.num_gaussians()
     );
+    match (activity.launches_per_step, activity.device_reads_per_step) {
+        (Some(launches), Some(reads)) => println!(
+            "per step: {launches:.1} kernel launches, {reads:.2} device reads \
+             (the host's blocking waits)"
+        ),
+        _ => println!(
+            "kernel launches and device reads not counted: {}",
+            activity.not_counted.as_deref().unwrap_or("unknown")
+        ),
+    }
     let file = BenchFile {
         tool: "trainer bench train".into(),
         backend: Bk::name(device),
@@ -242,6 +293,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         gaussians: trainer.num_gaussians(),
         peak_host_mib: peak_host_mib(),
         results,
+        device_activity: Some(activity),
     };
     write_bench_file(&file, &args.json)
 }

@@ -279,6 +279,7 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
         gaussians: field.num_gaussians(),
         peak_host_mib: peak_host_mib(),
         results,
+        device_activity: None,
     };
     write_bench_file(&file, &args.json)
 }
