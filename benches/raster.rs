@@ -195,6 +195,7 @@ fn bench_render<B: SplatBackend>(
     let options = RenderOptions {
         project: OPTIONS,
         background: BACKGROUND,
+        ..RenderOptions::default()
     };
     let plain = garden::field::<B>(scene, device);
     let tracked = garden::field::<Autodiff<B>>(scene, device);

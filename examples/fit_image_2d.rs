@@ -207,6 +207,7 @@ fn run() -> Result<(), String> {
             ..ProjectOptions::default()
         },
         background: [1.0; 3],
+        ..RenderOptions::default()
     };
 
     // 2. Adam, one learning rate per parameter group.

@@ -156,6 +156,7 @@ fn run() -> Result<(), String> {
             ..ProjectOptions::default()
         },
         background: [0.0; 3],
+        ..RenderOptions::default()
     };
     let mut sizes = vec![None];
     sizes.extend(args.side.map(Some));

@@ -53,6 +53,10 @@ pub struct RenderOptions {
     pub project: ProjectOptions,
     /// RGB behind the splats.
     pub background: [f32; 3],
+    /// Entries of the GPU's tile lists (see `ember_kernels::RasterSetup::tile_pairs`): `None`
+    /// sizes them exactly, at the cost of one wait for the device per render; a training loop
+    /// that knows the count from earlier steps passes it with a margin and never waits.
+    pub tile_pairs: Option<u32>,
 }
 
 impl RenderOptions {
@@ -65,6 +69,11 @@ impl RenderOptions {
     pub fn with_antialiased(mut self, antialiased: bool) -> Self {
         self.project.antialiased = antialiased;
         self
+    }
+
+    /// The same options with GPU tile lists of `tile_pairs` entries.
+    pub fn with_tile_pairs(self, tile_pairs: Option<u32>) -> Self {
+        RenderOptions { tile_pairs, ..self }
     }
 
     /// The same options evaluating at most `degree` SH bands.
@@ -99,6 +108,10 @@ pub struct RenderAux<B: Backend> {
     /// `(dL/dx, dL/dy, xy_abs)`: the screen-space gradient of its centre (3DGS's densification
     /// signal is its norm) and `sum` over pixels of `|dL_pixel / dxy|` (gsplat's "absgrad").
     pub screen_grads: Tensor<B, 2>,
+    /// `[2]`: the (tile, Gaussian) pairs the views made and the rows the GPU's lists held (see
+    /// `ember_kernels::RasterState::pairs`): what sizes the next renders' lists. `None` where
+    /// nothing was rasterized or only the images were drawn (no autodiff).
+    pub tile_pairs: Option<Tensor<B, 1, Int>>,
 }
 
 impl<B: Backend> RenderAux<B> {
@@ -125,7 +138,9 @@ pub fn render<B: ember_kernels::SplatBackend>(
     camera: &CameraParams,
     options: &RenderOptions,
 ) -> Result<RenderOutput<B>, RenderError> {
-    let setup = RasterSetup::new(camera.width, camera.height).with_background(options.background);
+    let setup = RasterSetup::new(camera.width, camera.height)
+        .with_background(options.background)
+        .with_tile_pairs(options.tile_pairs);
     if field.num_gaussians() == 0 {
         // Zero-size tensors trip several cube-backend ops; there is nothing to draw anyway.
         ember_kernels::project::check_camera(camera)?;
@@ -169,6 +184,7 @@ fn render_views<B: ember_kernels::SplatBackend>(
         aux: RenderAux {
             extents: projected.extents,
             screen_grads: raster.screen_grads,
+            tile_pairs: raster.pairs,
         },
     })
 }
@@ -289,6 +305,7 @@ fn batch_setup(
     let views = u32::try_from(cameras.len()).map_err(|_| RenderError::TooManyCameras)?;
     Ok(RasterSetup::new(first.width, first.height)
         .with_background(options.background)
+        .with_tile_pairs(options.tile_pairs)
         .with_views(views))
 }
 
@@ -340,6 +357,7 @@ fn empty_render<B: Backend>(
         aux: RenderAux {
             extents: Tensor::from_data(TensorData::new(Vec::<i32>::new(), [0, 3]), device),
             screen_grads: Tensor::from_data(TensorData::new(Vec::<f32>::new(), [0, 3]), device),
+            tile_pairs: None,
         },
     })
 }

@@ -19,7 +19,8 @@
 //! reads of device memory, and the waits CubeCL makes for itself (a kernel's first compilation
 //! checking its shader, an autotune measurement). An explicit `Backend::sync` is not a read and
 //! is not counted. The counts cover the whole process: compare two snapshots
-//! ([`ActivityCounts::since`]) around the work to measure, with nothing else using the device.
+//! ([`ActivityCounts::since`]) around the work to measure, with nothing else using the device;
+//! [`DeviceActivity::reads_on_this_thread`] counts one thread's reads alone.
 //!
 //! On ndarray there is no device: its ops run on the host and launch nothing, so its counts
 //! mean nothing (a caller reports them as missing).
@@ -68,12 +69,18 @@ pub struct DeviceActivity {
 }
 
 impl DeviceActivity {
-    /// The counts since the counter was installed.
+    /// The counts since the counter was installed, over the whole process.
     pub fn now(&self) -> ActivityCounts {
         ActivityCounts {
             launches: self.counter.launches.load(Ordering::Relaxed),
             reads: self.counter.reads.load(Ordering::Relaxed),
         }
+    }
+
+    /// The reads the calling thread made since the counter was installed: what a loop on this
+    /// thread waited for, whatever other threads of the process do meanwhile.
+    pub fn reads_on_this_thread(&self) -> u64 {
+        THREAD_READS.get()
     }
 }
 
@@ -129,6 +136,8 @@ impl Counted {
 thread_local! {
     /// `block_on` spans this thread is inside (a nested one is part of the outer read).
     static READ_DEPTH: Cell<u32> = const { Cell::new(0) };
+    /// The reads this thread made.
+    static THREAD_READS: Cell<u64> = const { Cell::new(0) };
 }
 
 struct CountingSubscriber(&'static ActivityCounter);
@@ -157,6 +166,7 @@ impl Subscriber for CountingSubscriber {
             }
             Some(Counted::Read) if READ_DEPTH.get() == 0 => {
                 self.0.reads.fetch_add(1, Ordering::Relaxed);
+                THREAD_READS.set(THREAD_READS.get() + 1);
             }
             _ => {}
         }

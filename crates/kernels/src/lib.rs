@@ -84,11 +84,14 @@ pub use densify_stats::{
 pub use field::{
     Covariance, FieldError, FieldGrads, FieldInputs, FieldOps, FieldOptions, field_query,
 };
-pub use loss::{LossError, LossOps, LossOptions, LossPrimitives, photometric_loss, ssim};
+pub use loss::{
+    LossError, LossOps, LossOptions, LossOutputs, LossPrimitives, photometric_loss, ssim,
+};
 pub use memory::{DeviceMemory, MemoryUsage};
 pub use noise::{MeanNoise, NoiseError, NoiseInputs, NoiseOps, perturb_means};
 pub use optim::{
-    AdamOps, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step, adam_step_tensor_ops,
+    AdamGroup, AdamOps, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step,
+    adam_step_tensor_ops,
 };
 pub use project::{
     CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOps,

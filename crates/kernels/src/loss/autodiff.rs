@@ -11,7 +11,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{Shape, TensorMetadata};
 
 use super::LossOps;
-use super::{LossOptions, LossPrimitives};
+use super::{LossOptions, LossOutputs, LossPrimitives};
 
 #[derive(Debug)]
 struct LossBackward;
@@ -43,7 +43,7 @@ impl<B: LossOps, C: CheckpointStrategy> LossOps for Autodiff<B, C> {
         rendered: FloatTensor<Self>,
         target: FloatTensor<Self>,
         options: LossOptions,
-        with_grad: bool,
+        outputs: LossOutputs,
     ) -> LossPrimitives<Self> {
         let inner_target = target.primitive;
         match LossBackward
@@ -52,23 +52,30 @@ impl<B: LossOps, C: CheckpointStrategy> LossOps for Autodiff<B, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let out =
-                    B::photometric_loss_forward(rendered.primitive, inner_target, options, true);
-                let grad = out.grad.expect("asked for the gradient");
-                LossPrimitives {
-                    loss: prep.finish(grad.clone(), out.loss),
-                    grad: with_grad.then(|| Autodiff::<B, C>::from_inner(grad)),
-                }
-            }
-            OpsKind::UnTracked(prep) => {
                 let out = B::photometric_loss_forward(
                     rendered.primitive,
                     inner_target,
                     options,
-                    with_grad,
+                    LossOutputs::Both,
                 );
+                let grad = out.grad.expect("asked for the gradient");
+                let loss = out.loss.expect("asked for the loss");
                 LossPrimitives {
-                    loss: prep.finish(out.loss),
+                    loss: Some(prep.finish(grad.clone(), loss)),
+                    grad: outputs
+                        .gradient()
+                        .then(|| Autodiff::<B, C>::from_inner(grad)),
+                }
+            }
+            OpsKind::UnTracked(prep) => {
+                let outputs = match outputs {
+                    LossOutputs::Gradient => LossOutputs::Both,
+                    asked => asked,
+                };
+                let out =
+                    B::photometric_loss_forward(rendered.primitive, inner_target, options, outputs);
+                LossPrimitives {
+                    loss: out.loss.map(|loss| prep.finish(loss)),
                     grad: out.grad.map(Autodiff::<B, C>::from_inner),
                 }
             }

@@ -19,7 +19,7 @@ use cubecl::calculate_cube_count_elemwise;
 use cubecl::prelude::*;
 
 use super::LossOps;
-use super::{LossOptions, LossPrimitives, SSIM_C1, SSIM_C2, SSIM_WINDOW, ssim_taps};
+use super::{LossOptions, LossOutputs, LossPrimitives, SSIM_C1, SSIM_C2, SSIM_WINDOW, ssim_taps};
 use crate::cube_alloc::output;
 
 /// Units per cube.
@@ -205,8 +205,9 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LossOps
         rendered: FloatTensor<Self>,
         target: FloatTensor<Self>,
         options: LossOptions,
-        with_grad: bool,
+        outputs: LossOutputs,
     ) -> LossPrimitives<Self> {
+        let with_grad = outputs.gradient();
         let x = into_contiguous(rendered);
         let y = into_contiguous(target);
         let n = x.shape().num_elements();
@@ -252,7 +253,9 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> LossOps
             with_grad,
             dtype.into(),
         );
-        let loss = CubeBackend::<R, F, I, BT>::float_sum(terms);
+        let loss = outputs
+            .value()
+            .then(|| CubeBackend::<R, F, I, BT>::float_sum(terms));
         if !with_grad {
             return LossPrimitives { loss, grad: None };
         }

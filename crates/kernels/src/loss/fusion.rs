@@ -11,30 +11,32 @@ use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr};
 
 use super::LossOps;
-use super::{LossOptions, LossPrimitives};
+use super::{LossOptions, LossOutputs, LossPrimitives};
 use crate::cube_alloc::fusion_output;
 
-/// The recorded op: inputs `[rendered, target]`, outputs `[loss]` or `[loss, grad]`.
+/// The recorded op: inputs `[rendered, target]`, outputs `[loss]`, `[grad]` or `[loss, grad]`
+/// as `outputs` says.
 #[derive(Debug)]
 struct ForwardOp<B> {
     desc: CustomOpIr,
     options: LossOptions,
+    outputs: LossOutputs,
     _backend: PhantomData<B>,
 }
 
 impl<B: FusionBackend + LossOps> Operation<B::FusionRuntime> for ForwardOp<B> {
     fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
         let [rendered, target] = [&self.desc.inputs[0], &self.desc.inputs[1]];
-        let outputs = &self.desc.outputs;
         let out = B::photometric_loss_forward(
             h.get_float_tensor::<B>(rendered),
             h.get_float_tensor::<B>(target),
             self.options,
-            outputs.len() == 2,
+            self.outputs,
         );
-        h.register_float_tensor::<B>(&outputs[0].id, out.loss);
-        if let (Some(ir), Some(grad)) = (outputs.get(1), out.grad) {
-            h.register_float_tensor::<B>(&ir.id, grad);
+        let mut irs = self.desc.outputs.iter();
+        for tensor in [out.loss, out.grad].into_iter().flatten() {
+            let ir = irs.next().expect("one output per tensor asked for");
+            h.register_float_tensor::<B>(&ir.id, tensor);
         }
     }
 }
@@ -44,34 +46,37 @@ impl<B: FusionBackend + LossOps> LossOps for Fusion<B> {
         rendered: FloatTensor<Self>,
         target: FloatTensor<Self>,
         options: LossOptions,
-        with_grad: bool,
+        outputs: LossOutputs,
     ) -> LossPrimitives<Self> {
         let client = rendered.client.clone();
         let dtype = rendered.dtype;
         let image_shape: Shape = rendered.shape.clone();
         let streams = OperationStreams::with_inputs([&rendered, &target]);
         let output = |shape: Shape| fusion_output(&rendered, shape, dtype);
-        let mut outputs = vec![output(Shape::new([1]))];
-        if with_grad {
-            outputs.push(output(image_shape));
+        let mut irs = Vec::with_capacity(2);
+        if outputs.value() {
+            irs.push(output(Shape::new([1])));
+        }
+        if outputs.gradient() {
+            irs.push(output(image_shape));
         }
         let desc = CustomOpIr::new(
             "ember_photometric_loss",
             &[rendered.into_ir(), target.into_ir()],
-            &outputs,
+            &irs,
         );
         let op = ForwardOp::<B> {
             desc: desc.clone(),
             options,
+            outputs,
             _backend: PhantomData,
         };
         let mut tensors = client
             .register(streams, OperationIr::Custom(desc), op)
             .into_iter();
-        let loss = tensors.next().expect("the loss output");
         LossPrimitives {
-            loss,
-            grad: tensors.next(),
+            loss: outputs.value().then(|| tensors.next()).flatten(),
+            grad: outputs.gradient().then(|| tensors.next()).flatten(),
         }
     }
 }

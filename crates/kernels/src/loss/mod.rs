@@ -102,11 +102,35 @@ impl Default for LossOptions {
     }
 }
 
+/// Which of the op's outputs a caller takes: a training step that does not read its loss needs
+/// the gradient alone, and on a GPU the loss's sum over the image is one launch more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossOutputs {
+    /// The loss alone.
+    Value,
+    /// The gradient alone.
+    Gradient,
+    /// Both.
+    Both,
+}
+
+impl LossOutputs {
+    /// Whether the loss is asked for.
+    pub fn value(self) -> bool {
+        matches!(self, LossOutputs::Value | LossOutputs::Both)
+    }
+
+    /// Whether the gradient is asked for.
+    pub fn gradient(self) -> bool {
+        matches!(self, LossOutputs::Gradient | LossOutputs::Both)
+    }
+}
+
 /// The op's outputs as backend primitives.
 #[derive(Debug, Clone)]
 pub struct LossPrimitives<B: Backend> {
-    /// The loss, `[1]`.
-    pub loss: FloatTensor<B>,
+    /// The loss, `[1]`, when asked for.
+    pub loss: Option<FloatTensor<B>>,
     /// `dloss/drendered` `[H, W, C]`, when asked for.
     pub grad: Option<FloatTensor<B>>,
 }
@@ -128,14 +152,14 @@ fn check(rendered: [usize; 3], target: [usize; 3], options: LossOptions) -> Resu
 /// Implemented for every backend Ember supports, each in its own file of this folder.
 pub trait LossOps: Backend {
     /// The fused photometric loss (see the [module docs](self) for the contract) of `rendered`
-    /// `[H, W, C]` against `target` `[H, W, C]`: the loss `[1]` and, when `with_grad`, its
-    /// gradient with respect to `rendered` `[H, W, C]`. On `Autodiff` the loss is differentiable
-    /// with respect to `rendered` whatever `with_grad` says.
+    /// `[H, W, C]` against `target` `[H, W, C]`: the loss `[1]` and its gradient with respect
+    /// to `rendered` `[H, W, C]`, those that `outputs` asks for. On `Autodiff` the loss is
+    /// always computed, and differentiable with respect to `rendered`.
     fn photometric_loss_forward(
         rendered: FloatTensor<Self>,
         target: FloatTensor<Self>,
         options: LossOptions,
-        with_grad: bool,
+        outputs: LossOutputs,
     ) -> LossPrimitives<Self>;
 }
 
@@ -154,9 +178,10 @@ pub fn photometric_loss<B: LossOps>(
         rendered.into_primitive().tensor(),
         target.into_primitive().tensor(),
         options,
-        false,
+        LossOutputs::Value,
     );
-    Ok(Tensor::from_primitive(TensorPrimitive::Float(out.loss)))
+    let loss = out.loss.expect("asked for the loss");
+    Ok(Tensor::from_primitive(TensorPrimitive::Float(loss)))
 }
 
 /// Mean SSIM of two `[H, W, C]` images (1 for identical images), as a one-element tensor; not
@@ -168,8 +193,9 @@ pub fn ssim<B: LossOps>(x: Tensor<B, 3>, y: Tensor<B, 3>) -> Result<Tensor<B, 1>
         x.detach().into_primitive().tensor(),
         y.into_primitive().tensor(),
         options,
-        false,
+        LossOutputs::Value,
     );
-    let dssim = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(out.loss));
+    let loss = out.loss.expect("asked for the loss");
+    let dssim = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(loss));
     Ok(dssim.neg() + 1.0)
 }

@@ -5,7 +5,7 @@ use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
 use super::LossOps;
-use super::{LossOptions, LossPrimitives, cpu};
+use super::{LossOptions, LossOutputs, LossPrimitives, cpu};
 use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice};
 use crate::real::Real;
 
@@ -13,18 +13,20 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
     rendered: FloatTensor<B>,
     target: FloatTensor<B>,
     options: LossOptions,
-    with_grad: bool,
+    outputs: LossOutputs,
 ) -> LossPrimitives<B> {
     let shape = rendered.shape();
     let dims = shape.dims::<3>();
     let x = host_slice::<T, B>(&rendered);
     let y = host_slice::<T, B>(&target);
-    let mut grad = with_grad.then(|| vec![T::ZERO; x.len()]);
+    let mut grad = outputs.gradient().then(|| vec![T::ZERO; x.len()]);
     // `photometric_loss` validated the shapes and the options.
     let value = cpu::photometric_loss(&x, &y, dims, options, grad.as_deref_mut())
         .expect("inputs validated by photometric_loss");
     LossPrimitives {
-        loss: float_tensor::<T, B>(vec![T::from_f64(value.loss)], Shape::new([1])),
+        loss: outputs
+            .value()
+            .then(|| float_tensor::<T, B>(vec![T::from_f64(value.loss)], Shape::new([1]))),
         grad: grad.map(|g| float_tensor::<T, B>(g, shape)),
     }
 }
@@ -34,12 +36,12 @@ impl<B: NdArrayBackend> LossOps for B {
         rendered: FloatTensor<Self>,
         target: FloatTensor<Self>,
         options: LossOptions,
-        with_grad: bool,
+        outputs: LossOutputs,
     ) -> LossPrimitives<Self> {
         if rendered.dtype() == DType::F64 {
-            forward_in::<f64, B>(rendered, target, options, with_grad)
+            forward_in::<f64, B>(rendered, target, options, outputs)
         } else {
-            forward_in::<f32, B>(rendered, target, options, with_grad)
+            forward_in::<f32, B>(rendered, target, options, outputs)
         }
     }
 }

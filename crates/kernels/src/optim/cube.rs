@@ -16,7 +16,7 @@ use cubecl::prelude::*;
 use cubecl::std::tensor::layout::linear::LinearView;
 use cubecl::tensor_vector_size_parallel;
 
-use super::{AdamOps, AdamPrimitives, AdamStep};
+use super::{AdamGroup, AdamOps, AdamPrimitives, AdamStep};
 use crate::cube_alloc::output;
 
 /// One unit per `N` elements: the moments, then the parameter (see the [module docs](super)).
@@ -54,9 +54,90 @@ fn adam_kernel<F: Float, N: Size>(
     exp_avg_sq_out[i] = v;
 }
 
+/// Scalars of one group's update in [`adam_groups_kernel`] (see [`AdamStep::scalars`]).
+const SCALARS: usize = 7;
+
+/// One unit per element of all the groups together: unit `i` updates element `i - ends[g - 1]`
+/// of the group `g` whose range holds it, with that group's [`SCALARS`], in the order of
+/// [`adam_kernel`].
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn adam_groups_kernel<F: Float>(
+    params: &Sequence<Tensor<F>>,
+    grads: &Sequence<Tensor<F>>,
+    exp_avgs: &Sequence<Tensor<F>>,
+    exp_avg_sqs: &Sequence<Tensor<F>>,
+    params_out: &mut Sequence<Tensor<F>>,
+    exp_avgs_out: &mut Sequence<Tensor<F>>,
+    exp_avg_sqs_out: &mut Sequence<Tensor<F>>,
+    ends: Sequence<u32>,
+    scalars: Sequence<InputScalar>,
+    #[define(F)] _dtype: StorageType,
+) {
+    let i = ABSOLUTE_POS as u32;
+    let mut start = 0u32.runtime();
+    #[unroll]
+    for g in 0..params.len() {
+        let end = ends[g];
+        if start <= i && i < end {
+            let j = (i - start) as usize;
+            let s = g * SCALARS;
+            let grad = grads[g][j];
+            let m = exp_avgs[g][j] * scalars[s].get::<F>() + grad * scalars[s + 1].get::<F>();
+            let v = exp_avg_sqs[g][j] * scalars[s + 2].get::<F>()
+                + (grad * grad) * scalars[s + 3].get::<F>();
+            let denom = F::sqrt(v) / scalars[s + 4].get::<F>() + scalars[s + 5].get::<F>();
+            params_out.index_mut(g)[j] = params[g][j] - m / denom * scalars[s + 6].get::<F>();
+            exp_avgs_out.index_mut(g)[j] = m;
+            exp_avg_sqs_out.index_mut(g)[j] = v;
+        }
+        start = end;
+    }
+}
+
 impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> AdamOps
     for CubeBackend<R, F, I, BT>
 {
+    /// One launch per run of groups the device can bind at once (`7` buffers a group, plus the
+    /// metadata; wgpu's limit depends on the adapter), one launch per group where it binds fewer
+    /// than two groups. Groups without elements are returned as they came.
+    fn adam_steps(groups: Vec<AdamGroup<Self>>) -> Vec<AdamPrimitives<Self>> {
+        let Some(first) = groups.first() else {
+            return Vec::new();
+        };
+        let client = first.state.param.client.clone();
+        let max_bindings = client.properties().hardware.max_bindings as usize;
+        let per_launch = max_bindings.saturating_sub(1) / 7;
+        if per_launch < 2 {
+            return groups
+                .into_iter()
+                .map(|g| Self::adam_step(g.state, g.grad, g.step))
+                .collect();
+        }
+        let mut updated: Vec<Option<AdamPrimitives<Self>>> =
+            (0..groups.len()).map(|_| None).collect();
+        let mut run: Vec<(usize, AdamGroup<Self>)> = Vec::with_capacity(per_launch);
+        let mut run_elements = 0usize;
+        for (index, group) in groups.into_iter().enumerate() {
+            let n = group.state.param.shape().num_elements();
+            if n == 0 {
+                updated[index] = Some(group.state);
+                continue;
+            }
+            if run.len() == per_launch || u32::try_from(run_elements + n).is_err() {
+                launch_run(&client, std::mem::take(&mut run), &mut updated);
+                run_elements = 0;
+            }
+            run_elements += n;
+            run.push((index, group));
+        }
+        launch_run(&client, run, &mut updated);
+        updated
+            .into_iter()
+            .map(|u| u.expect("every group is updated once"))
+            .collect()
+    }
+
     fn adam_step(
         state: AdamPrimitives<Self>,
         grad: FloatTensor<Self>,
@@ -130,5 +211,90 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> AdamOps
             exp_avg,
             exp_avg_sq,
         }
+    }
+}
+
+type B<R, F, I, BT> = CubeBackend<R, F, I, BT>;
+type Group<R, F, I, BT> = AdamGroup<B<R, F, I, BT>>;
+type Primitives<R, F, I, BT> = AdamPrimitives<B<R, F, I, BT>>;
+
+/// Updates a run of groups with elements, one launch ([`adam_groups_kernel`]) when it holds more
+/// than one group and its elements fit `u32`, writing each result at the group's index.
+fn launch_run<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement>(
+    client: &ComputeClient<R>,
+    run: Vec<(usize, Group<R, F, I, BT>)>,
+    updated: &mut [Option<Primitives<R, F, I, BT>>],
+) {
+    let total: usize = run
+        .iter()
+        .map(|(_, g)| g.state.param.shape().num_elements())
+        .sum();
+    if run.len() < 2 || u32::try_from(total).is_err() {
+        for (index, g) in run {
+            updated[index] = Some(B::<R, F, I, BT>::adam_step(g.state, g.grad, g.step));
+        }
+        return;
+    }
+    let dtype = run[0].1.state.param.dtype;
+    let mut args: [SequenceArg<R, _>; 7] = Default::default();
+    let mut ends = SequenceArg::<R, u32>::new();
+    let mut scalars = SequenceArg::<R, InputScalar>::new();
+    let mut outputs = Vec::with_capacity(run.len());
+    let mut end = 0u32;
+    for (index, group) in run {
+        let shape = group.state.param.shape();
+        let n = shape.num_elements();
+        let flat = |t| into_contiguous(B::<R, F, I, BT>::float_reshape(t, Shape::new([n])));
+        let inputs = [
+            flat(group.state.param),
+            flat(group.grad),
+            flat(group.state.exp_avg),
+            flat(group.state.exp_avg_sq),
+        ];
+        let out = [(); 3].map(|_| output(&inputs[0], [n], dtype));
+        for (arg, tensor) in args.iter_mut().zip(inputs.iter().chain(&out)) {
+            arg.push(tensor.clone().into_tensor_arg());
+        }
+        end += n as u32;
+        ends.push(end);
+        for scalar in group.step.scalars() {
+            scalars.push(InputScalar::new(scalar, dtype));
+        }
+        outputs.push((index, out, shape));
+    }
+    let cube_dim = CubeDim::new(client, total);
+    let cube_count = calculate_cube_count_elemwise(client, total, cube_dim);
+    let [
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        params_out,
+        exp_avgs_out,
+        exp_avg_sqs_out,
+    ] = args;
+    adam_groups_kernel::launch::<R>(
+        client,
+        cube_count,
+        cube_dim,
+        params,
+        grads,
+        exp_avgs,
+        exp_avg_sqs,
+        params_out,
+        exp_avgs_out,
+        exp_avg_sqs_out,
+        ends,
+        scalars,
+        dtype.into(),
+    );
+    for (index, out, shape) in outputs {
+        let [param, exp_avg, exp_avg_sq] =
+            out.map(|t| B::<R, F, I, BT>::float_reshape(t, shape.clone()));
+        updated[index] = Some(AdamPrimitives {
+            param,
+            exp_avg,
+            exp_avg_sq,
+        });
     }
 }

@@ -8,7 +8,7 @@ use burn_fusion::stream::{Operation, OperationStreams};
 use burn_fusion::{Fusion, FusionBackend, FusionRuntime};
 use burn_ir::{CustomOpIr, HandleContainer, OperationIr, OperationOutput};
 
-use super::{AdamOps, AdamPrimitives, AdamStep};
+use super::{AdamGroup, AdamOps, AdamPrimitives, AdamStep};
 use crate::cube_alloc::fusion_output_like;
 
 /// The recorded op: inputs `[param, grad, exp_avg, exp_avg_sq]`, outputs the three updated.
@@ -38,7 +38,87 @@ impl<B: FusionBackend + AdamOps> Operation<B::FusionRuntime> for AdamOp<B> {
     }
 }
 
+/// The recorded groups: inputs `[param, grad, exp_avg, exp_avg_sq]` per group, outputs the
+/// three updated per group.
+#[derive(Debug)]
+struct AdamGroupsOp<B> {
+    desc: CustomOpIr,
+    steps: Vec<AdamStep>,
+    _backend: PhantomData<B>,
+}
+
+impl<B: FusionBackend + AdamOps> Operation<B::FusionRuntime> for AdamGroupsOp<B> {
+    fn execute(&self, h: &mut HandleContainer<<B::FusionRuntime as FusionRuntime>::FusionHandle>) {
+        let groups = self
+            .desc
+            .inputs
+            .chunks_exact(4)
+            .zip(&self.steps)
+            .map(|(irs, step)| AdamGroup {
+                state: AdamPrimitives {
+                    param: h.get_float_tensor::<B>(&irs[0]),
+                    exp_avg: h.get_float_tensor::<B>(&irs[2]),
+                    exp_avg_sq: h.get_float_tensor::<B>(&irs[3]),
+                },
+                grad: h.get_float_tensor::<B>(&irs[1]),
+                step: *step,
+            })
+            .collect();
+        let updated = B::adam_steps(groups);
+        for (irs, out) in self.desc.outputs.chunks_exact(3).zip(updated) {
+            h.register_float_tensor::<B>(&irs[0].id, out.param);
+            h.register_float_tensor::<B>(&irs[1].id, out.exp_avg);
+            h.register_float_tensor::<B>(&irs[2].id, out.exp_avg_sq);
+        }
+    }
+}
+
 impl<B: FusionBackend + AdamOps> AdamOps for Fusion<B> {
+    fn adam_steps(groups: Vec<AdamGroup<Self>>) -> Vec<AdamPrimitives<Self>> {
+        let Some(client) = groups.first().map(|g| g.state.param.client.clone()) else {
+            return Vec::new();
+        };
+        let streams = OperationStreams::with_inputs(groups.iter().flat_map(|g| {
+            [
+                &g.state.param,
+                &g.grad,
+                &g.state.exp_avg,
+                &g.state.exp_avg_sq,
+            ]
+        }));
+        let outputs: Vec<_> = groups
+            .iter()
+            .flat_map(|g| [&g.state.param, &g.state.exp_avg, &g.state.exp_avg_sq])
+            .map(fusion_output_like)
+            .collect();
+        let steps = groups.iter().map(|g| g.step).collect();
+        let inputs: Vec<_> = groups
+            .into_iter()
+            .flat_map(|g| [g.state.param, g.grad, g.state.exp_avg, g.state.exp_avg_sq])
+            .map(|t| t.into_ir())
+            .collect();
+        let desc = CustomOpIr::new("ember_adam_steps", &inputs, &outputs);
+        let op = AdamGroupsOp::<B> {
+            desc: desc.clone(),
+            steps,
+            _backend: PhantomData,
+        };
+        let mut tensors = client
+            .register(streams, OperationIr::Custom(desc), op)
+            .into_iter();
+        let mut updated = Vec::with_capacity(outputs.len() / 3);
+        while let (Some(param), Some(exp_avg), Some(exp_avg_sq)) =
+            (tensors.next(), tensors.next(), tensors.next())
+        {
+            updated.push(AdamPrimitives {
+                param,
+                exp_avg,
+                exp_avg_sq,
+            });
+        }
+        updated
+    }
+
     fn adam_step(
         state: AdamPrimitives<Self>,
         grad: FloatTensor<Self>,

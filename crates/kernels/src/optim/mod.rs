@@ -84,6 +84,18 @@ pub struct AdamPrimitives<B: Backend> {
     pub exp_avg_sq: FloatTensor<B>,
 }
 
+/// One group of [`AdamOps::adam_steps`]: a parameter with its moments, its gradient (all of one
+/// shape) and the settings of its update.
+#[derive(Debug, Clone)]
+pub struct AdamGroup<B: Backend> {
+    /// The parameter and its moments.
+    pub state: AdamPrimitives<B>,
+    /// The gradient.
+    pub grad: FloatTensor<B>,
+    /// The update's settings.
+    pub step: AdamStep,
+}
+
 /// [`adam_step`]'s result: the updated parameter and moments.
 #[derive(Debug, Clone)]
 pub struct AdamUpdate<B: Backend, const D: usize> {
@@ -126,6 +138,16 @@ pub trait AdamOps: Backend {
         step: AdamStep,
     ) -> AdamPrimitives<Self> {
         adam_step_tensor_ops(state, grad, step)
+    }
+
+    /// The updates of several groups, each what [`AdamOps::adam_step`] makes of it, in as few
+    /// launches as the backend can (a training step updates six parameter groups: on a GPU,
+    /// one launch instead of six). The default updates the groups one by one.
+    fn adam_steps(groups: Vec<AdamGroup<Self>>) -> Vec<AdamPrimitives<Self>> {
+        groups
+            .into_iter()
+            .map(|g| Self::adam_step(g.state, g.grad, g.step))
+            .collect()
     }
 }
 

@@ -54,6 +54,9 @@ fn state_from_inner<B: RasterOps, C: CheckpointStrategy>(
         ids: state.ids,
         last: state.last,
         transmittance: Autodiff::<B, C>::from_inner(state.transmittance),
+        order: state.order,
+        pairs: state.pairs,
+        extents: state.extents,
     }
 }
 
@@ -106,6 +109,9 @@ impl<B: RasterOps, C: CheckpointStrategy> RasterOps for Autodiff<B, C> {
             ids: state.ids,
             last: state.last,
             transmittance: state.transmittance.primitive,
+            order: state.order,
+            pairs: state.pairs,
+            extents: state.extents,
         };
         let g = B::rasterize_backward(packed.primitive, inner, grad_image.primitive, setup);
         RasterGradPrimitives {

@@ -106,13 +106,19 @@ fn tile_counts_kernel<I: Int>(
     counts[k] = u32::cast_from(extents[3 * g + 2]);
 }
 
-/// Per position `k` of the depth order: one `(tile, gaussian)` entry per tile of its screen box
-/// that its ellipse reaches where the box is trimmed ([`cover`]), from slot `starts[k]` on,
+/// Per position `k < n` of the depth order: one `(tile, gaussian)` entry per tile of its screen
+/// box that its ellipse reaches where the box is trimmed ([`cover`]), from slot `starts[k]` on,
 /// tiles row-major, numbered from its view's first tile. The stored count is the box's: the
 /// slots a trimmed box leaves, and any a recomputed box could leave or overrun (the count is
 /// the projection's float rule), are capped at the count and padded with the key
 /// `views tiles` (sorted past every tile and outside every range), so no slot is left
 /// unwritten.
+///
+/// The lists hold `capacity` slots. A Gaussian whose slots do not all fit writes none: it and
+/// every one behind it are left to the overflow walk, and the one whose slots straddle the end
+/// pads them and records its position as `pairs[1]` (the rows the lists hold; `n` when all
+/// fit, written by the last position). The last position also copies the total into
+/// `pairs[0]`. The units `n + s` pad the slots `s` past the total, up to `capacity`.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn emit_kernel<F: Float, I: Int>(
@@ -120,23 +126,50 @@ fn emit_kernel<F: Float, I: Int>(
     extents: &Tensor<I>,
     order: &Tensor<u32>,
     starts: &Tensor<u32>,
+    total: &Tensor<u32>,
     tile_keys: &mut Tensor<u32>,
     tile_ids: &mut Tensor<u32>,
+    pairs: &mut Tensor<u32>,
     n: u32,
     rows_per_view: u32,
     tiles_x: u32,
     tiles_y: u32,
+    capacity: u32,
     #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
     let k = ABSOLUTE_POS;
+    let views = n / rows_per_view;
+    let padding = views * tiles_x * tiles_y;
     if k >= n as usize {
+        let slot = k - n as usize;
+        if slot >= total[0] as usize && slot < capacity as usize {
+            tile_keys[slot] = padding;
+            tile_ids[slot] = 0;
+        }
         terminate!();
     }
     let g = order[k];
     let row = g as usize;
     let view_base = (g / rows_per_view) * tiles_x * tiles_y;
-    let views = n / rows_per_view;
     let count = u32::cast_from(extents[3 * row + 2]);
+    let start = starts[k];
+    let fits = start + count <= capacity;
+    if k + 1 == n as usize {
+        pairs[0] = total[0];
+        if fits {
+            pairs[1] = n;
+        }
+    }
+    if !fits {
+        if start <= capacity {
+            pairs[1] = k as u32;
+            for slot in start..capacity {
+                tile_keys[slot as usize] = padding;
+                tile_ids[slot as usize] = g;
+            }
+        }
+        terminate!();
+    }
     if count == 0 {
         terminate!();
     }
@@ -153,7 +186,7 @@ fn emit_kernel<F: Float, I: Int>(
         tiles_x,
         tiles_y,
     );
-    let start = starts[k] as usize;
+    let start = start as usize;
     let mut written = 0u32.runtime();
     for ty in cover.y0..cover.y1 {
         let span = cover_row::<F>(&cover, ty);
@@ -166,10 +199,53 @@ fn emit_kernel<F: Float, I: Int>(
         }
     }
     while written < count {
-        tile_keys[start + written as usize] = views * tiles_x * tiles_y;
+        tile_keys[start + written as usize] = padding;
         tile_ids[start + written as usize] = g;
         written += 1;
     }
+}
+
+/// Whether [`emit_kernel`] lists row `g` in tile `(tx, ty)` of its view: the tile is one of
+/// its trimmed box's, within the first `count` of them in row-major order.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn listed_in<F: Float, I: Int>(
+    packed: &Tensor<F>,
+    extents: &Tensor<I>,
+    g: u32,
+    tx: u32,
+    ty: u32,
+    tiles_x: u32,
+    tiles_y: u32,
+) -> bool {
+    let row = g as usize;
+    let count = u32::cast_from(extents[3 * row + 2]);
+    let mut listed = false;
+    if count > 0 {
+        let o = row * PACKED_WIDTH;
+        let cover = cover_new::<F>(
+            packed[o + PACKED_XY],
+            packed[o + PACKED_XY + 1],
+            packed[o + PACKED_CONIC],
+            packed[o + PACKED_CONIC + 1],
+            packed[o + PACKED_CONIC + 2],
+            packed[o + PACKED_OPACITY],
+            F::cast_from(extents[3 * row]),
+            F::cast_from(extents[3 * row + 1]),
+            tiles_x,
+            tiles_y,
+        );
+        if cover.y0 <= ty && ty < cover.y1 {
+            let mut before = 0u32.runtime();
+            for y in cover.y0..ty {
+                let span = cover_row::<F>(&cover, y);
+                before += span.hi - span.lo;
+            }
+            let span = cover_row::<F>(&cover, ty);
+            listed = span.lo <= tx && tx < span.hi && before + (tx - span.lo) < count;
+        }
+    }
+    listed
 }
 
 /// Per sorted entry `i <= m`: the offsets of the tiles whose runs start at `i` (for `i = m`,
@@ -212,26 +288,119 @@ fn reduce_u32(values: &mut SharedMemory<u32>, #[comptime] max: bool) -> u32 {
     values[0]
 }
 
-/// Loads the packed rows of list entries `lo + u` (`u` the unit, below `hi`) into `rows`.
+/// Where a tile's walk reads its entries: entry `e < listed` is its list's `ids[start + e]`,
+/// entry `e >= listed` the depth rank `cut + e - listed` of the overflow walk (see
+/// [`RasterState::pairs`]), drawn there when the tile would have listed it.
+#[derive(CubeType, Clone, Copy)]
+struct Walk {
+    start: u32,
+    listed: u32,
+    cut: u32,
+    /// `listed` plus the overflow walk's ranks: the walk's end.
+    entries: u32,
+    view: u32,
+    rows_per_view: u32,
+    tx: u32,
+    ty: u32,
+    tiles_x: u32,
+    tiles_y: u32,
+}
+
+/// The walk of this cube's tile (see [`Walk`]).
 #[cube]
-fn load_batch<F: Float>(
+fn tile_walk(offsets: &Tensor<u32>, pairs: &Tensor<u32>, rows: u32, views: u32) -> Walk {
+    let view = CUBE_POS_Z;
+    let tile = view * CUBE_COUNT_X * CUBE_COUNT_Y + CUBE_POS_Y * CUBE_COUNT_X + CUBE_POS_X;
+    let start = offsets[tile as usize];
+    let listed = offsets[tile as usize + 1] - start;
+    let cut = pairs[1];
+    Walk {
+        start,
+        listed,
+        cut,
+        entries: listed + (rows - cut),
+        view,
+        rows_per_view: rows / views,
+        tx: CUBE_POS_X,
+        ty: CUBE_POS_Y,
+        tiles_x: CUBE_COUNT_X,
+        tiles_y: CUBE_COUNT_Y,
+    }
+}
+
+/// Loads the walk's entries `lo + u` (`u` the unit, below `hi`; a batch lies wholly in the
+/// list or wholly past it) into the batch: the packed rows, their indices and whether the
+/// tile draws them (`member`).
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn load_batch<F: Float, I: Int>(
     packed: &Tensor<F>,
+    extents: &Tensor<I>,
     ids: &Tensor<u32>,
+    order: &Tensor<u32>,
+    walk: &Walk,
     rows: &mut SharedMemory<F>,
     batch_ids: &mut SharedMemory<u32>,
-    lo: usize,
-    hi: usize,
+    member: &mut SharedMemory<u32>,
+    lo: u32,
+    hi: u32,
 ) {
-    let u = UNIT_POS as usize;
+    let u = UNIT_POS;
     if lo + u < hi {
-        let g = ids[lo + u];
-        batch_ids[u] = g;
+        let e = lo + u;
+        let in_list = e < walk.listed;
+        let g = if in_list {
+            ids[(walk.start + e) as usize]
+        } else {
+            order[(walk.cut + e - walk.listed) as usize]
+        };
+        let mut drawn = true;
+        if !in_list {
+            drawn = g / walk.rows_per_view == walk.view
+                && listed_in::<F, I>(
+                    packed,
+                    extents,
+                    g,
+                    walk.tx,
+                    walk.ty,
+                    walk.tiles_x,
+                    walk.tiles_y,
+                );
+        }
+        batch_ids[u as usize] = g;
+        member[u as usize] = select(drawn, 1u32, 0u32);
         let src = g as usize * PACKED_WIDTH;
         #[unroll]
         for c in 0..PACKED_WIDTH {
-            rows[u * PACKED_WIDTH + c] = packed[src + c];
+            rows[u as usize * PACKED_WIDTH + c] = packed[src + c];
         }
     }
+}
+
+/// The end of the batch of the walk starting at entry `lo` (front to back): at most a block,
+/// and not past the end of the list when it starts in it.
+#[cube]
+fn batch_end(walk: &Walk, lo: u32) -> u32 {
+    let mut end = walk.entries;
+    if lo < walk.listed {
+        end = walk.listed;
+    }
+    u32::min(lo + BLOCK as u32, end)
+}
+
+/// The start of the batch of the walk ending before entry `hi` (back to front): at most a
+/// block, and not before the end of the list when it ends past it.
+#[cube]
+fn batch_start(walk: &Walk, hi: u32) -> u32 {
+    let mut first = 0u32.runtime();
+    if hi > walk.listed {
+        first = walk.listed;
+    }
+    let mut lo = first;
+    if hi - first > BLOCK as u32 {
+        lo = hi - BLOCK as u32;
+    }
+    lo
 }
 
 /// One Gaussian (a row of the batch) at a pixel centre: `(dx, dy, sigma)`.
@@ -249,30 +418,35 @@ fn offset_sigma<F: Float>(rows: &SharedMemory<F>, r: usize, cx: F, cy: F) -> (F,
 /// One cube per tile, one unit per pixel: the forward compositing (see the module docs).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn rasterize_kernel<F: Float>(
+fn rasterize_kernel<F: Float, I: Int>(
     packed: &Tensor<F>,
+    extents: &Tensor<I>,
     offsets: &Tensor<u32>,
     ids: &Tensor<u32>,
+    order: &Tensor<u32>,
+    pairs: &Tensor<u32>,
     image: &mut Tensor<F>,
     last: &mut Tensor<u32>,
     transmittance: &mut Tensor<F>,
     background: Sequence<f32>,
     width: u32,
     height: u32,
-    #[define(F)] _dtype: StorageType,
+    views: u32,
+    #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
-    let tiles_x = CUBE_COUNT_X;
+    let walk = tile_walk(
+        offsets,
+        pairs,
+        packed.len() as u32 / PACKED_WIDTH as u32,
+        views,
+    );
     let view = CUBE_POS_Z as usize;
-    let tile = view * (CUBE_COUNT_X * CUBE_COUNT_Y) as usize
-        + (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
     let u = UNIT_POS;
     let px = CUBE_POS_X * TILE + u % TILE;
     let py = CUBE_POS_Y * TILE + u / TILE;
     let inside = px < width && py < height;
     let cx = F::cast_from(px) + F::new(0.5);
     let cy = F::cast_from(py) + F::new(0.5);
-    let start = offsets[tile] as usize;
-    let end = offsets[tile + 1] as usize;
 
     let one = F::new(1.0);
     let mut t = one;
@@ -280,14 +454,15 @@ fn rasterize_kernel<F: Float>(
     let mut g = F::new(0.0);
     let mut b = F::new(0.0);
     let mut depth = F::new(0.0);
-    let mut stop = (end - start) as u32;
+    let mut stop = walk.entries;
     let mut done = !inside;
 
     let mut rows = SharedMemory::<F>::new(BLOCK * PACKED_WIDTH);
     let mut batch_ids = SharedMemory::<u32>::new(BLOCK);
+    let mut member = SharedMemory::<u32>::new(BLOCK);
     let mut flags = SharedMemory::<u32>::new(BLOCK);
-    let mut lo = start;
-    let mut running = lo < end;
+    let mut lo = 0u32.runtime();
+    let mut running = lo < walk.entries;
     while running {
         flags[u as usize] = select(done, 1u32, 0u32);
         sync_cube();
@@ -295,33 +470,46 @@ fn rasterize_kernel<F: Float>(
         if finished == BLOCK as u32 {
             running = false;
         } else {
-            let hi = usize::min(lo + BLOCK, end);
-            load_batch::<F>(packed, ids, &mut rows, &mut batch_ids, lo, hi);
+            let hi = batch_end(&walk, lo);
+            load_batch::<F, I>(
+                packed,
+                extents,
+                ids,
+                order,
+                &walk,
+                &mut rows,
+                &mut batch_ids,
+                &mut member,
+                lo,
+                hi,
+            );
             sync_cube();
             if !done {
                 let count = hi - lo;
-                let mut k = 0usize.runtime();
+                let mut k = 0u32.runtime();
                 while k < count {
-                    let row = k * PACKED_WIDTH;
-                    let (_dx, _dy, sigma) = offset_sigma::<F>(&rows, row, cx, cy);
-                    let alpha = F::min(
-                        F::new(MAX_ALPHA),
-                        rows[row + PACKED_OPACITY] * F::exp(-sigma),
-                    );
-                    // Comparisons with NaN are false: a NaN pair is skipped, as on the CPU.
-                    if sigma >= F::new(0.0) && alpha >= F::new(MIN_ALPHA) {
-                        let next = t * (one - alpha);
-                        if next <= F::new(MIN_TRANSMITTANCE) {
-                            stop = (lo - start + k) as u32;
-                            done = true;
-                            k = count;
-                        } else {
-                            let w = alpha * t;
-                            r += w * rows[row + PACKED_COLOR];
-                            g += w * rows[row + PACKED_COLOR + 1];
-                            b += w * rows[row + PACKED_COLOR + 2];
-                            depth += w * rows[row + PACKED_DEPTH];
-                            t = next;
+                    if member[k as usize] == 1 {
+                        let row = k as usize * PACKED_WIDTH;
+                        let (_dx, _dy, sigma) = offset_sigma::<F>(&rows, row, cx, cy);
+                        let alpha = F::min(
+                            F::new(MAX_ALPHA),
+                            rows[row + PACKED_OPACITY] * F::exp(-sigma),
+                        );
+                        // Comparisons with NaN are false: a NaN pair is skipped, as on the CPU.
+                        if sigma >= F::new(0.0) && alpha >= F::new(MIN_ALPHA) {
+                            let next = t * (one - alpha);
+                            if next <= F::new(MIN_TRANSMITTANCE) {
+                                stop = lo + k;
+                                done = true;
+                                k = count;
+                            } else {
+                                let w = alpha * t;
+                                r += w * rows[row + PACKED_COLOR];
+                                g += w * rows[row + PACKED_COLOR + 1];
+                                b += w * rows[row + PACKED_COLOR + 2];
+                                depth += w * rows[row + PACKED_DEPTH];
+                                t = next;
+                            }
                         }
                     }
                     k += 1;
@@ -329,7 +517,7 @@ fn rasterize_kernel<F: Float>(
             }
             sync_cube();
             lo = hi;
-            running = lo < end;
+            running = lo < walk.entries;
         }
     }
     if inside {
@@ -398,10 +586,13 @@ impl AtomicAccumulator for u32 {
 /// them adds the sums: one atomic per plane instead of one per pixel.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
+fn rasterize_backward_kernel<F: Float, I: Int, A: AtomicAccumulator>(
     packed: &Tensor<F>,
+    extents: &Tensor<I>,
     offsets: &Tensor<u32>,
     ids: &Tensor<u32>,
+    order: &Tensor<u32>,
+    pairs: &Tensor<u32>,
     last: &Tensor<u32>,
     transmittance: &Tensor<F>,
     grad_image: &Tensor<F>,
@@ -409,20 +600,24 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
     background: Sequence<f32>,
     width: u32,
     height: u32,
+    views: u32,
     #[comptime] plane_sums: bool,
-    #[define(F)] _dtype: StorageType,
+    #[comptime] rgb_only: bool,
+    #[define(F, I)] _dtypes: [StorageType; 2],
 ) {
-    let tiles_x = CUBE_COUNT_X;
+    let walk = tile_walk(
+        offsets,
+        pairs,
+        packed.len() as u32 / PACKED_WIDTH as u32,
+        views,
+    );
     let view = CUBE_POS_Z as usize;
-    let tile = view * (CUBE_COUNT_X * CUBE_COUNT_Y) as usize
-        + (CUBE_POS_Y * tiles_x + CUBE_POS_X) as usize;
     let u = UNIT_POS;
     let px = CUBE_POS_X * TILE + u % TILE;
     let py = CUBE_POS_Y * TILE + u / TILE;
     let inside = px < width && py < height;
     let cx = F::cast_from(px) + F::new(0.5);
     let cy = F::cast_from(py) + F::new(0.5);
-    let start = offsets[tile] as usize;
 
     let zero = F::new(0.0);
     let one = F::new(1.0);
@@ -437,13 +632,21 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
     if inside {
         let pixels = (width * height) as usize;
         let pixel = (py * width + px) as usize;
-        let planes = view * IMAGE_CHANNELS * pixels;
-        let o = planes + pixel * 3;
-        v_r = grad_image[o];
-        v_g = grad_image[o + 1];
-        v_b = grad_image[o + 2];
-        let v_alpha = grad_image[planes + IMAGE_ALPHA * pixels + pixel];
-        v_depth = grad_image[planes + IMAGE_DEPTH * pixels + pixel];
+        let mut v_alpha = zero;
+        if comptime![rgb_only] {
+            let o = (view * pixels + pixel) * 3;
+            v_r = grad_image[o];
+            v_g = grad_image[o + 1];
+            v_b = grad_image[o + 2];
+        } else {
+            let planes = view * IMAGE_CHANNELS * pixels;
+            let o = planes + pixel * 3;
+            v_r = grad_image[o];
+            v_g = grad_image[o + 1];
+            v_b = grad_image[o + 2];
+            v_alpha = grad_image[planes + IMAGE_ALPHA * pixels + pixel];
+            v_depth = grad_image[planes + IMAGE_DEPTH * pixels + pixel];
+        }
         t = transmittance[view * pixels + pixel];
         stop = last[view * pixels + pixel];
         // Everything behind the current Gaussian as its alpha sees it: the background and the
@@ -457,30 +660,42 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
 
     let mut rows = SharedMemory::<F>::new(BLOCK * PACKED_WIDTH);
     let mut batch_ids = SharedMemory::<u32>::new(BLOCK);
+    let mut member = SharedMemory::<u32>::new(BLOCK);
     let mut flags = SharedMemory::<u32>::new(BLOCK);
     flags[u as usize] = stop;
     sync_cube();
-    let longest = reduce_u32(&mut flags, true) as usize;
+    let longest = reduce_u32(&mut flags, true);
 
     // This pixel's contribution to one Gaussian's gradient row (zero where it adds nothing).
     let mut d = Array::<F>::new(GRAD_WIDTH);
-    let mut hi = start + longest;
-    while hi > start {
-        let lo = select(hi - start > BLOCK, hi - BLOCK, start);
-        load_batch::<F>(packed, ids, &mut rows, &mut batch_ids, lo, hi);
+    let mut hi = longest;
+    while hi > 0 {
+        let lo = batch_start(&walk, hi);
+        load_batch::<F, I>(
+            packed,
+            extents,
+            ids,
+            order,
+            &walk,
+            &mut rows,
+            &mut batch_ids,
+            &mut member,
+            lo,
+            hi,
+        );
         sync_cube();
         let count = hi - lo;
         // Every unit walks the same entries, so the plane operations below see all its units.
         for back in 0..count {
             let k = count - 1 - back;
-            let entry = (lo - start + k) as u32;
+            let entry = lo + k;
             #[unroll]
             for c in 0..GRAD_WIDTH {
                 d[c] = zero;
             }
             let mut drawn = false;
-            if entry < stop {
-                let row = k * PACKED_WIDTH;
+            if entry < stop && member[k as usize] == 1 {
+                let row = k as usize * PACKED_WIDTH;
                 let (dx, dy, sigma) = offset_sigma::<F>(&rows, row, cx, cy);
                 let vis = F::exp(-sigma);
                 let raw = rows[row + PACKED_OPACITY] * vis;
@@ -518,7 +733,7 @@ fn rasterize_backward_kernel<F: Float, A: AtomicAccumulator>(
                     }
                 }
             }
-            let base = batch_ids[k] as usize * GRAD_WIDTH;
+            let base = batch_ids[k as usize] as usize * GRAD_WIDTH;
             if comptime![plane_sums] {
                 if plane_any(drawn) {
                     #[unroll]
@@ -585,12 +800,25 @@ fn background_arg<R: CubeRuntime>(setup: &RasterSetup) -> SequenceArg<R, f32> {
     seq
 }
 
-/// The binning of the module docs: `(offsets [C tiles + 1], ids [M])`.
+/// The binning of the module docs.
+struct Binned<R: CubeRuntime> {
+    /// `[C tiles + 1]`
+    offsets: CubeTensor<R>,
+    /// `[capacity]`
+    ids: CubeTensor<R>,
+    /// `[C N]`: the rows in depth order.
+    order: CubeTensor<R>,
+    /// `[2]`: see [`RasterState::pairs`].
+    pairs: CubeTensor<R>,
+}
+
+/// The binning of the module docs, into lists of `setup.tile_pairs` entries, or, without it,
+/// of exactly as many as the views make (read back: the one wait for the device).
 fn bin<R: CubeRuntime>(
     packed: &CubeTensor<R>,
     extents: &CubeTensor<R>,
     setup: &RasterSetup,
-) -> (CubeTensor<R>, CubeTensor<R>) {
+) -> Binned<R> {
     let client = packed.client.clone();
     let n = packed.shape()[0];
     let (tiles_x, tiles_y) = setup.tiles();
@@ -614,7 +842,7 @@ fn bin<R: CubeRuntime>(
     let counts = u32_tensor(packed, n);
     tile_counts_kernel::launch::<R>(
         &client,
-        count.clone(),
+        count,
         dim,
         extents.clone().into_tensor_arg(),
         order.clone().into_tensor_arg(),
@@ -623,42 +851,56 @@ fn bin<R: CubeRuntime>(
         extents.dtype.into(),
     );
     let (starts, total) = exclusive_sum(&counts, n);
-    let m = read_u32(total);
+    // Without a capacity, the lists are sized exactly and nothing needs padding.
+    let (capacity, padded) = match setup.tile_pairs {
+        Some(capacity) => (capacity as usize, capacity as usize),
+        None => (read_u32(total.clone()), 0),
+    };
 
-    let tile_keys = u32_tensor(packed, m);
-    let tile_ids = u32_tensor(packed, m);
+    let tile_keys = u32_tensor(packed, capacity);
+    let tile_ids = u32_tensor(packed, capacity);
+    let pairs = u32_tensor(packed, 2);
+    let (count, dim) = block_dims(&client, (n + padded).div_ceil(BLOCK));
     emit_kernel::launch::<R>(
         &client,
         count,
         dim,
         packed.clone().into_tensor_arg(),
         extents.clone().into_tensor_arg(),
-        order.into_tensor_arg(),
+        order.clone().into_tensor_arg(),
         starts.into_tensor_arg(),
+        total.into_tensor_arg(),
         tile_keys.clone().into_tensor_arg(),
         tile_ids.clone().into_tensor_arg(),
+        pairs.clone().into_tensor_arg(),
         n as u32,
         (n / setup.views as usize) as u32,
         tiles_x,
         tiles_y,
+        capacity as u32,
         [packed.dtype.into(), extents.dtype.into()],
     );
     // The padding key `tiles` must fit in the sorted bits.
     let bits = u32::BITS - (tiles as u32).leading_zeros();
-    let (tile_keys, tile_ids) = sort_pairs(tile_keys, tile_ids, m, bits);
+    let (tile_keys, tile_ids) = sort_pairs(tile_keys, tile_ids, capacity, bits);
 
     let offsets = u32_tensor(packed, tiles + 1);
-    let (count, dim) = block_dims(&client, (m + 1).div_ceil(BLOCK));
+    let (count, dim) = block_dims(&client, (capacity + 1).div_ceil(BLOCK));
     tile_offsets_kernel::launch::<R>(
         &client,
         count,
         dim,
         tile_keys.into_tensor_arg(),
         offsets.clone().into_tensor_arg(),
-        m as u32,
+        capacity as u32,
         tiles as u32,
     );
-    (offsets, tile_ids)
+    Binned {
+        offsets,
+        ids: tile_ids,
+        order,
+        pairs,
+    }
 }
 
 /// Reads the first `u32` of `tensor` back to the host (a synchronisation point).
@@ -690,7 +932,7 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> RasterOps
     ) -> RasterPrimitives<Self> {
         let packed = into_contiguous(packed);
         let extents = into_contiguous(extents);
-        let (offsets, ids) = bin(&packed, &extents, &setup);
+        let binned = bin(&packed, &extents, &setup);
         let (w, h) = (setup.width as usize, setup.height as usize);
         let views = setup.views as usize;
         let dtype = packed.dtype;
@@ -703,23 +945,30 @@ impl<R: CubeRuntime, F: FloatElement, I: IntElement, BT: BoolElement> RasterOps
             count,
             dim,
             packed.clone().into_tensor_arg(),
-            offsets.clone().into_tensor_arg(),
-            ids.clone().into_tensor_arg(),
+            extents.clone().into_tensor_arg(),
+            binned.offsets.clone().into_tensor_arg(),
+            binned.ids.clone().into_tensor_arg(),
+            binned.order.clone().into_tensor_arg(),
+            binned.pairs.clone().into_tensor_arg(),
             image.clone().into_tensor_arg(),
             last.clone().into_tensor_arg(),
             transmittance.clone().into_tensor_arg(),
             background_arg::<R>(&setup),
             setup.width,
             setup.height,
-            dtype.into(),
+            setup.views,
+            [dtype.into(), extents.dtype.into()],
         );
         RasterPrimitives {
             image,
             state: RasterState {
-                tile_offsets: offsets,
-                ids,
+                tile_offsets: binned.offsets,
+                ids: binned.ids,
                 last,
                 transmittance,
+                order: binned.order,
+                pairs: binned.pairs,
+                extents,
             },
         }
     }
@@ -797,6 +1046,8 @@ where
     let client = packed.client.clone();
     let n = packed.shape()[0];
     let dtype = packed.dtype;
+    let pixels = setup.width as usize * setup.height as usize * setup.views as usize;
+    let rgb_only = grad_image.shape().num_elements() == 3 * pixels;
     let acc = output(&packed, [n * GRAD_WIDTH], acc_dtype);
     let (count, dim) = block_dims(&client, (n * GRAD_WIDTH).div_ceil(BLOCK));
     zero_kernel::launch::<A, R>(
@@ -806,14 +1057,18 @@ where
         acc.clone().into_tensor_arg(),
         (n * GRAD_WIDTH) as u32,
     );
+    let extents_dtype = state.extents.dtype;
     let (count, dim) = tile_launch(&setup);
     rasterize_backward_kernel::launch::<A, R>(
         &client,
         count,
         dim,
         packed.clone().into_tensor_arg(),
+        state.extents.into_tensor_arg(),
         state.tile_offsets.into_tensor_arg(),
         state.ids.into_tensor_arg(),
+        state.order.into_tensor_arg(),
+        state.pairs.into_tensor_arg(),
         state.last.into_tensor_arg(),
         into_contiguous(state.transmittance).into_tensor_arg(),
         grad_image.into_tensor_arg(),
@@ -821,8 +1076,10 @@ where
         background_arg::<R>(&setup),
         setup.width,
         setup.height,
+        setup.views,
         plane_sums,
-        dtype.into(),
+        rgb_only,
+        [dtype.into(), extents_dtype.into()],
     );
     let grad_packed = output(&packed, [n, PACKED_WIDTH], dtype);
     let screen = output(&packed, [n, 3], dtype);
@@ -1076,12 +1333,12 @@ mod tests {
             (&device, DType::I32),
         )
         .into_primitive();
-        let (offsets, ids) = bin(&packed_t, &extents_t, &setup);
+        let binned = bin(&packed_t, &extents_t, &setup);
         let read = |t| {
             let data = burn_cubecl::ops::into_data_sync::<WgpuRuntime>(t);
             data.as_slice::<u32>().expect("u32").to_vec()
         };
-        let (offsets, ids) = (read(offsets), read(ids));
+        let (offsets, ids) = (read(binned.offsets), read(binned.ids));
         let tiles = (tiles_x * tiles_y) as usize;
         let mut listed = 0;
         for t in 0..tiles {

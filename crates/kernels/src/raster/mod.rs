@@ -29,6 +29,18 @@
 //! Each tile lists its Gaussians front to back: by `depth` ascending, ties by index. The lists
 //! are stored as CSR (`offsets` `[tiles + 1]`, `ids` `[offsets[tiles]]`).
 //!
+//! ## Lists of a size fixed in advance (GPU)
+//! Sizing the lists exactly needs the pair count `M` on the host, a wait for the projection and
+//! the depth sort inside every render. With a capacity `c` ([`RasterSetup::tile_pairs`]) the GPU
+//! allocates `c` entries and waits for nothing: the pairs are emitted in depth order, Gaussian
+//! by Gaussian, and the lists keep the Gaussians whose pairs all fit (rows `0..listed` of the
+//! depth order, `listed` the largest prefix with at most `c` pairs). When `M > c`, each tile's
+//! walk goes on past its list over the depth order from row `listed`, testing each row's
+//! [`extents`](crate::project) and trimmed box as the binning does: the same pairs in the same
+//! order, so the same image and gradients, only slower. `(M, listed)` is written to
+//! [`RasterState::pairs`], for the caller to read when it next waits for the device anyway and
+//! size the next lists (the trainer keeps `1.25` times the largest count seen).
+//!
 //! # Compositing
 //! Pixel `(px, py)` (column, row) has centre `(px + 1/2, py + 1/2)`. Its tile's list is walked
 //! front to back with transmittance `T = 1`; for Gaussian `i`, with `d = centre - xy_i`:
@@ -106,8 +118,8 @@ pub const IMAGE_ALPHA: usize = 3;
 /// Where the alpha-weighted `depth` `[H, W]` starts in the flat image, in units of `H W` values.
 pub const IMAGE_DEPTH: usize = 4;
 
-/// What a rasterization draws into: the image size, the background colour and the number of
-/// views drawn at once.
+/// What a rasterization draws into: the image size, the background colour, the number of
+/// views drawn at once, and how many tile entries the GPU's lists hold.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RasterSetup {
     /// Image width, pixels.
@@ -119,16 +131,23 @@ pub struct RasterSetup {
     /// `C`, the views drawn in one pass (see [`rasterize_views`]): the rows of `packed` are
     /// `C` blocks of equal size, block `v` drawn into image `v`.
     pub views: u32,
+    /// How many (tile, Gaussian) pairs the GPU's tile lists hold (see
+    /// [Binning](self#binning)): `None` sizes them exactly, which reads the count back (the
+    /// host waits for the projection and the depth sort); `Some(c)` sizes them for `c` without
+    /// waiting, and composites the pairs past `c` by walking the depth order (the same image,
+    /// slower). The CPU always bins exactly.
+    pub tile_pairs: Option<u32>,
 }
 
 impl RasterSetup {
-    /// One `width x height` image on a black background.
+    /// One `width x height` image on a black background, lists sized exactly.
     pub fn new(width: u32, height: u32) -> Self {
         RasterSetup {
             width,
             height,
             background: [0.0; 3],
             views: 1,
+            tile_pairs: None,
         }
     }
 
@@ -140,6 +159,11 @@ impl RasterSetup {
     /// The same setup drawing `views` images at once.
     pub fn with_views(self, views: u32) -> Self {
         RasterSetup { views, ..self }
+    }
+
+    /// The same setup with tile lists of `tile_pairs` entries (see [`RasterSetup::tile_pairs`]).
+    pub fn with_tile_pairs(self, tile_pairs: Option<u32>) -> Self {
+        RasterSetup { tile_pairs, ..self }
     }
 
     /// Tiles per row and per column.
@@ -164,6 +188,15 @@ pub struct RasterState<B: Backend> {
     pub last: IntTensor<B>,
     /// `[C H, W]`: the final transmittance.
     pub transmittance: FloatTensor<B>,
+    /// `[C N]`: the rows in depth order, which the GPU walks past its lists when they
+    /// overflow (one unused entry on the CPU).
+    pub order: IntTensor<B>,
+    /// `[2]`: `(pairs, listed)`: the (tile, Gaussian) pairs the views make, and how many rows
+    /// of the depth order the lists hold (`C N` unless the pairs overflowed
+    /// [`RasterSetup::tile_pairs`]).
+    pub pairs: IntTensor<B>,
+    /// `[C N, 3]`: the forward's `extents` (the overflow walk tests the tiles from them).
+    pub extents: IntTensor<B>,
 }
 
 /// The forward's outputs as backend primitives.
@@ -224,6 +257,9 @@ pub struct RasterizedViews<B: Backend> {
     pub weighted_depth: Tensor<B, 3>,
     /// `[C N, 3]` probe, row for row with `packed` (see [`Rasterized::screen_grads`]).
     pub screen_grads: Tensor<B, 2>,
+    /// `[2]`: the pairs the views made and the rows the lists held (see
+    /// [`RasterState::pairs`]); `None` where the images were drawn alone (no autodiff).
+    pub pairs: Option<Tensor<B, 1, Int>>,
 }
 
 /// The images `(rgb [C, H, W, 3], alpha [C, H, W], weighted_depth [C, H, W])` as views of
@@ -336,6 +372,65 @@ pub fn rasterize_views<B: RasterOps>(
     extents: Tensor<B, 2, Int>,
     setup: &RasterSetup,
 ) -> Result<RasterizedViews<B>, RasterError> {
+    check(&packed, &extents, setup)?;
+    let rows = packed.dims()[0];
+    let views = setup.views as usize;
+    let device = packed.device();
+    let (h, w) = (setup.height as usize, setup.width as usize);
+    if rows == 0 {
+        return Ok(RasterizedViews {
+            rgb: Tensor::<B, 1>::from_floats(setup.background, &device)
+                .reshape([1, 1, 1, 3])
+                .repeat(&[views, h, w, 1]),
+            alpha: Tensor::zeros([views, h, w], &device),
+            weighted_depth: Tensor::zeros([views, h, w], &device),
+            // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on
+            // CUDA.
+            screen_grads: Tensor::from_data(
+                burn::tensor::TensorData::new(Vec::<f32>::new(), [0, 3]),
+                &device,
+            ),
+            pairs: None,
+        });
+    }
+    let screen_grads = Tensor::<B, 2>::zeros([rows, 3], &device).require_grad();
+    if !B::ad_enabled(&device) {
+        let images = B::rasterize_images(
+            packed.into_primitive().tensor(),
+            extents.into_primitive(),
+            *setup,
+        );
+        return Ok(RasterizedViews {
+            rgb: Tensor::from_primitive(TensorPrimitive::Float(images.rgb)),
+            alpha: Tensor::from_primitive(TensorPrimitive::Float(images.alpha)),
+            weighted_depth: Tensor::from_primitive(TensorPrimitive::Float(images.weighted_depth)),
+            screen_grads,
+            pairs: None,
+        });
+    }
+    let out = B::rasterize_forward(
+        packed.into_primitive().tensor(),
+        extents.into_primitive(),
+        screen_grads.clone().into_primitive().tensor(),
+        *setup,
+    );
+    let image = Tensor::from_primitive(TensorPrimitive::Float(out.image));
+    let (rgb, alpha, weighted_depth) = image_planes(image, views, h, w);
+    Ok(RasterizedViews {
+        rgb,
+        alpha,
+        weighted_depth,
+        screen_grads,
+        pairs: Some(Tensor::from_primitive(out.state.pairs)),
+    })
+}
+
+/// What [`rasterize_views`] refuses: shapes, views, image size, counts, background.
+fn check<B: Backend>(
+    packed: &Tensor<B, 2>,
+    extents: &Tensor<B, 2, Int>,
+    setup: &RasterSetup,
+) -> Result<(), RasterError> {
     let [rows, width] = packed.dims();
     if width != PACKED_WIDTH {
         return Err(RasterError::Length {
@@ -377,51 +472,68 @@ pub fn rasterize_views<B: RasterOps>(
     if let Some(&value) = setup.background.iter().find(|c| !c.is_finite()) {
         return Err(RasterError::Background(value));
     }
-    let device = packed.device();
-    let (h, w) = (setup.height as usize, setup.width as usize);
-    if rows == 0 {
-        return Ok(RasterizedViews {
-            rgb: Tensor::<B, 1>::from_floats(setup.background, &device)
-                .reshape([1, 1, 1, 3])
-                .repeat(&[views, h, w, 1]),
-            alpha: Tensor::zeros([views, h, w], &device),
-            weighted_depth: Tensor::zeros([views, h, w], &device),
-            // Uploaded, not filled: a fill kernel over zero elements is an invalid launch on
-            // CUDA.
-            screen_grads: Tensor::from_data(
-                burn::tensor::TensorData::new(Vec::<f32>::new(), [0, 3]),
-                &device,
-            ),
-        });
+    Ok(())
+}
+
+/// The forward of [`rasterize_views`] for a caller that runs the backward itself
+/// ([`rasterize_views_backward`]) rather than through `Autodiff`: the flat images
+/// `[C IMAGE_CHANNELS H W]` (per view the planes `rgb`, `alpha`, `depth`, see the module docs)
+/// and the state the backward replays from, on a backend without autodiff (nothing is
+/// tracked). Refuses what [`rasterize_views`] refuses, and an empty `packed`.
+pub fn rasterize_views_forward<B: RasterOps>(
+    packed: Tensor<B, 2>,
+    extents: Tensor<B, 2, Int>,
+    setup: &RasterSetup,
+) -> Result<RasterPrimitives<B>, RasterError> {
+    check(&packed, &extents, setup)?;
+    if packed.dims()[0] == 0 {
+        return Err(RasterError::NoRows);
     }
-    let screen_grads = Tensor::<B, 2>::zeros([rows, 3], &device).require_grad();
-    if !B::ad_enabled(&device) {
-        let images = B::rasterize_images(
-            packed.into_primitive().tensor(),
-            extents.into_primitive(),
-            *setup,
-        );
-        return Ok(RasterizedViews {
-            rgb: Tensor::from_primitive(TensorPrimitive::Float(images.rgb)),
-            alpha: Tensor::from_primitive(TensorPrimitive::Float(images.alpha)),
-            weighted_depth: Tensor::from_primitive(TensorPrimitive::Float(images.weighted_depth)),
-            screen_grads,
-        });
-    }
-    let out = B::rasterize_forward(
-        packed.into_primitive().tensor(),
+    let packed = packed.into_primitive().tensor();
+    // The probe's value is never read, and without autodiff nothing tracks it.
+    let probe = packed.clone();
+    Ok(B::rasterize_forward(
+        packed,
         extents.into_primitive(),
-        screen_grads.clone().into_primitive().tensor(),
+        probe,
+        *setup,
+    ))
+}
+
+/// The backward of [`rasterize_views_forward`]: given the gradient of a scalar loss with
+/// respect to the colour images alone, `grad_rgb` `[C, H, W, 3]` (alpha and depth take no
+/// part in it), the gradient with respect to `packed` `[C N, PACKED_WIDTH]` and the screen-space
+/// statistics `[C N, 3]` (see [`Rasterized::screen_grads`]).
+pub fn rasterize_views_backward<B: RasterOps>(
+    packed: Tensor<B, 2>,
+    state: RasterState<B>,
+    grad_rgb: Tensor<B, 4>,
+    setup: &RasterSetup,
+) -> Result<(Tensor<B, 2>, Tensor<B, 2>), RasterError> {
+    let expected = [
+        setup.views as usize,
+        setup.height as usize,
+        setup.width as usize,
+        3,
+    ];
+    if grad_rgb.dims() != expected {
+        return Err(RasterError::Length {
+            name: "grad_rgb",
+            got: grad_rgb.dims().iter().product(),
+            expected: expected.iter().product(),
+            shape: "[C, H, W, 3]",
+        });
+    }
+    let g = B::rasterize_backward(
+        packed.into_primitive().tensor(),
+        state,
+        grad_rgb.into_primitive().tensor(),
         *setup,
     );
-    let image = Tensor::from_primitive(TensorPrimitive::Float(out.image));
-    let (rgb, alpha, weighted_depth) = image_planes(image, views, h, w);
-    Ok(RasterizedViews {
-        rgb,
-        alpha,
-        weighted_depth,
-        screen_grads,
-    })
+    Ok((
+        Tensor::from_primitive(TensorPrimitive::Float(g.packed)),
+        Tensor::from_primitive(TensorPrimitive::Float(g.screen_grads)),
+    ))
 }
 
 /// Why a rasterization was refused.
@@ -467,6 +579,10 @@ pub enum RasterError {
     /// The background colour is not finite.
     #[error("rasterization: background component {0} is not finite")]
     Background(f32),
+    /// [`rasterize_views_forward`] was given no rows (an empty field draws the background:
+    /// [`rasterize_views`] does that).
+    #[error("rasterization: no Gaussians to rasterize")]
+    NoRows,
     /// The bins were made for another number of Gaussians.
     #[error("rasterization: the bins index {bins} Gaussians, the arrays hold {arrays}")]
     BinsMismatch {

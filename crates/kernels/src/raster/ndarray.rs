@@ -86,8 +86,9 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
     setup: RasterSetup,
 ) -> RasterPrimitives<B> {
     let packed = host_slice::<T, B>(&packed);
-    let extents = int_to_host::<B>(extents);
+    let extents_host = int_to_host::<B>(extents.clone());
     let views = setup.views as usize;
+    let rows = packed.len() / PACKED_WIDTH;
     let (h, w) = (setup.height as usize, setup.width as usize);
     let mut image = Vec::with_capacity(views * h * w * IMAGE_CHANNELS);
     let mut offsets: Vec<i64> = Vec::new();
@@ -98,7 +99,7 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
     // indices of the whole batch.
     forward_views(
         &packed,
-        &extents,
+        &extents_host,
         &setup,
         cpu::forward,
         |view, rows, bins, out| {
@@ -113,6 +114,8 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
             transmittance.extend_from_slice(&out.transmittance);
         },
     );
+    // The CPU's lists are exact: every row is listed.
+    let pairs = vec![ids.len() as i64, rows as i64];
     if ids.is_empty() {
         // The state holds at least one entry (a zero-size buffer is not portable).
         ids.push(0);
@@ -124,6 +127,9 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
             ids: int_tensor::<B>(ids.clone(), Shape::new([ids.len()])),
             last: int_tensor::<B>(last, Shape::new([views * h, w])),
             transmittance: float_tensor::<T, B>(transmittance, Shape::new([views * h, w])),
+            order: int_tensor::<B>(vec![0], Shape::new([1])),
+            pairs: int_tensor::<B>(pairs, Shape::new([2])),
+            extents,
         },
     }
 }
@@ -202,6 +208,13 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
     let transmittance = host_slice::<T, B>(&state.transmittance);
     let g = host_slice::<T, B>(&grad_image);
     let pixels = setup.width as usize * setup.height as usize;
+    // A gradient of the colour alone leaves alpha and depth with zero gradients.
+    let rgb_only = g.len() == views * 3 * pixels;
+    let zeros = if rgb_only {
+        vec![T::from_f64(0.0); pixels]
+    } else {
+        Vec::new()
+    };
     let (tiles_x, tiles_y) = setup.tiles();
     let tiles = tiles_x as usize * tiles_y as usize;
     let mut grad_packed = Vec::with_capacity(views * n * PACKED_WIDTH);
@@ -220,12 +233,21 @@ fn backward_in<T: Real + Element, B: NdArrayBackend>(
             .collect();
         let bins = Bins::from_csr(setup.width, setup.height, n, local_offsets, local_ids)
             .expect("the state comes from the forward of the same splats");
-        let image = &g[view * IMAGE_CHANNELS * pixels..(view + 1) * IMAGE_CHANNELS * pixels];
-        let plane = |start: usize, planes: usize| &image[start * pixels..(start + planes) * pixels];
-        let grads = RasterOutputGrads {
-            rgb: plane(IMAGE_RGB, 3),
-            alpha: plane(IMAGE_ALPHA, 1),
-            depth: plane(IMAGE_DEPTH, 1),
+        let grads = if rgb_only {
+            RasterOutputGrads {
+                rgb: &g[view * 3 * pixels..(view + 1) * 3 * pixels],
+                alpha: &zeros,
+                depth: &zeros,
+            }
+        } else {
+            let image = &g[view * IMAGE_CHANNELS * pixels..(view + 1) * IMAGE_CHANNELS * pixels];
+            let plane =
+                |start: usize, planes: usize| &image[start * pixels..(start + planes) * pixels];
+            RasterOutputGrads {
+                rgb: plane(IMAGE_RGB, 3),
+                alpha: plane(IMAGE_ALPHA, 1),
+                depth: plane(IMAGE_DEPTH, 1),
+            }
         };
         let replay = ReplayState {
             last: &last[view * pixels..(view + 1) * pixels],

@@ -10,10 +10,20 @@ use cubecl::prelude::*;
 pub(crate) const BLOCK: usize = 256;
 
 /// Key bits sorted per pass.
-const DIGIT_BITS: u32 = 4;
+const DIGIT_BITS: u32 = 8;
 
 /// Distinct digits per pass.
-const DIGITS: usize = 16;
+const DIGITS: usize = 1 << DIGIT_BITS;
+
+/// Keys per unit in a sort pass: a cube sorts `ITEMS BLOCK` keys, so that the digit counts
+/// (`DIGITS` per cube) stay a quarter of the keys and one cube scans them up to a million keys.
+const ITEMS: usize = 4;
+
+/// Keys per cube in a sort pass.
+const SORT_BLOCK: usize = ITEMS * BLOCK;
+
+// The scatter's unit `d` keeps digit `d`'s next slot.
+const _: () = assert!(DIGITS == BLOCK);
 
 /// A contiguous `u32` tensor of `len` entries (at least one, so that a buffer exists), on the
 /// device of `like`, to be written by a kernel.
@@ -86,8 +96,10 @@ fn block_scan_kernel(
 }
 
 /// The longest scan done by one cube ([`single_cube_scan_kernel`]): longer ones take a block
-/// scan, a scan of the block sums and an addition, three launches or more.
-pub(crate) const SINGLE_CUBE_SCAN: usize = 1 << 15;
+/// scan, a scan of the block sums and an addition, three launches or more. Each unit sums a run
+/// of up to 1024 entries: on a GPU a one-cube scan of 256 K entries costs tens of
+/// microseconds, less than the two launches more that a block scan records.
+pub(crate) const SINGLE_CUBE_SCAN: usize = 1 << 18;
 
 /// One cube of [`BLOCK`] units: the exclusive scan of `values[..len]` into `out`, and the total
 /// into `total[0]`. Unit `u` sums its run of `run = ceil(len / BLOCK)` consecutive entries, the
@@ -132,14 +144,16 @@ fn add_block_offsets_kernel(out: &mut Tensor<u32>, block_offsets: &Tensor<u32>, 
 }
 
 /// Writes the exclusive prefix sum of `values[..len]` into `out[..len]`; returns a one-entry
-/// tensor holding the total. Sums wrap at `2^32`.
+/// tensor holding the total. Sums wrap at `2^32`. Scans of up to `single_cube` entries take one
+/// cube ([`SINGLE_CUBE_SCAN`] but in the tests of the deeper levels).
 fn scan_into<R: CubeRuntime>(
     values: &CubeTensor<R>,
     out: &CubeTensor<R>,
     len: usize,
+    single_cube: usize,
 ) -> CubeTensor<R> {
     let client = &values.client;
-    if len <= SINGLE_CUBE_SCAN {
+    if len <= single_cube {
         let total = u32_tensor(values, 1);
         single_cube_scan_kernel::launch::<R>(
             client,
@@ -166,7 +180,7 @@ fn scan_into<R: CubeRuntime>(
         len as u32,
     );
     let block_offsets = u32_tensor(values, blocks);
-    let total = scan_into(&sums, &block_offsets, blocks);
+    let total = scan_into(&sums, &block_offsets, blocks, single_cube);
     let (count, dim) = block_dims(client, blocks);
     add_block_offsets_kernel::launch::<R>(
         client,
@@ -184,8 +198,17 @@ pub(crate) fn exclusive_sum<R: CubeRuntime>(
     values: &CubeTensor<R>,
     len: usize,
 ) -> (CubeTensor<R>, CubeTensor<R>) {
+    exclusive_sum_with(values, len, SINGLE_CUBE_SCAN)
+}
+
+/// [`exclusive_sum`] with one-cube scans of up to `single_cube` entries.
+fn exclusive_sum_with<R: CubeRuntime>(
+    values: &CubeTensor<R>,
+    len: usize,
+    single_cube: usize,
+) -> (CubeTensor<R>, CubeTensor<R>) {
     let out = u32_tensor(values, len);
-    let total = scan_into(values, &out, len);
+    let total = scan_into(values, &out, len, single_cube);
     (out, total)
 }
 
@@ -195,9 +218,10 @@ fn digit_of(key: u32, shift: u32) -> u32 {
     (key >> shift) & (DIGITS as u32 - 1)
 }
 
-/// One cube per block of 256 keys: how many of its keys have each digit, digit-major
-/// (`counts[digit * blocks + block]`), so that the exclusive scan of `counts` is every
-/// (digit, block)'s first output slot.
+/// One cube per block of [`SORT_BLOCK`] keys: how many of its keys have each digit,
+/// digit-major (`counts[digit * blocks + block]`), so that the exclusive scan of `counts` is
+/// every (digit, block)'s first output slot. The cube counts in shared memory with atomic
+/// additions; unit `d` writes digit `d`'s count.
 #[cube(launch)]
 fn digit_counts_kernel(keys: &Tensor<u32>, counts: &mut Tensor<u32>, len: u32, shift: u32) {
     let blocks = counts.shape(0) / DIGITS;
@@ -206,29 +230,24 @@ fn digit_counts_kernel(keys: &Tensor<u32>, counts: &mut Tensor<u32>, len: u32, s
         terminate!();
     }
     let u = UNIT_POS as usize;
-    let i = block * BLOCK + u;
-    // Entries past the end get a digit no count looks for.
-    let mut digit = (DIGITS as u32).runtime();
-    if i < len as usize {
-        digit = digit_of(keys[i], shift);
-    }
-    let mut shared = SharedMemory::<u32>::new(BLOCK);
-    shared[u] = digit;
+    let histogram = SharedMemory::<Atomic<u32>>::new(DIGITS);
+    histogram[u].store(0);
     sync_cube();
-    if u < DIGITS {
-        let mut count = 0u32.runtime();
-        for j in 0..BLOCK {
-            if shared[j] == u as u32 {
-                count += 1;
-            }
+    #[unroll]
+    for item in 0..ITEMS {
+        let i = block * SORT_BLOCK + item * BLOCK + u;
+        if i < len as usize {
+            histogram[digit_of(keys[i], shift) as usize].fetch_add(1);
         }
-        counts[u * blocks + block] = count;
     }
+    sync_cube();
+    counts[u * blocks + block] = histogram[u].load();
 }
 
-/// One cube per block of 256 entries: each entry goes to its (digit, block) slot from the
-/// scanned counts plus the number of entries with its digit before it in the block, which
-/// keeps equal digits in their input order (a stable pass).
+/// One cube per block of [`SORT_BLOCK`] entries, taken in [`ITEMS`] rounds of [`BLOCK`]: each
+/// entry goes to its (digit, block) slot from the scanned counts, plus the entries with its
+/// digit in the earlier rounds, plus those before it in its round, which keeps equal digits in
+/// their input order (a stable pass).
 #[cube(launch)]
 fn scatter_kernel(
     keys_in: &Tensor<u32>,
@@ -245,29 +264,41 @@ fn scatter_kernel(
         terminate!();
     }
     let u = UNIT_POS as usize;
-    let i = block * BLOCK + u;
-    let valid = i < len as usize;
-    let mut key = 0u32.runtime();
-    let mut value = 0u32.runtime();
-    let mut digit = (DIGITS as u32).runtime();
-    if valid {
-        key = keys_in[i];
-        value = values_in[i];
-        digit = digit_of(key, shift);
-    }
-    let mut shared = SharedMemory::<u32>::new(BLOCK);
-    shared[u] = digit;
-    sync_cube();
-    if valid {
-        let mut rank = 0u32.runtime();
-        for j in 0..u {
-            if shared[j] == digit {
-                rank += 1;
-            }
+    // `next[d]`: the next free slot of digit `d` (unit `d` keeps it).
+    let mut next = SharedMemory::<u32>::new(DIGITS);
+    let mut round = SharedMemory::<u32>::new(BLOCK);
+    let histogram = SharedMemory::<Atomic<u32>>::new(DIGITS);
+    next[u] = slots[u * blocks + block];
+    for item in 0..ITEMS {
+        let i = block * SORT_BLOCK + item * BLOCK + u;
+        let valid = i < len as usize;
+        let mut key = 0u32.runtime();
+        let mut value = 0u32.runtime();
+        let mut digit = (DIGITS as u32).runtime();
+        if valid {
+            key = keys_in[i];
+            value = values_in[i];
+            digit = digit_of(key, shift);
         }
-        let dst = (slots[digit as usize * blocks + block] + rank) as usize;
-        keys_out[dst] = key;
-        values_out[dst] = value;
+        round[u] = digit;
+        histogram[u].store(0);
+        sync_cube();
+        if valid {
+            let mut rank = 0u32.runtime();
+            for j in 0..u {
+                if round[j] == digit {
+                    rank += 1;
+                }
+            }
+            let dst = (next[digit as usize] + rank) as usize;
+            keys_out[dst] = key;
+            values_out[dst] = value;
+            histogram[digit as usize].fetch_add(1);
+        }
+        // Every unit has read `next`; unit `d` moves digit `d`'s slot past this round's.
+        sync_cube();
+        next[u] += histogram[u].load();
+        sync_cube();
     }
 }
 
@@ -285,7 +316,7 @@ pub(crate) fn sort_pairs<R: CubeRuntime>(
         return (keys, values);
     }
     let client = keys.client.clone();
-    let blocks = len.div_ceil(BLOCK);
+    let blocks = len.div_ceil(SORT_BLOCK);
     let (count, dim) = block_dims(&client, blocks);
     let counts = u32_tensor(&keys, DIGITS * blocks);
     let (mut keys, mut values) = (keys, values);
@@ -329,7 +360,7 @@ mod tests {
     use rand::rngs::StdRng;
     use rand::{RngExt, SeedableRng};
 
-    use super::{SINGLE_CUBE_SCAN, exclusive_sum, sort_pairs};
+    use super::{SINGLE_CUBE_SCAN, exclusive_sum, exclusive_sum_with, sort_pairs};
 
     type R = WgpuRuntime;
     type B = CubeBackend<R, f32, i32, u32>;
@@ -356,9 +387,18 @@ mod tests {
     #[test]
     fn exclusive_sum_matches_the_host_over_three_levels() {
         let mut rng = rng();
+        let check = |values: &[u32], sums: Vec<u32>, total: Vec<u32>, what: &str| {
+            let mut want = Vec::with_capacity(values.len());
+            let mut acc = 0u32;
+            for v in values {
+                want.push(acc);
+                acc += v;
+            }
+            assert_eq!(sums, want, "{what}");
+            assert_eq!(total, vec![acc], "total, {what}");
+        };
         // One cube up to `SINGLE_CUBE_SCAN` (runs of one entry and of many, some units past the
-        // end); past it a block scan whose block sums one cube scans; past `256
-        // SINGLE_CUBE_SCAN` a third level.
+        // end), and a block scan past it.
         for len in [
             1,
             255,
@@ -367,26 +407,37 @@ mod tests {
             5_000,
             SINGLE_CUBE_SCAN,
             SINGLE_CUBE_SCAN + 1,
-            70_001,
-            256 * SINGLE_CUBE_SCAN + 3,
         ] {
             let values: Vec<u32> = (0..len).map(|_| rng.random_range(0..100u32)).collect();
             let (sums, total) = exclusive_sum(&upload(&values), len);
-            let mut want = Vec::with_capacity(len);
-            let mut acc = 0u32;
-            for v in &values {
-                want.push(acc);
-                acc += v;
-            }
-            assert_eq!(download(sums, len), want, "len {len}");
-            assert_eq!(download(total, 1), vec![acc], "total, len {len}");
+            check(
+                &values,
+                download(sums, len),
+                download(total, 1),
+                &format!("len {len}"),
+            );
+        }
+        // The deeper levels with one-cube scans of 1024 entries: a block scan whose block sums
+        // one cube scans, and past `256 x 1024` a third level.
+        for len in [1024, 1025, 70_001, 256 * 1024 + 3] {
+            let values: Vec<u32> = (0..len).map(|_| rng.random_range(0..100u32)).collect();
+            let (sums, total) = exclusive_sum_with(&upload(&values), len, 1024);
+            let what = format!("len {len}, one-cube scans of 1024");
+            check(&values, download(sums, len), download(total, 1), &what);
         }
     }
 
     #[test]
     fn sort_pairs_is_a_stable_sort_on_the_low_bits() {
         let mut rng = rng();
-        for (len, bits) in [(1000, 32), (5000, 11), (300, 4), (70_000, 7)] {
+        for (len, bits) in [
+            (1000, 32),
+            (5000, 11),
+            (300, 4),
+            (70_000, 7),
+            (1025, 16),
+            (300_000, 20),
+        ] {
             let mask = if bits == 32 {
                 u32::MAX
             } else {

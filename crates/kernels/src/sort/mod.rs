@@ -4,15 +4,17 @@
 //!
 //! Both work on `u32` tensors and are generic over the CubeCL runtime:
 //! - [`cube::exclusive_sum`]: `out[i] = sum(values[..i])`, and the total: one launch of one
-//!   cube up to 32 768 entries (each unit sums a run of them), past that a block scan whose
+//!   cube up to 262 144 entries (each unit sums a run of them), past that a block scan whose
 //!   block sums are scanned the same way, recursively, and added back (no host round trip);
 //! - [`cube::sort_pairs`]: a stable least-significant-digit radix sort of `(key, value)` pairs
-//!   on the low `bits` bits of the keys, 4 bits per pass. Each pass counts the digits of every
-//!   block of 256 entries, scans the counts digit-major (so that the scan gives every block's
-//!   first slot for every digit), and scatters each entry to its digit's slot plus its rank
-//!   among the equal digits before it in its block: three launches up to 524 288 keys (the
-//!   counts then fit one cube's scan), five or more past that. Stability makes the result deterministic
-//!   and lets the rasterizer sort by `(tile, depth)` as two sorts: depth first, then tile.
+//!   on the low `bits` bits of the keys, 8 bits per pass (four passes for 32-bit keys, two for
+//!   up to 16). Each pass counts the digits of every block of 1024 entries, scans the counts
+//!   digit-major (so that the scan gives every block's first slot for every digit), and
+//!   scatters each entry to its digit's slot plus its rank among the equal digits before it in
+//!   its block: three launches up to a million keys (the counts then fit one cube's scan), five
+//!   or more past that. A GPU step is bound by the host's launches, not by these kernels' work,
+//!   so fewer, wider passes win. Stability makes the result deterministic and lets the
+//!   rasterizer sort by `(tile, depth)` as two sorts: depth first, then tile.
 //!
 //! The CPU rasterizer needs neither: it bins with a counting pass and sorts each tile's list
 //! (`raster::cpu::bin`).
@@ -47,8 +49,8 @@ pub trait RadixSortBackend: Backend {
 }
 
 /// Sorts the pairs `(keys[i], values[i])` by the low `bits` bits of the keys, stably, on the
-/// GPU: a radix sort of `ceil(bits / 4)` passes of 4 bits, none of them through the host. Only
-/// those passes' bits are looked at (the low `4 ceil(bits / 4)`); higher bits travel with their
+/// GPU: a radix sort of `ceil(bits / 8)` passes of 8 bits, none of them through the host. Only
+/// those passes' bits are looked at (the low `8 ceil(bits / 8)`); higher bits travel with their
 /// key. `keys`, `values`: `[N]` `u32` (`DType::U32`); returns the sorted `(keys, values)`,
 /// `[N]` each.
 pub fn sort_pairs<B: RadixSortBackend>(
@@ -61,7 +63,7 @@ pub fn sort_pairs<B: RadixSortBackend>(
 
 /// The exclusive prefix sum of `values` (`[N]` `u32`): `(sums [N], total [1])` with
 /// `sums[i] = values[0] + .. + values[i - 1]` (wrapping), on the GPU: one launch up to
-/// `N = 32 768`, three past it, five past `256 x 32 768`.
+/// `N = 262 144`, three past it, five past `256 x 262 144`.
 pub fn exclusive_sum<B: RadixSortBackend>(
     values: Tensor<B, 1, Int>,
 ) -> Result<U32Pair<B>, SortError> {

@@ -209,3 +209,97 @@ fn fused_adam_wgpu_matches_cpu() {
 fn fused_adam_cuda_matches_cpu() {
     gpu_matches_cpu::<burn::backend::Cuda<f32, i32>>("adam_cuda");
 }
+
+/// `AdamOps::adam_steps`: several groups of different sizes and ranks, each with its own
+/// settings, give what `adam_step` gives each group alone: bit for bit on ndarray (one update
+/// after another), to rounding on a GPU (one launch for all of them, or one per group when one
+/// of them is empty).
+fn groups_match_single_updates<B: SplatBackend>(label: &str, tolerance: f64) {
+    let all = vec![vec![1031, 3], vec![1031], vec![517, 15, 3], vec![2, 1, 3]];
+    let mut with_empty = all.clone();
+    with_empty.insert(2, vec![0, 4]);
+    for shapes in [all, with_empty] {
+        groups_of_shapes_match_single_updates::<B>(label, tolerance, &shapes);
+    }
+}
+
+fn groups_of_shapes_match_single_updates<B: SplatBackend>(
+    label: &str,
+    tolerance: f64,
+    shapes: &[Vec<usize>],
+) {
+    let device: B::Device = Default::default();
+    let mut rng = fresh_rng(label);
+    let tensor = |values: Vec<f64>, shape: &[usize]| {
+        Tensor::<B, 1>::from_data(
+            TensorData::new(values, [shape.iter().product::<usize>()]),
+            (&device, DType::F32),
+        )
+        .into_primitive()
+        .tensor()
+    };
+    let groups: Vec<_> = shapes
+        .iter()
+        .enumerate()
+        .map(|(g, shape)| {
+            let n = shape.iter().product::<usize>();
+            let exp_avg_sq = tensor(uniform(&mut rng, n, 0.0, 1.0), shape);
+            let mut values = || tensor(uniform(&mut rng, n, -1.0, 1.0), shape);
+            ember_kernels::AdamGroup {
+                state: AdamPrimitives {
+                    param: values(),
+                    exp_avg: values(),
+                    exp_avg_sq,
+                },
+                grad: values(),
+                step: settings(1 + g as u32, 0.01 * (1 + g) as f64),
+            }
+        })
+        .collect();
+    let host = |t| {
+        Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(t))
+            .into_data()
+            .convert::<f64>()
+            .into_vec::<f64>()
+            .unwrap()
+    };
+    let together = B::adam_steps(groups.clone());
+    assert_eq!(
+        together.len(),
+        groups.len(),
+        "{label}: one update per group"
+    );
+    for (g, (group, got)) in groups.into_iter().zip(together).enumerate() {
+        let want = B::adam_step(group.state, group.grad, group.step);
+        for (name, got, want) in [
+            ("param", got.param, want.param),
+            ("exp_avg", got.exp_avg, want.exp_avg),
+            ("exp_avg_sq", got.exp_avg_sq, want.exp_avg_sq),
+        ] {
+            let (got, want) = (host(got), host(want));
+            let err = crate::common::rel_err(&got, &want);
+            assert!(
+                err <= tolerance,
+                "{label}: group {g} {name}: relative error {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn grouped_adam_matches_single_updates_cpu() {
+    groups_match_single_updates::<NdArray<f32>>("adam groups cpu", 0.0);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn grouped_adam_matches_single_updates_wgpu() {
+    groups_match_single_updates::<burn::backend::Wgpu<f32, i32, u32>>("adam groups wgpu", 1e-6);
+    groups_match_single_updates::<ember_kernels::WgpuCube>("adam groups wgpu (cube)", 1e-6);
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn grouped_adam_matches_single_updates_cuda() {
+    groups_match_single_updates::<burn::backend::Cuda<f32, i32>>("adam groups cuda", 1e-6);
+}
