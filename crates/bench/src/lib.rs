@@ -127,14 +127,21 @@ pub struct BenchFile {
     pub device_activity: Option<DeviceActivity>,
 }
 
-/// Kernel launches and blocking device reads per timed step, as `ember_kernels::activity`
+/// Kernel launches and blocking device reads of the timed steps, as `ember_kernels::activity`
 /// counts them; `null` where the backend cannot count, with the reason in `not_counted`.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct DeviceActivity {
-    /// Kernel launches per step (all of them: Burn's fused kernels and Ember's own).
+    /// Kernel launches per step, over all the timed steps (all of them: Burn's fused kernels
+    /// and Ember's own). A launch counts when it runs, which may be in a later step than the
+    /// one that recorded it, so only the mean over many steps is meaningful.
     pub launches_per_step: Option<f64>,
-    /// Host reads of device memory (and other blocking waits on the device) per step.
+    /// Host reads of device memory (and other blocking waits on the device) per step, over the
+    /// timed steps that read nothing back (no loss, no PSNR): what a step costs between two
+    /// reads of the loss.
     pub device_reads_per_step: Option<f64>,
+    /// The reads per step of the timed steps that read the loss back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads_per_loss_step: Option<f64>,
     /// Why the counts are `null`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_counted: Option<String>,

@@ -11,9 +11,10 @@
 
 use burn::module::Param;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::ops::FloatTensor;
+use burn::tensor::{Int, Tensor, TensorData, TensorMetadata, TensorPrimitive};
 use ember_field::GaussianField;
-use ember_kernels::{AdamOps, AdamStep, adam_step};
+use ember_kernels::{AdamGroup, AdamOps, AdamPrimitives, AdamStep};
 
 use crate::params::ParamGroup;
 
@@ -139,8 +140,8 @@ impl<B: Backend> GroupAdam<B> {
 
 impl<B: AdamOps> GroupAdam<B> {
     /// One Adam step of every parameter of `field` that has a gradient, at the learning rate
-    /// `lr(group)`. The update itself is [`ember_kernels::adam_step`] (one fused pass on
-    /// ndarray, one kernel on the GPU backends).
+    /// `lr(group)`: [`AdamOps::adam_steps`] over the groups (one fused pass each on ndarray,
+    /// one kernel launch for all of them on the GPU backends).
     ///
     /// # Panics
     /// When a gradient and its parameter differ in shape from the moments (the trainer keeps
@@ -151,96 +152,133 @@ impl<B: AdamOps> GroupAdam<B> {
         grads: FieldGradients<B>,
         lr: impl Fn(ParamGroup) -> f64,
     ) {
-        let settings = self.settings;
-        let (m, v, steps) = (&mut self.exp_avg, &mut self.exp_avg_sq, &mut self.steps);
-        let update = |group: ParamGroup| Update {
-            group,
-            lr: lr(group),
-            settings,
-        };
-        let at = |group: ParamGroup| group.index();
-        update(ParamGroup::Means).apply(
-            &mut steps[at(ParamGroup::Means)],
-            &mut field.means,
-            &mut m.means,
-            &mut v.means,
-            grads.means,
-        );
-        update(ParamGroup::Quats).apply(
-            &mut steps[at(ParamGroup::Quats)],
-            &mut field.quats,
-            &mut m.quats,
-            &mut v.quats,
-            grads.quats,
-        );
-        update(ParamGroup::LogScales).apply(
-            &mut steps[at(ParamGroup::LogScales)],
-            &mut field.log_scales,
-            &mut m.log_scales,
-            &mut v.log_scales,
-            grads.log_scales,
-        );
-        update(ParamGroup::Opacity).apply(
-            &mut steps[at(ParamGroup::Opacity)],
-            &mut field.opacity_logits,
-            &mut m.opacity_logits,
-            &mut v.opacity_logits,
-            grads.opacity_logits,
-        );
-        update(ParamGroup::ShDc).apply(
-            &mut steps[at(ParamGroup::ShDc)],
-            &mut field.sh_dc,
-            &mut m.sh_dc,
-            &mut v.sh_dc,
-            grads.sh_dc,
-        );
-        update(ParamGroup::ShRest).apply(
-            &mut steps[at(ParamGroup::ShRest)],
-            &mut field.sh_rest,
-            &mut m.sh_rest,
-            &mut v.sh_rest,
-            grads.sh_rest,
-        );
-    }
-}
-
-/// One group's step: its rate and the hyper-parameters.
-struct Update {
-    group: ParamGroup,
-    lr: f64,
-    settings: AdamSettings,
-}
-
-impl Update {
-    /// Updates `param` and its moments `m`, `v` with `grad` and counts the step in `steps`
-    /// (nothing without a gradient).
-    fn apply<B: AdamOps, const D: usize>(
-        self,
-        steps: &mut u64,
-        param: &mut Param<Tensor<B, D>>,
-        m: &mut Param<Tensor<B, D>>,
-        v: &mut Param<Tensor<B, D>>,
-        grad: Option<Tensor<B, D>>,
-    ) {
-        let Some(grad) = grad else { return };
-        *steps += 1;
-        if param.dims().iter().product::<usize>() == 0 {
-            return;
-        }
         let AdamSettings { beta1, beta2, eps } = self.settings;
-        let step = AdamStep {
-            lr: self.lr,
-            beta1,
-            beta2,
-            eps,
-            step: u32::try_from(*steps).unwrap_or(u32::MAX),
+        let (m, v) = (&self.exp_avg, &self.exp_avg_sq);
+        let mut groups = Vec::with_capacity(ParamGroup::ALL.len());
+        let mut updates = Vec::with_capacity(ParamGroup::ALL.len());
+        let steps = &mut self.steps;
+        let mut add = |group: ParamGroup, tensors: Option<[FloatTensor<B>; 4]>| {
+            let Some([param, grad, exp_avg, exp_avg_sq]) = tensors else {
+                return;
+            };
+            let count = &mut steps[group.index()];
+            *count += 1;
+            if param.shape().num_elements() == 0 {
+                return;
+            }
+            groups.push(group);
+            updates.push(AdamGroup {
+                state: AdamPrimitives {
+                    param,
+                    exp_avg,
+                    exp_avg_sq,
+                },
+                grad,
+                step: AdamStep {
+                    lr: lr(group),
+                    beta1,
+                    beta2,
+                    eps,
+                    step: u32::try_from(*count).unwrap_or(u32::MAX),
+                },
+            });
         };
-        let update = adam_step(param.val(), grad, m.val(), v.val(), &step)
-            .unwrap_or_else(|e| panic!("{} group: {e}", self.group.name()));
-        *param = Param::from_tensor(update.param);
-        *m = Param::from_tensor(update.exp_avg);
-        *v = Param::from_tensor(update.exp_avg_sq);
+        add(
+            ParamGroup::Means,
+            primitives(&field.means, grads.means, &m.means, &v.means),
+        );
+        add(
+            ParamGroup::Quats,
+            primitives(&field.quats, grads.quats, &m.quats, &v.quats),
+        );
+        add(
+            ParamGroup::LogScales,
+            primitives(
+                &field.log_scales,
+                grads.log_scales,
+                &m.log_scales,
+                &v.log_scales,
+            ),
+        );
+        add(
+            ParamGroup::Opacity,
+            primitives(
+                &field.opacity_logits,
+                grads.opacity_logits,
+                &m.opacity_logits,
+                &v.opacity_logits,
+            ),
+        );
+        add(
+            ParamGroup::ShDc,
+            primitives(&field.sh_dc, grads.sh_dc, &m.sh_dc, &v.sh_dc),
+        );
+        add(
+            ParamGroup::ShRest,
+            primitives(&field.sh_rest, grads.sh_rest, &m.sh_rest, &v.sh_rest),
+        );
+        let (m, v) = (&mut self.exp_avg, &mut self.exp_avg_sq);
+        for (group, out) in groups.into_iter().zip(B::adam_steps(updates)) {
+            match group {
+                ParamGroup::Means => assign(&mut field.means, &mut m.means, &mut v.means, out),
+                ParamGroup::Quats => assign(&mut field.quats, &mut m.quats, &mut v.quats, out),
+                ParamGroup::LogScales => assign(
+                    &mut field.log_scales,
+                    &mut m.log_scales,
+                    &mut v.log_scales,
+                    out,
+                ),
+                ParamGroup::Opacity => assign(
+                    &mut field.opacity_logits,
+                    &mut m.opacity_logits,
+                    &mut v.opacity_logits,
+                    out,
+                ),
+                ParamGroup::ShDc => assign(&mut field.sh_dc, &mut m.sh_dc, &mut v.sh_dc, out),
+                ParamGroup::ShRest => {
+                    assign(&mut field.sh_rest, &mut m.sh_rest, &mut v.sh_rest, out)
+                }
+            }
+        }
     }
+}
+
+/// `[param, grad, exp_avg, exp_avg_sq]` as primitives when there is a gradient.
+///
+/// # Panics
+/// When the gradient's or a moment's shape is not the parameter's.
+fn primitives<B: Backend, const D: usize>(
+    param: &Param<Tensor<B, D>>,
+    grad: Option<Tensor<B, D>>,
+    m: &Param<Tensor<B, D>>,
+    v: &Param<Tensor<B, D>>,
+) -> Option<[FloatTensor<B>; 4]> {
+    let grad = grad?;
+    let expected = param.dims();
+    for (name, dims) in [
+        ("gradient", grad.dims()),
+        ("moments", m.dims()),
+        ("moments", v.dims()),
+    ] {
+        assert_eq!(
+            dims, expected,
+            "Adam: the {name} differ in shape from the parameter"
+        );
+    }
+    Some([param.val(), grad, m.val(), v.val()].map(|t| t.into_primitive().tensor()))
+}
+
+/// Stores an update into the parameter and its moments.
+fn assign<B: Backend, const D: usize>(
+    param: &mut Param<Tensor<B, D>>,
+    m: &mut Param<Tensor<B, D>>,
+    v: &mut Param<Tensor<B, D>>,
+    out: AdamPrimitives<B>,
+) {
+    let tensor = |p| Tensor::<B, D>::from_primitive(TensorPrimitive::Float(p));
+    *param = Param::from_tensor(tensor(out.param));
+    *m = Param::from_tensor(tensor(out.exp_avg));
+    *v = Param::from_tensor(tensor(out.exp_avg_sq));
 }
 
 #[cfg(test)]

@@ -38,6 +38,15 @@ pub enum TrainError {
         /// The loss's reason.
         cause: ember_kernels::LossError,
     },
+    /// A training loss of the user's own ([`Trainer::set_loss`](crate::Trainer::set_loss))
+    /// failed on a view.
+    #[error("the training loss on view {view}: {message}")]
+    CustomLoss {
+        /// The view's name.
+        view: String,
+        /// What the loss said.
+        message: String,
+    },
     /// The scene cannot be trained on (no views, mismatched image sizes, ...).
     #[error("scene: {0}")]
     Scene(String),

@@ -3,7 +3,8 @@
 //! export, and the step loop ([`Trainer`]) generic over the autodiff backend.
 //!
 //! ```text
-//! TrainScene (views + images) -> Trainer::step: render -> loss -> backward
+//! TrainScene (views + images) -> Trainer::step: render -> loss -> backward (pass)
+//!   -> Reducer (one device, or the peers) -> reads due (loss, tile lists)
 //!   -> GroupAdam (one rate per ParamGroup) -> Strategy::refine (clone/split/prune/reset)
 //! run(): steps + Trainer::evaluate (PSNR/SSIM, PNGs; renders cached per field generation)
 //!   + checkpoints + metrics + curve + PLY
@@ -55,10 +56,13 @@ pub mod eval;
 pub mod loss;
 pub mod parallel;
 pub mod params;
+pub mod pass;
+pub mod reduce;
 pub mod run;
 pub mod scene;
 pub mod splat_file;
 pub mod targets;
+pub mod tile_lists;
 pub mod timing;
 pub mod trainer;
 pub mod view_cache;
@@ -68,12 +72,15 @@ pub use config::{DistributedConfig, TrainConfig};
 pub use ember_field::SplatAutodiffBackend;
 pub use error::{TrainError, write_atomically};
 pub use eval::EvalReport;
-pub use parallel::{PeerLink, run_data_parallel};
+pub use parallel::run_data_parallel;
 pub use params::ParamGroup;
+pub use pass::TrainingLoss;
+pub use reduce::{OneDevice, PeerLink, Reducer};
 pub use run::{ObserverAction, Quiet, RunObserver, RunSummary, run};
 pub use scene::{SceneView, TrainScene};
 pub use splat_file::{field_from_splats, splats_from_field, write_field};
 pub use targets::{TargetImages, TargetStats};
+pub use tile_lists::TileListStats;
 pub use timing::{Phase, PhaseTimes};
 pub use trainer::{StepReport, Trainer};
 pub use view_cache::{CacheStats, ViewCache};

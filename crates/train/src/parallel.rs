@@ -18,6 +18,7 @@
 //! Burn's collective server is one per backend type and process: run one data-parallel run
 //! per backend at a time in a process.
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ use crate::adam::FieldGradients;
 use crate::config::{ReduceStrategyKind, TrainConfig};
 use crate::error::TrainError;
 use crate::params::{ParamGroup, to_host};
+use crate::reduce::{OneDevice, PeerLink, ReadRequest, ReadValues, Reducer, read_together};
 use crate::run::{RunObserver, RunSummary, run_trainer};
 use crate::scene::TrainScene;
 use crate::trainer::{Inner, Trainer};
@@ -39,17 +41,6 @@ use ember_field::{GaussianField, SplatAutodiffBackend};
 
 /// Steps between replica checks in debug and test builds when the config sets none.
 const DEBUG_CHECK_EVERY: usize = 10;
-
-/// A trainer's place among the peers of a data-parallel run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerLink {
-    /// This peer's rank, `0..peers`.
-    pub rank: usize,
-    /// `D`, the number of peers.
-    pub peers: usize,
-    /// Steps between replica checks (`0`: never).
-    pub check_every: usize,
-}
 
 impl PeerLink {
     fn id(&self) -> PeerId {
@@ -204,14 +195,74 @@ impl PeerLink {
     }
 }
 
-/// Whether `step` (1-based, just completed) is one the replicas are compared after.
-pub(crate) fn checks_after(link: &PeerLink, step: usize) -> bool {
-    let every = if link.check_every == 0 && cfg!(debug_assertions) {
-        DEBUG_CHECK_EVERY
-    } else {
-        link.check_every
-    };
-    every > 0 && step.is_multiple_of(every)
+impl<B: Backend> Reducer<B> for PeerLink {
+    fn replicas(&self) -> usize {
+        self.peers
+    }
+
+    fn share(&self, batch: usize) -> Range<usize> {
+        let share = batch / self.peers;
+        self.rank * share..(self.rank + 1) * share
+    }
+
+    fn gradients(
+        &self,
+        field: &GaussianField<B>,
+        grads: FieldGradients<B>,
+    ) -> Result<FieldGradients<B>, TrainError> {
+        self.sum_gradients(field, grads)
+    }
+
+    fn statistics(
+        &self,
+        screen_grads: Tensor<B, 2>,
+        extents: Tensor<B, 2, Int>,
+        batch: usize,
+    ) -> Result<(Tensor<B, 2>, Tensor<B, 2, Int>), TrainError> {
+        self.gather_statistics(screen_grads, extents, batch)
+    }
+
+    /// Every step: the peers' `(loss, mse, stop votes)` summed, so that every peer stops at
+    /// the same step (what was not asked for takes part as zero).
+    fn read(&self, request: ReadRequest<B>) -> Result<ReadValues, TrainError> {
+        let device = request.device;
+        let value = |t: Option<Tensor<B, 1>>| t.unwrap_or_else(|| Tensor::zeros([1], &device));
+        let vote = if request.stop { 1.0f32 } else { 0.0 };
+        let (has_loss, has_mse) = (request.loss.is_some(), request.mse.is_some());
+        let control = Tensor::cat(
+            vec![
+                value(request.loss),
+                value(request.mse),
+                Tensor::from_data(TensorData::new(vec![vote], [1]), &device),
+            ],
+            0,
+        );
+        let control = self.sum(control)?;
+        let read = read_together(vec![control], request.tile_pairs)?;
+        let sums = &read.floats[0];
+        Ok(ReadValues {
+            loss: has_loss.then_some(sums[0]),
+            mse: has_mse.then_some(sums[1]),
+            tile_pairs: read.pairs,
+            stop: sums[2] > 0.0,
+        })
+    }
+
+    fn after_step(&self, field: &GaussianField<B>, step: usize) -> Result<(), TrainError> {
+        let every = if self.check_every == 0 && cfg!(debug_assertions) {
+            DEBUG_CHECK_EVERY
+        } else {
+            self.check_every
+        };
+        if every > 0 && step.is_multiple_of(every) {
+            self.check_replica(field, step)?;
+        }
+        Ok(())
+    }
+
+    fn peer(&self) -> Option<PeerLink> {
+        Some(*self)
+    }
 }
 
 /// The collective engine's settings for `peers` local peers.
@@ -244,21 +295,17 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         };
         register::<Inner<B>>(link.id(), self.device.clone(), collective)
             .map_err(|e| link.error("register", e))?;
-        self.peer = Some(link);
+        self.set_reducer(Box::new(link));
         Ok(())
     }
 
     /// Leaves the collective engine (after the last step); the trainer trains alone again.
     pub fn leave_peers(&mut self) -> Result<(), TrainError> {
-        if let Some(link) = self.peer.take() {
+        if let Some(link) = self.peer() {
+            self.set_reducer(Box::new(OneDevice));
             finish_collective::<Inner<B>>(link.id()).map_err(|e| link.error("finish", e))?;
         }
         Ok(())
-    }
-
-    /// This trainer's place among the peers of a data-parallel run, if it is one.
-    pub fn peer(&self) -> Option<PeerLink> {
-        self.peer
     }
 }
 

@@ -1,20 +1,23 @@
 //! [`Trainer`]: the state of a run and its step.
 //!
-//! One step: pick `batch_size` views (consecutive entries of a per-epoch permutation drawn from
-//! the seed), take their photos (kept on the device after their first use, see
-//! [`crate::targets`]), render them in one batch on the autodiff backend, average their losses,
-//! backward, one Adam step per parameter group, then the densification strategy. Every random draw is a function of `(seed, step)`, so a run resumed
-//! from a checkpoint takes the same decisions as one that never stopped; on the CPU the numbers
-//! are bit-identical.
+//! One step is a pipeline, one call per stage: pick `batch_size` views (consecutive entries of a
+//! per-epoch permutation drawn from the seed) and their photos (kept on the device after their
+//! first use, see [`crate::targets`]); the forward and the loss of the batch ([`crate::pass`]:
+//! the ops called directly, or a loss of the user's own through autodiff); the backward; the
+//! [`Reducer`] (the identity alone, the sum over the peers of a data-parallel run); the reads
+//! the step is due (the loss, the tile lists' counts, agreed over the replicas: the step's one
+//! wait for the device, on the steps that have it); the densification statistics; one Adam
+//! update for all parameter groups; the densification strategy. Every random draw is a function
+//! of `(seed, step)`, so a run resumed from a checkpoint takes the same decisions as one that
+//! never stopped; on the CPU the numbers are bit-identical.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use burn::tensor::activation::sigmoid;
+use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
-use burn::tensor::{ElementConversion, Tensor, TensorData};
 use ember_field::{
-    Camera, GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend, render_batch,
+    Camera, GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend,
 };
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -22,16 +25,18 @@ use rand::{RngExt, SeedableRng};
 
 use ember_kernels::MemoryUsage;
 
-use crate::adam::{AdamSettings, FieldGradients, GroupAdam};
+use crate::adam::{AdamSettings, GroupAdam};
 use crate::config::{InitMode, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
 use crate::eval::{EvalReport, Evaluator};
-use crate::loss::{LossOptions, photometric_loss, psnr_from_mse};
-use crate::parallel::{PeerLink, checks_after};
-use crate::params::{ParamGroup, to_host};
+use crate::loss::{LossOptions, psnr_from_mse};
+use crate::params::ParamGroup;
+use crate::pass::{Forward, PassInputs, TrainingLoss, autodiff_forward, direct_forward};
+use crate::reduce::{OneDevice, PeerLink, ReadRequest, ReadValues, Reducer};
 use crate::scene::TrainScene;
 use crate::targets::{TargetImages, TargetStats};
+use crate::tile_lists::{TileListStats, TileLists};
 use crate::timing::{Phase, PhaseTimes};
 use crate::view_cache::CacheStats;
 
@@ -88,10 +93,33 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     peak_memory: Option<MemoryUsage>,
     /// Wait for the device at the end of each phase of a step (see [`Trainer::set_phase_sync`]).
     phase_sync: bool,
-    /// This trainer's place in a data-parallel run (see [`crate::parallel`]).
-    pub(crate) peer: Option<PeerLink>,
+    /// The sum over the replicas of a data-parallel run, or the identity (see [`crate::reduce`]).
+    reducer: Box<dyn Reducer<Inner<B>>>,
+    /// The length of the GPU's tile lists (see [`crate::tile_lists`]).
+    tile_lists: TileLists<Inner<B>>,
+    /// A loss of the user's own, trained through autodiff (see [`Trainer::set_loss`]).
+    loss_fn: Option<Box<dyn TrainingLoss<B>>>,
     /// Set by [`Trainer::request_stop`], reported (and agreed among peers) by the next step.
     stop_requested: bool,
+}
+
+/// What a step reads back, by the cadence of `output`.
+#[derive(Debug, Clone, Copy)]
+struct StepReads {
+    /// The loss (every `loss_every` steps, logging steps and the last).
+    loss: bool,
+    /// The render's PSNR (every `log_every` steps).
+    psnr: bool,
+}
+
+/// The views a step renders, with their photos.
+struct StepViews<I: burn::tensor::backend::Backend> {
+    /// Indices into the scene's training views.
+    views: Vec<usize>,
+    cameras: Vec<Camera>,
+    targets: Vec<Tensor<I, 3>>,
+    names: Vec<String>,
+    background: [f32; 3],
 }
 
 /// Mixes a seed with a stream id and a counter into one 64-bit seed (SplitMix64 finaliser), so
@@ -156,22 +184,6 @@ pub fn initial_field<Bk: burn::tensor::backend::Backend>(
         }
     };
     Ok(GaussianField::from_points(&field_config, xyz, rgb, device)?)
-}
-
-/// `field` on the autodiff backend `A`, every parameter a fresh leaf that requires its gradient
-/// (the values are shared, not copied).
-fn autodiff_leaves<A: AutodiffBackend>(
-    field: &GaussianField<A::InnerBackend>,
-) -> Result<GaussianField<A>, TrainError> {
-    Ok(GaussianField::from_tensors(
-        Tensor::from_inner(field.means.val()),
-        Tensor::from_inner(field.quats.val()),
-        Tensor::from_inner(field.log_scales.val()),
-        Tensor::from_inner(field.opacity_logits.val()),
-        Tensor::from_inner(field.sh_dc.val()),
-        Tensor::from_inner(field.sh_rest.val()),
-        None,
-    )?)
 }
 
 impl<B: SplatAutodiffBackend> Trainer<B> {
@@ -251,7 +263,9 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             targets,
             peak_memory: None,
             phase_sync: false,
-            peer: None,
+            reducer: Box::new(OneDevice),
+            tile_lists: TileLists::default(),
+            loss_fn: None,
             stop_requested: false,
         })
     }
@@ -261,8 +275,9 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         self.targets.stats()
     }
 
-    /// The largest device memory the backend's allocator held, sampled after the backward and
-    /// at the end of every step so far; `None` on the CPU backend.
+    /// The largest device memory the backend's allocator held, sampled on every step so far that
+    /// read its loss back (asking the allocator waits for the device's thread, which such a
+    /// step has done anyway); `None` on the CPU backend, and before the first such step.
     pub fn peak_memory(&self) -> Option<MemoryUsage> {
         self.peak_memory
     }
@@ -331,6 +346,32 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     /// peers agree on it in that step, so that all of them stop after the same step).
     pub fn request_stop(&mut self, stop: bool) {
         self.stop_requested = stop;
+    }
+
+    /// Trains with `loss` instead of the photometric loss of `config.loss`: each view's loss
+    /// of its render against its photo, through Burn's autodiff (the batch averages them, and
+    /// `loss.opacity_reg` and `loss.scale_reg` are added as usual). The default loss skips the
+    /// autodiff graph (its ops' backwards are called directly), so a step with a loss of one's
+    /// own records more operations; the images, gradients and statistics are otherwise the
+    /// same. `None` goes back to the default.
+    pub fn set_loss(&mut self, loss: Option<Box<dyn TrainingLoss<B>>>) {
+        self.loss_fn = loss;
+    }
+
+    /// This trainer's place among the peers of a data-parallel run, if it is one.
+    pub fn peer(&self) -> Option<PeerLink> {
+        self.reducer.peer()
+    }
+
+    /// Makes `reducer` the step's sum over replicas (see [`crate::parallel`]).
+    pub(crate) fn set_reducer(&mut self, reducer: Box<dyn Reducer<Inner<B>>>) {
+        self.reducer = reducer;
+    }
+
+    /// How long the GPU's tile lists are, and how often they overflowed (see
+    /// [`crate::tile_lists`]).
+    pub fn tile_list_stats(&self) -> TileListStats {
+        self.tile_lists.stats()
     }
 
     /// Adds the time since `started` to `phase`, after waiting for the device with phase sync.
@@ -467,244 +508,245 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         RenderOptions::default()
             .with_background(background)
             .with_sh_degree(sh_degree as u32)
+            .with_tile_pairs(self.tile_lists.capacity())
     }
 
-    /// Runs one step (see the module docs). On a step that reads the loss back
+    /// Runs one step (see the module docs): the data flow of a step, one call per stage. On a
+    /// step that reads the loss back
     /// ([`OutputConfig::loss_every`](crate::config::OutputConfig::loss_every)), a non-finite
-    /// loss returns [`TrainError::NonFiniteLoss`] before anything is changed.
+    /// loss returns [`TrainError::NonFiniteLoss`] before anything is changed. A step that
+    /// reads nothing back does not wait for the device.
     pub fn step(&mut self) -> Result<StepReport, TrainError> {
         let started = Instant::now();
         let step = self.step;
-        let batch = self.config.batch_size;
-        // A peer of a data-parallel run renders its share of the batch.
-        let (share, first) = match self.peer {
-            Some(link) => (batch / link.peers, link.rank * (batch / link.peers)),
-            None => (batch, 0),
-        };
-        let views: Vec<usize> = (0..share)
-            .map(|j| self.view_at(step * batch + first + j))
-            .collect();
-        let view = views[0];
-        let cameras: Vec<Camera> = views.iter().map(|&v| self.scene.train[v].camera).collect();
-        let camera = cameras[0];
-
         let t = Instant::now();
-        let background = self.background_at(step);
-        let mut targets = Vec::with_capacity(share);
-        for &v in &views {
-            let image = self.scene.train_image(v)?;
-            targets.push(self.targets.target(
-                v,
-                &image,
-                self.scene.background,
-                background,
-                &self.device,
-            ));
-        }
+        let views = self.step_views(step)?;
         self.end_phase(Phase::Data, t)?;
 
         let t = Instant::now();
+        let reads = self.reads_at(step);
         let sh_degree = self.sh_degree_at(step);
-        let field = autodiff_leaves::<B>(&self.field)?;
-        let out = render_batch(
-            &field,
-            &cameras,
-            &self.render_options(sh_degree, background),
-        )
-        .map_err(|cause| TrainError::Render {
-            view: self.scene.train[view].name.clone(),
-            cause,
-        })?;
-        let options = LossOptions {
-            ssim_lambda: self.config.loss.ssim_lambda,
-        };
-        let (h, w) = (camera.height as usize, camera.width as usize);
-        // One view is the batch whole: a narrow would add an operation to record and, in the
-        // backward, a zero image to assign its gradient into.
-        let rendered = |j: usize| match share {
-            1 => out.rgb.clone().reshape([h, w, 3]),
-            _ => out.rgb.clone().narrow(0, j, 1).reshape([h, w, 3]),
-        };
-        let mut loss = None;
-        for (j, target) in targets.iter().enumerate() {
-            let view_loss =
-                photometric_loss(rendered(j), target.clone(), options).map_err(|cause| {
-                    TrainError::Loss {
-                        view: self.scene.train[views[j]].name.clone(),
-                        cause,
-                    }
-                })?;
-            loss = Some(match loss {
-                None => view_loss,
-                Some(sum) => sum + view_loss,
-            });
-        }
-        // The mean over the batch; a peer's share of it, which the peers' sum completes.
-        let mut loss = loss.expect("a batch holds at least one view");
-        if batch > 1 {
-            loss = loss / batch as f32;
-        }
-        let peers = self.peer.map_or(1, |link| link.peers) as f64;
-        let (opacity_reg, scale_reg) = (
-            self.config.loss.opacity_reg / peers,
-            self.config.loss.scale_reg / peers,
-        );
-        if opacity_reg > 0.0 && self.field.num_gaussians() > 0 {
-            loss = loss + sigmoid(field.opacity_logits.val()).mean() * opacity_reg;
-        }
-        if scale_reg > 0.0 && self.field.num_gaussians() > 0 {
-            loss = loss + field.log_scales.val().exp().mean() * scale_reg;
-        }
-        let logs = (step + 1).is_multiple_of(self.config.output.log_every);
-        let reads_loss = logs
-            || (step + 1).is_multiple_of(self.config.output.loss_every)
-            || step + 1 >= self.config.steps;
-        let batch_mse = |rgb: Tensor<Inner<B>, 4>| {
-            let targets = targets.iter().map(|t| t.clone().inner()).collect();
-            (rgb.clamp(0.0, 1.0) - Tensor::stack(targets, 0))
-                .powi_scalar(2)
-                .mean()
-        };
-        // Read back: the loss, the render's mean squared error on logging steps (for its PSNR),
-        // and the stop request. A data-parallel step sums them over the peers, every step, so
-        // that every peer stops at the same step.
-        let (loss_value, mse, stop) = match self.peer {
-            Some(link) => {
-                let device = loss.device();
-                let mse = if logs {
-                    batch_mse(out.rgb.clone().inner()) * (share as f32 / batch as f32)
-                } else {
-                    Tensor::zeros([1], &device)
-                };
-                let vote = if self.stop_requested { 1.0f32 } else { 0.0 };
-                let control = Tensor::cat(
-                    vec![
-                        loss.clone().inner().reshape([1]),
-                        mse.reshape([1]),
-                        Tensor::from_data(TensorData::new(vec![vote], [1]), &device),
-                    ],
-                    0,
-                );
-                let control = to_host(link.sum(control)?, "the peers' loss")?;
-                (
-                    reads_loss.then_some(control[0]),
-                    logs.then_some(control[1]),
-                    control[2] > 0.0,
-                )
-            }
-            None => (
-                reads_loss.then(|| loss.clone().into_scalar().elem::<f32>()),
-                logs.then(|| {
-                    batch_mse(out.rgb.clone().inner())
-                        .into_scalar()
-                        .elem::<f32>()
-                }),
-                self.stop_requested,
-            ),
-        };
-        if let Some(value) = loss_value
-            && !value.is_finite()
-        {
-            return Err(TrainError::NonFiniteLoss {
-                step: step + 1,
-                view: self.scene.train[view].name.clone(),
-                loss: value,
-                last_checkpoint: None,
-            });
-        }
-        let psnr = mse.map(psnr_from_mse);
+        let forward = self.forward(&views, sh_degree, reads)?;
         self.end_phase(Phase::Forward, t)?;
 
         let t = Instant::now();
-        let grads = loss.backward();
-        let field_grads = FieldGradients {
-            means: field.means.grad(&grads),
-            quats: field.quats.grad(&grads),
-            log_scales: field.log_scales.grad(&grads),
-            opacity_logits: field.opacity_logits.grad(&grads),
-            sh_dc: field.sh_dc.grad(&grads),
-            sh_rest: field.sh_rest.grad(&grads),
-        };
-        let field_grads = match self.peer {
-            Some(link) => link.sum_gradients(&self.field, field_grads)?,
-            None => field_grads,
-        };
-        let screen_grads = out.aux.screen_grads.grad(&grads);
+        let (loss, mse, extents) = (
+            forward.loss.clone(),
+            forward.mse.clone(),
+            forward.extents.clone(),
+        );
+        if let Some(pairs) = forward.tile_pairs.clone() {
+            self.tile_lists.record(pairs);
+        }
+        let (grads, screen_grads) = forward.backward()?;
+        let grads = self.reducer.gradients(&self.field, grads)?;
         self.end_phase(Phase::Backward, t)?;
-        self.sample_memory();
+
+        let t = Instant::now();
+        let read = self.read_back(step, &views, loss, mse, reads)?;
+        if reads.loss {
+            // The allocator's figures come from the device's thread: asking for them waits
+            // for it, which a step that reads the loss has done anyway.
+            self.sample_memory();
+        }
+        self.end_phase(Phase::Forward, t)?;
 
         let t = Instant::now();
         if let Some(screen_grads) = screen_grads {
-            // Each (view, Gaussian) pair is one observation, as gsplat counts a batch. The
-            // loss averages the views, so each view's screen gradient is scaled back up by
-            // `B` to the size it has in a batch of one.
-            let n = self.field.num_gaussians();
-            let extents = out.aux.extents.inner();
-            let (screen_grads, extents) = match self.peer {
-                Some(link) => link.gather_statistics(screen_grads, extents, batch)?,
-                None => (screen_grads, extents),
-            };
-            for j in 0..batch {
-                // A batch of one observes the tensors whole: on a GPU each narrow would be one
-                // more operation for the host to record.
-                let (view_grads, view_extents) = if batch == 1 {
-                    (screen_grads.clone(), extents.clone())
-                } else {
-                    (
-                        screen_grads.clone().narrow(0, j * n, n) * batch as f32,
-                        extents.clone().narrow(0, j * n, n),
-                    )
-                };
-                let stats = StepStatistics {
-                    screen_grads: view_grads,
-                    extents: view_extents,
-                    width: camera.width,
-                    height: camera.height,
-                };
-                self.strategy.observe(step, &stats)?;
-            }
+            self.observe(step, &views, screen_grads, extents)?;
         }
         self.end_phase(Phase::Densify, t)?;
 
         let t = Instant::now();
         let rates = ParamGroup::ALL.map(|group| self.learning_rate(group, step));
         self.adam
-            .step(&mut self.field, field_grads, |group| rates[group.index()]);
+            .step(&mut self.field, grads, |group| rates[group.index()]);
         self.end_phase(Phase::Optimizer, t)?;
 
         let t = Instant::now();
+        let refine = self.refine(step)?;
+        self.end_phase(Phase::Densify, t)?;
+        self.reducer.after_step(&self.field, step + 1)?;
+
+        self.step += 1;
+        self.generation += 1;
+        Ok(StepReport {
+            step: self.step,
+            view: views.views[0],
+            loss: read.loss.filter(|_| reads.loss),
+            psnr: read.mse.map(psnr_from_mse),
+            gaussians: self.field.num_gaussians(),
+            sh_degree,
+            lr_means: self.learning_rate(ParamGroup::Means, step),
+            refine,
+            seconds: started.elapsed().as_secs_f64(),
+            stop: read.stop,
+        })
+    }
+
+    /// What (0-based) step `step` reads back.
+    fn reads_at(&self, step: usize) -> StepReads {
+        let output = &self.config.output;
+        let psnr = (step + 1).is_multiple_of(output.log_every);
+        StepReads {
+            loss: psnr
+                || (step + 1).is_multiple_of(output.loss_every)
+                || step + 1 >= self.config.steps,
+            psnr,
+        }
+    }
+
+    /// This replica's views of (0-based) step `step`, with their photos on the device.
+    fn step_views(&mut self, step: usize) -> Result<StepViews<Inner<B>>, TrainError> {
+        let batch = self.config.batch_size;
+        let views: Vec<usize> = self
+            .reducer
+            .share(batch)
+            .map(|j| self.view_at(step * batch + j))
+            .collect();
+        let background = self.background_at(step);
+        let mut targets = Vec::with_capacity(views.len());
+        for &v in &views {
+            let image = self.scene.train_image(v)?;
+            let target =
+                self.targets
+                    .target(v, &image, self.scene.background, background, &self.device);
+            targets.push(target.inner());
+        }
+        Ok(StepViews {
+            cameras: views.iter().map(|&v| self.scene.train[v].camera).collect(),
+            names: views
+                .iter()
+                .map(|&v| self.scene.train[v].name.clone())
+                .collect(),
+            views,
+            targets,
+            background,
+        })
+    }
+
+    /// The render and the loss of `views` (see [`crate::pass`]): directly through the ops,
+    /// or through autodiff for a loss of the user's own (and for an empty field).
+    fn forward(
+        &self,
+        views: &StepViews<Inner<B>>,
+        sh_degree: usize,
+        reads: StepReads,
+    ) -> Result<Forward<B>, TrainError> {
+        let replicas = self.reducer.replicas() as f64;
+        let inputs = PassInputs {
+            cameras: &views.cameras,
+            targets: &views.targets,
+            names: &views.names,
+            batch: self.config.batch_size,
+            render: self.render_options(sh_degree, views.background),
+            loss: LossOptions {
+                ssim_lambda: self.config.loss.ssim_lambda,
+            },
+            opacity_reg: self.config.loss.opacity_reg / replicas,
+            scale_reg: self.config.loss.scale_reg / replicas,
+            wants_loss: reads.loss,
+            wants_mse: reads.psnr,
+        };
+        match &self.loss_fn {
+            None if self.field.num_gaussians() > 0 => direct_forward::<B>(&self.field, &inputs),
+            None => {
+                autodiff_forward::<B>(&self.field, &inputs, &crate::pass::photometric(inputs.loss))
+            }
+            Some(loss_fn) => autodiff_forward::<B>(&self.field, &inputs, loss_fn.as_ref()),
+        }
+    }
+
+    /// Reads back what (0-based) step `step` reads, agreed over the replicas, with the tile
+    /// lists' counts when they are due; a non-finite loss is an error.
+    fn read_back(
+        &mut self,
+        step: usize,
+        views: &StepViews<Inner<B>>,
+        loss: Option<Tensor<Inner<B>, 1>>,
+        mse: Option<Tensor<Inner<B>, 1>>,
+        reads: StepReads,
+    ) -> Result<ReadValues, TrainError> {
+        let pairs_due = reads.loss || self.tile_lists.must_read();
+        let read = self.reducer.read(ReadRequest {
+            device: self.device.clone(),
+            loss,
+            mse,
+            tile_pairs: pairs_due
+                .then(|| self.tile_lists.largest_pending())
+                .flatten(),
+            stop: self.stop_requested,
+        })?;
+        if let Some(largest) = read.tile_pairs {
+            self.tile_lists.update(largest);
+        }
+        if let Some(value) = read.loss
+            && !value.is_finite()
+        {
+            return Err(TrainError::NonFiniteLoss {
+                step: step + 1,
+                view: views.names[0].clone(),
+                loss: value,
+                last_checkpoint: None,
+            });
+        }
+        Ok(read)
+    }
+
+    /// Hands densification the statistics of every view of the batch: each (view, Gaussian)
+    /// pair is one observation, as gsplat counts a batch.
+    fn observe(
+        &mut self,
+        step: usize,
+        views: &StepViews<Inner<B>>,
+        screen_grads: Tensor<Inner<B>, 2>,
+        extents: Tensor<Inner<B>, 2, burn::tensor::Int>,
+    ) -> Result<(), TrainError> {
+        let batch = self.config.batch_size;
+        let n = self.field.num_gaussians();
+        let (screen_grads, extents) = self.reducer.statistics(screen_grads, extents, batch)?;
+        let camera = views.cameras[0];
+        for j in 0..batch {
+            // A batch of one observes the tensors whole: on a GPU each narrow would be one more
+            // operation for the host to record. The loss averages the views, so each view's
+            // screen gradient is scaled back up by `B` to the size it has in a batch of one.
+            let (view_grads, view_extents) = if batch == 1 {
+                (screen_grads.clone(), extents.clone())
+            } else {
+                (
+                    screen_grads.clone().narrow(0, j * n, n) * batch as f32,
+                    extents.clone().narrow(0, j * n, n),
+                )
+            };
+            let stats = StepStatistics {
+                screen_grads: view_grads,
+                extents: view_extents,
+                width: camera.width,
+                height: camera.height,
+            };
+            self.strategy.observe(step, &stats)?;
+        }
+        Ok(())
+    }
+
+    /// Densification after the update of (0-based) step `step`; the tile lists follow the
+    /// number of Gaussians.
+    fn refine(&mut self, step: usize) -> Result<RefineReport, TrainError> {
+        let before = self.field.num_gaussians();
         let context = RefineContext {
             step: step + 1,
             extent: self.scene.extent,
             seed: derive_seed(self.config.seed, STREAM_DENSIFY, step as u64 + 1),
             lr_means: self.learning_rate(ParamGroup::Means, step),
         };
-        let refine = self
+        let report = self
             .strategy
             .refine(context, &mut self.field, &mut self.adam)?;
-        self.end_phase(Phase::Densify, t)?;
-
-        if let Some(link) = self.peer
-            && checks_after(&link, step + 1)
-        {
-            link.check_replica(&self.field, step + 1)?;
+        let after = self.field.num_gaussians();
+        if after != before {
+            self.tile_lists.scale(after as f64 / before.max(1) as f64);
         }
-
-        self.sample_memory();
-        self.step += 1;
-        self.generation += 1;
-        Ok(StepReport {
-            step: self.step,
-            view,
-            loss: loss_value,
-            psnr,
-            gaussians: self.field.num_gaussians(),
-            sh_degree,
-            lr_means: self.learning_rate(ParamGroup::Means, step),
-            refine,
-            seconds: started.elapsed().as_secs_f64(),
-            stop,
-        })
+        Ok(report)
     }
 }
 

@@ -10,12 +10,16 @@
 //! ([`Trainer::set_phase_sync`]): each phase then holds its own device time, and the step loses
 //! the overlap of host and device work.
 //!
-//! On wgpu and cuda the bench also counts, over the timed steps, the kernel launches and the
-//! host's blocking reads of device memory ([`ember_kernels::activity`]), per step, in the
-//! table's footer and the file's `device_activity` (`null` on ndarray, with the reason). The
-//! set `host (no read-back)` is the wall time of the steps that read nothing back (no loss
-//! read, see `output.loss_every`): such a step returns once its work is queued, so on a GPU
-//! backend it is the host's time to record and launch a step, measurable on lavapipe too.
+//! On wgpu and cuda the bench also counts the kernel launches per timed step and the host's
+//! blocking reads of device memory ([`ember_kernels::activity`]) per step that reads nothing
+//! back, and per step that reads the loss (`output.loss_every`), in the table's footer and
+//! the file's `device_activity` (`null` on ndarray, with the reason). The set `host (no
+//! read-back)` is the wall time of the steps that read nothing back: such a step returns once
+//! its work is queued, so on a GPU it is the host's time to record and launch a step. On
+//! lavapipe the device runs on the host's cores and CubeCL's queue of work fills, so that wall
+//! time is the device's. After the timed steps, `--host-probes` more steps (default 5) each
+//! start on an idle device and are timed alone: `host (idle device)`, the host's own time to
+//! record and launch a step, measurable without a GPU.
 //!
 //! With `--eval`, the held-out views are then evaluated twice at the same step: the first
 //! evaluation renders (`eval`), the second finds every render in the trainer's cache
@@ -46,6 +50,10 @@ pub struct TrainBenchArgs {
     /// Untimed steps before the timed ones (allocations, first-use costs).
     #[arg(long, default_value_t = 2)]
     warmup: usize,
+    /// Steps after the timed ones, each started on an idle device (after a wait for it) and
+    /// timed alone: the host's time to record and launch a step (`host (idle device)`).
+    #[arg(long, default_value_t = 5)]
+    host_probes: usize,
     /// After the timed steps, evaluate twice (rendering, then from the render cache).
     #[arg(long)]
     eval: bool,
@@ -84,7 +92,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         }
         None => 0,
     };
-    config.steps = resumed_at + args.warmup + timed;
+    config.steps = resumed_at + args.warmup + timed + args.host_probes;
     config.validate()?;
     let loading = Instant::now();
     let scene =
@@ -133,18 +141,28 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     let mut losses = Vec::with_capacity(timed);
     let mut phase_ms: [Vec<f64>; Phase::STEP.len()] =
         std::array::from_fn(|_| Vec::with_capacity(timed));
+    // Reads on the steps that read nothing back, and on those that read the loss: (steps, reads).
+    let (mut quiet, mut loud) = ((0usize, 0u64), (0usize, 0u64));
     let timed_start = *trainer.times();
     let activity_start = counter.as_ref().map(|c| c.now()).unwrap_or_default();
     let started = Instant::now();
     for _ in 0..timed {
         let before = *trainer.times();
+        let reads_before = counter.as_ref().map_or(0, |c| c.now().reads);
         let t = Instant::now();
         let report = trainer.step()?;
         let ms = t.elapsed().as_secs_f64() * 1e3;
+        let reads = counter.as_ref().map_or(0, |c| c.now().reads) - reads_before;
         step_ms.push(ms);
-        match report.loss {
-            Some(loss) => losses.push(f64::from(loss)),
-            None => host_ms.push(ms),
+        match (report.loss, report.psnr) {
+            (None, None) => {
+                host_ms.push(ms);
+                quiet = (quiet.0 + 1, quiet.1 + reads);
+            }
+            (loss, _) => {
+                losses.extend(loss.map(f64::from));
+                loud = (loud.0 + 1, loud.1 + reads);
+            }
         }
         let phases = trainer.times().since(&before);
         for (samples, phase) in phase_ms.iter_mut().zip(Phase::STEP) {
@@ -152,25 +170,40 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         }
     }
     // Counted before the final wait, which reads nothing but is no part of a step.
+    let per = |(steps, reads): (usize, u64)| (steps > 0).then(|| reads as f64 / steps as f64);
     let activity = match &counter {
-        Ok(counter) => {
-            let counts = counter.now().since(&activity_start);
-            let per_step = |n: u64| Some(n as f64 / timed as f64);
-            ember_bench::DeviceActivity {
-                launches_per_step: per_step(counts.launches),
-                device_reads_per_step: per_step(counts.reads),
-                not_counted: None,
-            }
-        }
+        Ok(counter) => ember_bench::DeviceActivity {
+            launches_per_step: Some(
+                counter.now().since(&activity_start).launches as f64 / timed as f64,
+            ),
+            device_reads_per_step: per(quiet),
+            reads_per_loss_step: per(loud),
+            not_counted: None,
+        },
         Err(reason) => ember_bench::DeviceActivity {
             launches_per_step: None,
             device_reads_per_step: None,
+            reads_per_loss_step: None,
             not_counted: Some(reason.clone()),
         },
     };
     Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
     let seconds = started.elapsed().as_secs_f64();
     let totals: PhaseTimes = trainer.times().since(&timed_start);
+
+    let mut idle_ms = Vec::with_capacity(args.host_probes);
+    for _ in 0..args.host_probes {
+        Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
+        let t = Instant::now();
+        let report = trainer.step()?;
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        match report.loss {
+            Some(loss) => losses.push(f64::from(loss)),
+            None if report.psnr.is_none() => idle_ms.push(ms),
+            None => {}
+        }
+    }
+    Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
 
     let pairs = tile_pairs::<Bk>(trainer.field(), &scene)?;
     let steps_per_s = timed as f64 / seconds;
@@ -213,8 +246,12 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     }
     let mut results = vec![step];
     // The steps that read nothing back return once their work is queued: the host's time to
-    // record and launch a step, which bounds the step when the device is faster.
+    // record and launch a step, which bounds the step when the device is faster. Where the
+    // device runs on the host's own cores (lavapipe) its queue of work fills and the host
+    // waits for room, so those steps take the device's time; a step started on an idle device
+    // (the probes) shows the host's own.
     results.extend(BenchResult::from_samples("host (no read-back)", &host_ms));
+    results.extend(BenchResult::from_samples("host (idle device)", &idle_ms));
     for (samples, phase) in phase_ms.iter().zip(Phase::STEP) {
         let share = totals.get(phase) / totals.total().max(f64::MIN_POSITIVE);
         results.push(
@@ -264,14 +301,20 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
         losses.len(),
         trainer.num_gaussians()
     );
-    match (activity.launches_per_step, activity.device_reads_per_step) {
-        (Some(launches), Some(reads)) => println!(
-            "per step: {launches:.1} kernel launches, {reads:.2} device reads \
-             (the host's blocking waits)"
+    match (&activity.not_counted, activity.launches_per_step) {
+        (None, Some(launches)) => println!(
+            "per step: {launches:.1} kernel launches; device reads (the host's blocking waits): \
+             {} per step between loss reads, {} per step that reads the loss",
+            activity
+                .device_reads_per_step
+                .map_or("-".to_string(), |r| format!("{r:.2}")),
+            activity
+                .reads_per_loss_step
+                .map_or("-".to_string(), |r| format!("{r:.2}")),
         ),
-        _ => println!(
+        (reason, _) => println!(
             "kernel launches and device reads not counted: {}",
-            activity.not_counted.as_deref().unwrap_or("unknown")
+            reason.as_deref().unwrap_or("unknown")
         ),
     }
     let file = BenchFile {

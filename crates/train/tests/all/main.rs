@@ -10,5 +10,6 @@ mod parallel;
 mod procedural;
 mod resume;
 mod smoke;
+mod step_paths;
 #[cfg(feature = "wgpu")]
 mod wgpu;

@@ -76,3 +76,63 @@ fn phase_synced_steps_run_on_wgpu() {
         assert!(trainer.times().get(phase) > 0.0, "{} timed", phase.name());
     }
 }
+
+/// Between two reads of the loss a training step waits for nothing on wgpu: no read of device
+/// memory (the tile lists are sized from earlier counts, read with the loss), while the device
+/// runs its kernels. Densification observes every step; it refines (and reads) only past the
+/// steps counted here.
+#[test]
+fn steps_between_loss_reads_do_not_wait_for_the_device() {
+    type B = burn::backend::Autodiff<Wgpu>;
+    let counter = ember_kernels::count_device_activity().expect("no other tracing subscriber");
+    let config = common::tiny_config()
+        .with_overrides(&[
+            "steps=100",
+            "output.loss_every=5",
+            "output.log_every=1000",
+            "densify.start=3",
+            "densify.interval=50",
+        ])
+        .unwrap();
+    let device = Default::default();
+    let scene = TrainScene::load::<Wgpu>(&config.data, config.seed, &device).unwrap();
+    let mut trainer = Trainer::<B>::new(config, Arc::new(scene), &device).unwrap();
+    // Steps 1 to 5: the first sizes the lists exactly (and reads the count), the fifth reads
+    // the loss.
+    for step in 1..=5 {
+        let report = trainer.step().unwrap();
+        assert_eq!(
+            report.loss.is_some(),
+            step == 5,
+            "step {step} reads the loss"
+        );
+    }
+    assert!(
+        trainer.tile_list_stats().capacity > 0,
+        "the lists are sized"
+    );
+    let reads = counter.reads_on_this_thread();
+    let launches = counter.now().launches;
+    for step in 6..=9 {
+        let report = trainer.step().unwrap();
+        assert!(report.loss.is_none(), "step {step} reads nothing");
+    }
+    assert_eq!(
+        counter.reads_on_this_thread() - reads,
+        0,
+        "steps 6 to 9 read the device"
+    );
+    assert!(
+        counter.now().launches > launches,
+        "steps 6 to 9 launched kernels"
+    );
+    let report = trainer.step().unwrap();
+    assert!(
+        report.loss.is_some_and(f32::is_finite),
+        "step 10 reads the loss"
+    );
+    assert!(
+        counter.reads_on_this_thread() > reads,
+        "step 10 read the loss back"
+    );
+}

@@ -1,0 +1,450 @@
+//! One step's forward and backward on one replica: render the views, take the loss against the
+//! photos, and return the gradients, before any reduction over replicas.
+//!
+//! Two ways, with the same result:
+//! - [`direct_forward`], the default: the ops' forward and backward called in turn on the inner
+//!   backend. The photometric loss is one op that returns its gradient with the loss, and the
+//!   rasterizer and the projection have hand-written backwards, so Burn's autodiff graph would
+//!   only record what these calls do anyway; without it the host records a step with far
+//!   fewer operations, and the loss is summed only on a step that reads it.
+//! - [`autodiff_forward`], for a [`TrainingLoss`] of the user's own: the render on the autodiff
+//!   backend and `backward()` through whatever the loss does.
+//!
+//! Each returns a [`Forward`]: what the step reads, and [`Forward::backward`]. On ndarray, the
+//! autodiff pass with the photometric loss and the direct pass give the same
+//! bits: the same kernels run on the same values, and every scale the autodiff graph applies
+//! (the batch's `1 / B`) is applied here in the same form.
+
+use burn::tensor::activation::sigmoid;
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Int, Tensor, TensorPrimitive};
+use ember_field::{Camera, GaussianField, RenderOptions, SplatAutodiffBackend, render_batch};
+use ember_kernels::project::{ProjectInputs, ProjectOptions, project_views};
+use ember_kernels::raster::{
+    IMAGE_CHANNELS, RasterSetup, RasterState, rasterize_views_backward, rasterize_views_forward,
+};
+use ember_kernels::{LossOps, LossOptions, LossOutputs, SplatBackend};
+
+use crate::adam::FieldGradients;
+use crate::error::TrainError;
+use crate::loss::photometric_loss;
+use crate::trainer::Inner;
+
+/// A training loss of one's own: the loss of one rendered view `[H, W, 3]` against its photo
+/// `[H, W, 3]`, as a one-element tensor, differentiable through Burn's autodiff. The trainer
+/// averages it over a batch's views and adds the configured regularisers (see
+/// [`Trainer::set_loss`](crate::Trainer::set_loss)).
+pub trait TrainingLoss<B: AutodiffBackend>: Send {
+    /// The loss of `rendered` against `target`.
+    fn loss(&self, rendered: Tensor<B, 3>, target: Tensor<B, 3>) -> Result<Tensor<B, 1>, String>;
+}
+
+impl<B, F> TrainingLoss<B> for F
+where
+    B: AutodiffBackend,
+    F: Fn(Tensor<B, 3>, Tensor<B, 3>) -> Result<Tensor<B, 1>, String> + Send,
+{
+    fn loss(&self, rendered: Tensor<B, 3>, target: Tensor<B, 3>) -> Result<Tensor<B, 1>, String> {
+        self(rendered, target)
+    }
+}
+
+/// What a pass renders and what it is asked for.
+pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
+    /// This replica's views: cameras, photos `[H, W, 3]` and names (for errors), in order.
+    pub cameras: &'a [Camera],
+    pub targets: &'a [Tensor<I, 3>],
+    pub names: &'a [String],
+    /// The whole batch's size (all replicas): each view's loss is divided by it.
+    pub batch: usize,
+    pub render: RenderOptions,
+    pub loss: LossOptions,
+    /// The regularisers' weights, divided by the replicas (their sum is the configured one).
+    pub opacity_reg: f64,
+    pub scale_reg: f64,
+    /// Whether the step reads the loss, or the render's mean squared error.
+    pub wants_loss: bool,
+    pub wants_mse: bool,
+}
+
+/// A pass after its forward: what the step reads, and what its backward needs.
+pub(crate) struct Forward<B: SplatAutodiffBackend> {
+    /// This replica's share of the batch's loss `[1]`, when asked.
+    pub loss: Option<Tensor<Inner<B>, 1>>,
+    /// This replica's share of the batch's mean squared error `[1]`, when asked.
+    pub mse: Option<Tensor<Inner<B>, 1>>,
+    /// `[C N, 3]`: the projection's extents.
+    pub extents: Tensor<Inner<B>, 2, Int>,
+    /// `[2]` tile pairs of the render (see `ember_kernels::RasterState::pairs`).
+    pub tile_pairs: Option<Tensor<Inner<B>, 1, Int>>,
+    backward: Backward<B>,
+}
+
+/// What the backward of each kind of pass needs.
+enum Backward<B: SplatAutodiffBackend> {
+    Direct(Box<DirectBackward<Inner<B>>>),
+    Autodiff {
+        loss: Tensor<B, 1>,
+        leaves: Box<GaussianField<B>>,
+        probe: Tensor<B, 2>,
+    },
+}
+
+/// The direct pass's backward: the loss's gradient with respect to the colour images, and
+/// what the rasterizer's and the projection's backwards replay.
+struct DirectBackward<I: burn::tensor::backend::Backend> {
+    grad_rgb: Tensor<I, 4>,
+    packed: Tensor<I, 2>,
+    state: RasterState<I>,
+    setup: RasterSetup,
+    inputs: ProjectInputs<I>,
+    cameras: Vec<Camera>,
+    project: ProjectOptions,
+    /// The regularisers' gradients, added to the projection's.
+    opacity_reg: Option<Tensor<I, 1>>,
+    scale_reg: Option<Tensor<I, 2>>,
+    view: String,
+}
+
+/// The gradients of a pass: the field's, and the `[C N, 3]` screen-space statistics (`None`
+/// for an empty field).
+pub(crate) type PassGradients<I> = (FieldGradients<I>, Option<Tensor<I, 2>>);
+
+/// The views' mean squared error over the batch, as this replica's share of it: `rgb [C, H, W,
+/// 3]` clamped to `[0, 1]` against the photos.
+fn batch_mse<I: burn::tensor::backend::Backend>(
+    rgb: Tensor<I, 4>,
+    targets: &[Tensor<I, 3>],
+    batch: usize,
+) -> Tensor<I, 1> {
+    let share = targets.len();
+    let mse = (rgb.clamp(0.0, 1.0) - Tensor::stack(targets.to_vec(), 0))
+        .powi_scalar(2)
+        .mean();
+    if share == batch {
+        mse
+    } else {
+        mse * (share as f32 / batch as f32)
+    }
+}
+
+/// The regularisers of a pass: their gradients (`None` for one that is off) and their terms
+/// of the loss.
+struct Regularisers<I: burn::tensor::backend::Backend> {
+    opacity_grad: Option<Tensor<I, 1>>,
+    scale_grad: Option<Tensor<I, 2>>,
+    terms: Vec<Tensor<I, 1>>,
+}
+
+/// The regularisers' terms and gradients, through a small autodiff graph of their own (the
+/// same ops and backward as in a whole step's graph).
+fn regularisers<B: SplatAutodiffBackend>(
+    field: &GaussianField<Inner<B>>,
+    inputs: &PassInputs<'_, Inner<B>>,
+) -> Regularisers<Inner<B>> {
+    let mut terms = Vec::new();
+    let opacity = (inputs.opacity_reg > 0.0).then(|| {
+        let logits = Tensor::<B, 1>::from_inner(field.opacity_logits.val()).require_grad();
+        let term = sigmoid(logits.clone()).mean() * inputs.opacity_reg;
+        terms.push(term.clone().inner());
+        logits
+            .grad(&term.backward())
+            .expect("the term reads the logits")
+    });
+    let scale = (inputs.scale_reg > 0.0).then(|| {
+        let log_scales = Tensor::<B, 2>::from_inner(field.log_scales.val()).require_grad();
+        let term = log_scales.clone().exp().mean() * inputs.scale_reg;
+        terms.push(term.clone().inner());
+        log_scales
+            .grad(&term.backward())
+            .expect("the term reads the scales")
+    });
+    Regularisers {
+        opacity_grad: opacity,
+        scale_grad: scale,
+        terms,
+    }
+}
+
+/// The loss of the batch from its views' losses: their sum over the batch's size, plus the
+/// regularisers' terms (the order of a step's autodiff graph).
+fn batch_loss<I: burn::tensor::backend::Backend>(
+    views: Vec<Tensor<I, 1>>,
+    batch: usize,
+    terms: Vec<Tensor<I, 1>>,
+) -> Tensor<I, 1> {
+    let mut loss = views
+        .into_iter()
+        .reduce(|sum, view| sum + view)
+        .expect("a batch holds at least one view");
+    if batch > 1 {
+        loss = loss / batch as f32;
+    }
+    terms.into_iter().fold(loss, |loss, term| loss + term)
+}
+
+/// The forward of the default pass (see the module docs): `field` must hold at least one
+/// Gaussian.
+pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
+    field: &GaussianField<Inner<B>>,
+    inputs: &PassInputs<'_, Inner<B>>,
+) -> Result<Forward<B>, TrainError> {
+    let render_error = |cause: ember_field::RenderError| TrainError::Render {
+        view: inputs.names[0].clone(),
+        cause,
+    };
+    let cameras = inputs.cameras;
+    let (h, w, views) = (
+        cameras[0].height as usize,
+        cameras[0].width as usize,
+        cameras.len(),
+    );
+    let projected = project_views(
+        field.means.val(),
+        field.quats.val(),
+        field.log_scales.val(),
+        field.opacity_logits.val(),
+        field.sh_dc.val(),
+        field.sh_rest.val(),
+        cameras,
+        &inputs.render.project,
+    )
+    .map_err(|e| render_error(e.into()))?;
+    let setup = RasterSetup::new(cameras[0].width, cameras[0].height)
+        .with_background(inputs.render.background)
+        .with_views(views as u32)
+        .with_tile_pairs(inputs.render.tile_pairs);
+    let raster =
+        rasterize_views_forward(projected.packed.clone(), projected.extents.clone(), &setup)
+            .map_err(|e| render_error(e.into()))?;
+    let image = Tensor::<Inner<B>, 1>::from_primitive(TensorPrimitive::Float(raster.image));
+    let pixels = h * w;
+    let mut losses = Vec::with_capacity(views);
+    let mut grads = Vec::with_capacity(views);
+    for (j, target) in inputs.targets.iter().enumerate() {
+        // View `j`'s colour: the first three of its `IMAGE_CHANNELS` planes.
+        let rendered = image
+            .clone()
+            .narrow(0, j * IMAGE_CHANNELS * pixels, 3 * pixels)
+            .reshape([h, w, 3]);
+        let (loss, grad) = view_loss::<Inner<B>>(rendered, target, inputs, j)?;
+        losses.extend(loss);
+        // The batch's loss is the mean of its views': autodiff scales each view's gradient by
+        // `1 / B` (as `1.0 / B` in f32), and by nothing for a batch of one.
+        grads.push(match inputs.batch {
+            1 => grad,
+            b => grad.mul_scalar(1.0 / b as f32),
+        });
+    }
+    let grad_rgb = match views {
+        1 => grads.remove(0).reshape([1, h, w, 3]),
+        _ => Tensor::stack(grads, 0),
+    };
+    let Regularisers {
+        opacity_grad: opacity_reg,
+        scale_grad: scale_reg,
+        terms,
+    } = regularisers::<B>(field, inputs);
+    let mse = inputs.wants_mse.then(|| {
+        let rgb = image
+            .reshape([views, IMAGE_CHANNELS * pixels])
+            .narrow(1, 0, 3 * pixels)
+            .reshape([views, h, w, 3]);
+        batch_mse(rgb, inputs.targets, inputs.batch)
+    });
+    Ok(Forward {
+        loss: inputs
+            .wants_loss
+            .then(|| batch_loss(losses, inputs.batch, terms)),
+        mse,
+        extents: projected.extents,
+        tile_pairs: Some(Tensor::from_primitive(raster.state.pairs.clone())),
+        backward: Backward::Direct(Box::new(DirectBackward {
+            grad_rgb,
+            packed: projected.packed,
+            state: raster.state,
+            setup,
+            inputs: ProjectInputs {
+                means: field.means.val().into_primitive().tensor(),
+                quats: field.quats.val().into_primitive().tensor(),
+                log_scales: field.log_scales.val().into_primitive().tensor(),
+                opacity_logits: field.opacity_logits.val().into_primitive().tensor(),
+                sh_dc: field.sh_dc.val().into_primitive().tensor(),
+                sh_rest: field.sh_rest.val().into_primitive().tensor(),
+            },
+            cameras: cameras.to_vec(),
+            project: inputs.render.project,
+            opacity_reg,
+            scale_reg,
+            view: inputs.names[0].clone(),
+        })),
+    })
+}
+
+/// View `j`'s photometric loss `[1]` (when the step reads it) and its gradient with respect to
+/// `rendered` `[H, W, 3]` (the fused op computes both in one pass).
+fn view_loss<I: LossOps>(
+    rendered: Tensor<I, 3>,
+    target: &Tensor<I, 3>,
+    inputs: &PassInputs<'_, I>,
+    j: usize,
+) -> Result<(Option<Tensor<I, 1>>, Tensor<I, 3>), TrainError> {
+    if rendered.dims() != target.dims() {
+        return Err(TrainError::Loss {
+            view: inputs.names[j].clone(),
+            cause: ember_kernels::LossError::ShapeMismatch {
+                rendered: rendered.dims(),
+                target: target.dims(),
+            },
+        });
+    }
+    let outputs = match inputs.wants_loss {
+        true => LossOutputs::Both,
+        false => LossOutputs::Gradient,
+    };
+    let out = I::photometric_loss_forward(
+        rendered.into_primitive().tensor(),
+        target.clone().into_primitive().tensor(),
+        inputs.loss,
+        outputs,
+    );
+    let grad = out.grad.expect("asked for the gradient");
+    Ok((
+        out.loss
+            .map(|loss| Tensor::from_primitive(TensorPrimitive::Float(loss))),
+        Tensor::from_primitive(TensorPrimitive::Float(grad)),
+    ))
+}
+
+impl<B: SplatAutodiffBackend> Forward<B> {
+    /// The pass's backward.
+    pub(crate) fn backward(self) -> Result<PassGradients<Inner<B>>, TrainError> {
+        match self.backward {
+            Backward::Direct(direct) => direct.run(),
+            Backward::Autodiff {
+                loss,
+                leaves,
+                probe,
+            } => {
+                let gradients = loss.backward();
+                let grads = FieldGradients {
+                    means: leaves.means.grad(&gradients),
+                    quats: leaves.quats.grad(&gradients),
+                    log_scales: leaves.log_scales.grad(&gradients),
+                    opacity_logits: leaves.opacity_logits.grad(&gradients),
+                    sh_dc: leaves.sh_dc.grad(&gradients),
+                    sh_rest: leaves.sh_rest.grad(&gradients),
+                };
+                Ok((grads, probe.grad(&gradients)))
+            }
+        }
+    }
+}
+
+impl<I: SplatBackend> DirectBackward<I> {
+    /// The rasterizer's backward, then the projection's, plus the regularisers.
+    fn run(self) -> Result<PassGradients<I>, TrainError> {
+        let (grad_packed, screen_grads) =
+            rasterize_views_backward(self.packed, self.state, self.grad_rgb, &self.setup).map_err(
+                |e| TrainError::Render {
+                    view: self.view.clone(),
+                    cause: e.into(),
+                },
+            )?;
+        let g = I::project_backward(
+            self.inputs,
+            grad_packed.into_primitive().tensor(),
+            &self.cameras,
+            self.project,
+        );
+        let float = |t| TensorPrimitive::Float(t);
+        let opacity: Tensor<I, 1> = Tensor::from_primitive(float(g.opacity_logits));
+        let log_scales: Tensor<I, 2> = Tensor::from_primitive(float(g.log_scales));
+        let grads = FieldGradients {
+            means: Some(Tensor::from_primitive(float(g.means))),
+            quats: Some(Tensor::from_primitive(float(g.quats))),
+            log_scales: Some(match self.scale_reg {
+                Some(reg) => log_scales + reg,
+                None => log_scales,
+            }),
+            opacity_logits: Some(match self.opacity_reg {
+                Some(reg) => opacity + reg,
+                None => opacity,
+            }),
+            sh_dc: Some(Tensor::from_primitive(float(g.sh_dc))),
+            sh_rest: Some(Tensor::from_primitive(float(g.sh_rest))),
+        };
+        Ok((grads, Some(screen_grads)))
+    }
+}
+
+/// The forward through Burn's autodiff with `loss_fn` per view (see the module docs).
+pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
+    field: &GaussianField<Inner<B>>,
+    inputs: &PassInputs<'_, Inner<B>>,
+    loss_fn: &dyn TrainingLoss<B>,
+) -> Result<Forward<B>, TrainError> {
+    let leaves = GaussianField::<B>::from_tensors(
+        Tensor::from_inner(field.means.val()),
+        Tensor::from_inner(field.quats.val()),
+        Tensor::from_inner(field.log_scales.val()),
+        Tensor::from_inner(field.opacity_logits.val()),
+        Tensor::from_inner(field.sh_dc.val()),
+        Tensor::from_inner(field.sh_rest.val()),
+        None,
+    )?;
+    let out = render_batch(&leaves, inputs.cameras, &inputs.render).map_err(|cause| {
+        TrainError::Render {
+            view: inputs.names[0].clone(),
+            cause,
+        }
+    })?;
+    let [views, h, w, _] = out.rgb.dims();
+    let mut losses = Vec::with_capacity(views);
+    for (j, target) in inputs.targets.iter().enumerate() {
+        // One view is the batch whole: a narrow would add an operation to record and, in the
+        // backward, a zero image to assign its gradient into.
+        let rendered = match views {
+            1 => out.rgb.clone().reshape([h, w, 3]),
+            _ => out.rgb.clone().narrow(0, j, 1).reshape([h, w, 3]),
+        };
+        let target = Tensor::<B, 3>::from_inner(target.clone());
+        losses.push(
+            loss_fn
+                .loss(rendered, target)
+                .map_err(|message| TrainError::CustomLoss {
+                    view: inputs.names[j].clone(),
+                    message,
+                })?,
+        );
+    }
+    let mut loss = batch_loss(losses, inputs.batch, Vec::new());
+    if inputs.opacity_reg > 0.0 && field.num_gaussians() > 0 {
+        loss = loss + sigmoid(leaves.opacity_logits.val()).mean() * inputs.opacity_reg;
+    }
+    if inputs.scale_reg > 0.0 && field.num_gaussians() > 0 {
+        loss = loss + leaves.log_scales.val().exp().mean() * inputs.scale_reg;
+    }
+    let mse = inputs
+        .wants_mse
+        .then(|| batch_mse(out.rgb.clone().inner(), inputs.targets, inputs.batch));
+    Ok(Forward {
+        loss: inputs.wants_loss.then(|| loss.clone().inner()),
+        mse,
+        extents: out.aux.extents.inner(),
+        tile_pairs: out.aux.tile_pairs.map(|t| t.inner()),
+        backward: Backward::Autodiff {
+            loss,
+            leaves: Box::new(leaves),
+            probe: out.aux.screen_grads,
+        },
+    })
+}
+
+/// The photometric loss as a [`TrainingLoss`] (what [`direct_forward`] computes, through
+/// autodiff): for tests and as an example of the trait.
+pub fn photometric<B: AutodiffBackend + LossOps>(options: LossOptions) -> impl TrainingLoss<B> {
+    move |rendered: Tensor<B, 3>, target: Tensor<B, 3>| {
+        photometric_loss(rendered, target, options).map_err(|e| e.to_string())
+    }
+}
