@@ -44,6 +44,7 @@
 #                                   # training split and every 8th test view) and .device-quality/
 #                                   # (as build-quality)
 #   scripts/device-check.sh lease-lego  # there, first call (carry .device-lease): the cuda tests,
+#                                   # `bench train` on lego (launches, reads, host time per step),
 #                                   # configs/h100.toml on lego (stopped at H100_SECONDS, default
 #                                   # 170), then `bench render` of the trained lego at 800x800 and
 #                                   # of a ~1M-Gaussian copy at 1920x1080, and `bench view` of both
@@ -378,7 +379,7 @@ build-lease)
   cp -r "$data/oracle/gsplat_cases" .device-lease/data/oracle/
   cp "$data/garden_points/test_garden.npz" .device-lease/data/garden_points/
   lego_views "$data/lego_400" .device-lease/data/lego_400
-  cp configs/h100.toml scripts/replicate-splats.py .device-lease/
+  cp configs/h100.toml configs/h100-7k.toml scripts/replicate-splats.py .device-lease/
   du -sh .device-lease .device-quality
   ;;
 lease-lego)
@@ -393,6 +394,9 @@ lease-lego)
     EMBER_DATA_DIR="$PWD/data" EMBER_REQUIRE_DATA=1 timeout 120 "$tests" cuda gpu --test-threads=1 \
       2>&1 | tee -a /tmp/lego-out/tests.log | grep -E "^test .*FAILED|test result|panicked" || true
   done
+  # Issue 36's counts on CUDA: launches and reads per step, the host's time on an idle device.
+  measure 40 bench-train-lego ./trainer --backend cuda bench train --config h100-7k.toml \
+    --data data/lego_400 --steps 30 --json /tmp/lego-out/bench-train-lego.json
   measure "${H100_SECONDS:-170}" h100 ./trainer --config h100.toml --backend cuda \
     --data data/lego_400 --out /tmp/h100
   ply=/tmp/h100/splats.ply
