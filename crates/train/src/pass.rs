@@ -28,7 +28,9 @@ use ember_kernels::{LossOps, LossOptions, LossOutputs, SplatBackend};
 use crate::adam::FieldGradients;
 use crate::error::TrainError;
 use crate::loss::photometric_loss;
-use crate::trainer::Inner;
+
+/// The inner (non-autodiff) backend of `B`: the one a pass calls the ops on.
+pub type Inner<B> = <B as AutodiffBackend>::InnerBackend;
 
 /// A training loss of one's own: the loss of one rendered view `[H, W, 3]` against its photo
 /// `[H, W, 3]`, as a one-element tensor, differentiable through Burn's autodiff. The trainer

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use burn::tensor::Tensor;
-use burn::tensor::backend::AutodiffBackend;
 use ember_field::{
     Camera, GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend,
 };
@@ -40,8 +39,7 @@ use crate::tile_lists::{TileListStats, TileLists};
 use crate::timing::{Phase, PhaseTimes};
 use crate::view_cache::CacheStats;
 
-/// The inner (non-autodiff) backend of `B`.
-pub type Inner<B> = <B as AutodiffBackend>::InnerBackend;
+pub use crate::pass::Inner;
 
 /// What one step did.
 #[derive(Debug, Clone, PartialEq)]

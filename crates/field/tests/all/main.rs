@@ -6,3 +6,4 @@
 mod common;
 mod field_model;
 mod render;
+mod tile_lists;

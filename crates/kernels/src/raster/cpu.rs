@@ -4,7 +4,7 @@
 //! Each tile is cut into 16 segments of 8x2 pixels; an `f64` test per (Gaussian, segment) keeps
 //! the segments a Gaussian may reach, and each segment walks only its own list with its 16
 //! pixels as vector lanes (for `f32`, explicit AVX-512 or AVX2 intrinsics from one source,
-//! `cpu_simd.rs`). The forward writes each row of tiles into its band of the image; the backward
+//! `cpu/explicit.rs`). The forward writes each row of tiles into its band of the image; the backward
 //! accumulates each tile's per-Gaussian partial sums in a buffer of its own and adds the
 //! buffers up in tile order, so every result is bit-identical whatever the thread count.
 
@@ -18,10 +18,12 @@ use crate::project::cpu::TILE_SIZE;
 use crate::real::Real;
 use crate::simd::{self, lane_sum};
 
+mod bins;
 #[cfg(target_arch = "x86_64")]
-#[path = "cpu_simd.rs"]
 mod explicit;
 mod order;
+
+pub use self::bins::{Bins, bin};
 
 /// Below this alpha a Gaussian is skipped at a pixel.
 const MIN_ALPHA: f64 = 1.0 / 255.0;
@@ -45,107 +47,6 @@ pub struct RasterArrays<'a, T> {
     pub color: &'a [T],
     /// `[N]`
     pub opacity: &'a [T],
-}
-
-/// The Gaussians of every tile, front to back, as CSR. Made by [`bin`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Bins {
-    width: u32,
-    height: u32,
-    tiles_x: u32,
-    tiles_y: u32,
-    gaussians: usize,
-    offsets: Vec<usize>,
-    ids: Vec<u32>,
-}
-
-impl Bins {
-    /// Bins from their CSR arrays (as [`Bins::offsets`] and [`Bins::ids`] return them), for
-    /// `gaussians` splats in a `width x height` image; `None` when the arrays are inconsistent.
-    pub fn from_csr(
-        width: u32,
-        height: u32,
-        gaussians: usize,
-        offsets: Vec<usize>,
-        ids: Vec<u32>,
-    ) -> Option<Self> {
-        let tiles_x = width.div_ceil(TILE_SIZE);
-        let tiles_y = height.div_ceil(TILE_SIZE);
-        let tiles = tiles_x as usize * tiles_y as usize;
-        let consistent = offsets.len() == tiles + 1
-            && offsets.first() == Some(&0)
-            && offsets.windows(2).all(|w| w[0] <= w[1])
-            && offsets[tiles] <= ids.len()
-            && ids.iter().all(|&i| (i as usize) < gaussians);
-        consistent.then_some(Bins {
-            width,
-            height,
-            tiles_x,
-            tiles_y,
-            gaussians,
-            offsets,
-            ids,
-        })
-    }
-
-    /// Image width, pixels.
-    pub fn width(&self) -> u32 {
-        self.width
-    }
-
-    /// Image height, pixels.
-    pub fn height(&self) -> u32 {
-        self.height
-    }
-
-    /// Tiles per row, `ceil(width / 16)`.
-    pub fn tiles_x(&self) -> u32 {
-        self.tiles_x
-    }
-
-    /// Tiles per column, `ceil(height / 16)`.
-    pub fn tiles_y(&self) -> u32 {
-        self.tiles_y
-    }
-
-    /// `[tiles + 1]`: tile `t`'s Gaussians are `ids[offsets[t]..offsets[t + 1]]`.
-    pub fn offsets(&self) -> &[usize] {
-        &self.offsets
-    }
-
-    /// `[offsets[tiles]]`: Gaussian indices, each tile's front to back.
-    pub fn ids(&self) -> &[u32] {
-        &self.ids
-    }
-
-    /// The Gaussians of tile `tile` (row-major), front to back; empty past the last tile.
-    pub fn tile(&self, tile: usize) -> &[u32] {
-        match (self.offsets.get(tile), self.offsets.get(tile + 1)) {
-            (Some(&lo), Some(&hi)) => &self.ids[lo..hi],
-            _ => &[],
-        }
-    }
-
-    fn tile_count(&self) -> usize {
-        self.tiles_x as usize * self.tiles_y as usize
-    }
-
-    fn pixels(&self) -> usize {
-        self.width as usize * self.height as usize
-    }
-
-    /// Tile `t`'s pixel ranges: columns `x0..x1`, rows `y0..y1`.
-    fn tile_pixels(&self, t: usize) -> (usize, usize, usize, usize) {
-        let size = TILE_SIZE as usize;
-        let (tx, ty) = (t % self.tiles_x as usize, t / self.tiles_x as usize);
-        let (x0, y0) = (tx * size, ty * size);
-        (
-            x0,
-            (x0 + size).min(self.width as usize),
-            y0,
-            (y0 + size).min(self.height as usize),
-        )
-    }
 }
 
 /// Row-major rasterization outputs (`H = height`, `W = width`).
@@ -226,172 +127,6 @@ fn check_len(
             expected,
             shape,
         })
-    }
-}
-
-/// Half-open tile index range of `[centre - radius, centre + radius]`, clipped to `tiles`;
-/// `None` when empty (or NaN).
-#[inline(always)]
-fn tile_span(centre: f64, radius: f64, tiles: u32) -> Option<(u32, u32)> {
-    // `clamp` would pass a NaN centre through, and a NaN spans nothing.
-    if centre.is_nan() {
-        return None;
-    }
-    let tile = f64::from(TILE_SIZE);
-    let limit = f64::from(tiles);
-    // Clamped to `[0, tiles]` before rounding, which gives the ranges of rounding first (the
-    // bounds are integers). There the truncating cast is `floor` and needs no libm call (the
-    // baseline x86-64 has no rounding instruction).
-    let lo = ((centre - radius) / tile).clamp(0.0, limit) as u32;
-    let end = ((centre + radius) / tile).clamp(0.0, limit);
-    let hi = end as u32 + u32::from(f64::from(end as u32) < end);
-    (hi > lo).then_some((lo, hi))
-}
-
-/// Gaussians per task of the binning's first pass.
-const BIN_CHUNK: usize = 8192;
-
-/// Bins the splats of `xy` `[N, 2]`, `depth` `[N]`, `radius` `[N, 2]` into the tiles of a
-/// `width x height` image (see [binning](super#binning)).
-///
-/// The tile rows are cut into bands, two per thread. A first pass over the Gaussians (in
-/// chunks, in index order) lists each drawn one in every band its tiles reach; each band then
-/// sorts its own list front to back and counts and fills its own tiles, with no test of other
-/// bands' Gaussians and with the sorts of the bands on all threads.
-pub fn bin<T: Real>(
-    xy: &[T],
-    depth: &[T],
-    radius: &[u32],
-    width: u32,
-    height: u32,
-) -> Result<Bins, RasterError> {
-    let n = depth.len();
-    check_len("xy", xy.len(), 2 * n, "[N, 2]")?;
-    check_len("radius", radius.len(), 2 * n, "[N, 2]")?;
-    if width == 0 || height == 0 {
-        return Err(RasterError::EmptyImage { width, height });
-    }
-    if u32::try_from(n).is_err() {
-        return Err(RasterError::TooMany(n));
-    }
-    let tiles_x = width.div_ceil(TILE_SIZE) as usize;
-    let tiles_y = height.div_ceil(TILE_SIZE) as usize;
-    let tiles = tiles_x * tiles_y;
-    let rows_per_band = tiles_y
-        .div_ceil(2 * rayon::current_num_threads().max(1))
-        .max(1);
-    let bands = tiles_y.div_ceil(rows_per_band);
-    let band_rows = |band: usize| band * rows_per_band..((band + 1) * rows_per_band).min(tiles_y);
-    // Per chunk of Gaussians, per band: the drawn Gaussians whose tiles reach the band.
-    let chunks: Vec<Vec<Vec<order::Drawn>>> = (0..n.div_ceil(BIN_CHUNK))
-        .into_par_iter()
-        .map(|chunk| {
-            let mut listed = vec![Vec::new(); bands];
-            for i in chunk * BIN_CHUNK..((chunk + 1) * BIN_CHUNK).min(n) {
-                let (rx, ry) = (radius[2 * i], radius[2 * i + 1]);
-                if rx == 0 && ry == 0 {
-                    continue;
-                }
-                let span = |centre: T, r: u32, tiles: usize| {
-                    tile_span(centre.to_f64(), f64::from(r), tiles as u32)
-                };
-                let Some((x0, x1)) = span(xy[2 * i], rx, tiles_x) else {
-                    continue;
-                };
-                let Some((y0, y1)) = span(xy[2 * i + 1], ry, tiles_y) else {
-                    continue;
-                };
-                // `n` fits in `u32` (checked above).
-                let drawn = order::Drawn::new(i as u32, depth[i], [x0, x1, y0, y1]);
-                for band in listed
-                    .iter_mut()
-                    .take((y1 as usize - 1) / rows_per_band + 1)
-                    .skip(y0 as usize / rows_per_band)
-                {
-                    band.push(drawn);
-                }
-            }
-            listed
-        })
-        .collect();
-    // Each band's Gaussians front to back, and its tiles' counts.
-    let sorted: Vec<(Vec<order::Drawn>, Vec<usize>)> = (0..bands)
-        .into_par_iter()
-        .map(|band| {
-            let listed: Vec<order::Drawn> = chunks
-                .iter()
-                .flat_map(|listed| listed[band].iter().copied())
-                .collect();
-            let listed = order::front_to_back(listed, depth);
-            let rows = band_rows(band);
-            let mut counts = vec![0usize; rows.len() * tiles_x];
-            for d in &listed {
-                for_band_tiles(d.rect, rows.clone(), tiles_x, |t| counts[t] += 1);
-            }
-            (listed, counts)
-        })
-        .collect();
-    drop(chunks);
-    let mut offsets = Vec::with_capacity(tiles + 1);
-    offsets.push(0);
-    for (_, counts) in &sorted {
-        for c in counts {
-            offsets.push(offsets[offsets.len() - 1] + c);
-        }
-    }
-    let mut ids = vec![0u32; offsets[tiles]];
-    let mut parts = Vec::with_capacity(bands);
-    let mut rest = ids.as_mut_slice();
-    for band in 0..bands {
-        let rows = band_rows(band);
-        let (t0, t1) = (rows.start * tiles_x, rows.end * tiles_x);
-        let (head, tail) = core::mem::take(&mut rest).split_at_mut(offsets[t1] - offsets[t0]);
-        parts.push((band, head));
-        rest = tail;
-    }
-    parts
-        .into_par_iter()
-        .zip(&sorted)
-        .for_each(|((band, part), (listed, _))| {
-            let rows = band_rows(band);
-            let t0 = rows.start * tiles_x;
-            let mut cursor: Vec<usize> = offsets[t0..t0 + rows.len() * tiles_x]
-                .iter()
-                .map(|o| o - offsets[t0])
-                .collect();
-            for d in listed {
-                let i = d.index();
-                for_band_tiles(d.rect, rows.clone(), tiles_x, |t| {
-                    part[cursor[t]] = i;
-                    cursor[t] += 1;
-                });
-            }
-        });
-    Ok(Bins {
-        width,
-        height,
-        tiles_x: tiles_x as u32,
-        tiles_y: tiles_y as u32,
-        gaussians: n,
-        offsets,
-        ids,
-    })
-}
-
-/// Calls `visit` with each tile of the tile rectangle `[x0, x1, y0, y1]` (half-open) in the
-/// tile rows `rows`, numbered from the first tile of `rows`, row-major (`tiles_x` per row).
-#[inline(always)]
-fn for_band_tiles(
-    [x0, x1, y0, y1]: [u32; 4],
-    rows: core::ops::Range<usize>,
-    tiles_x: usize,
-    mut visit: impl FnMut(usize),
-) {
-    for ty in (y0 as usize).max(rows.start)..(y1 as usize).min(rows.end) {
-        let row = (ty - rows.start) * tiles_x;
-        for tx in x0 as usize..x1 as usize {
-            visit(row + tx);
-        }
     }
 }
 
@@ -502,7 +237,7 @@ impl SegmentGrid {
 /// point clamped to the row; a segment is kept when either of its rows is. In `f64`, far from
 /// the `f32` rounding the lanes make. NaN, or `a <= 0`, rules nothing out.
 ///
-/// The AVX-512 build (`cpu_simd.rs`) computes the same values in the same order.
+/// The AVX-512 build (`cpu/explicit.rs`) computes the same values in the same order.
 #[inline(always)]
 fn reached_segments<T: Real>(f: &Footprint<T>, grid: &SegmentGrid) -> u32 {
     if f.reach < 0.0 {
@@ -689,7 +424,7 @@ impl<T: Real> TileSegments<T> {
 /// `exp(-sigma)`, the clamped alpha, whether the clamp is active, and whether the pair is
 /// drawn at all (`sigma >= 0` and `alpha >= 1/255`; false for NaN). `sigma = dx (a/2 dx + b
 /// dy) + c dy^2 / 2`: two fused multiply-adds (the lanes run in `simd::variants!`), the
-/// explicit walks of `cpu_simd.rs` round the same way.
+/// explicit walks of `cpu/explicit.rs` round the same way.
 #[inline(always)]
 fn lane_hit<T: Real>(f: &Footprint<T>, cx: T, cy: T) -> (T, T, T, T, bool, bool) {
     let half = T::from_f64(0.5);
@@ -785,7 +520,7 @@ simd::variants!(
     )
 );
 
-/// The explicit walks of `cpu_simd.rs` that serve `T` on this CPU: for `f32` with AVX-512 the
+/// The explicit walks of `cpu/explicit.rs` that serve `T` on this CPU: for `f32` with AVX-512 the
 /// 16-lane ones, with AVX2 and FMA the 8-lane ones; `None` otherwise (and for `f64`).
 #[cfg(target_arch = "x86_64")]
 fn explicit_walks<T: Real>() -> Option<(SegmentWalk<T>, SegmentReplay<T>)> {
@@ -1233,191 +968,4 @@ fn backward_with<T: Real>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::rngs::StdRng;
-    use rand::{RngExt, SeedableRng};
-
-    /// The explicit walks (AVX-512 and AVX2, whichever this CPU runs; `forward` and `backward`
-    /// pick one for `f32`) against the portable bodies, bit for bit, on random scenes with thin
-    /// rotated splats, clamped alphas, transmittance stops, a NaN splat and an image size that
-    /// is not a multiple of 8 (nor of 2).
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn explicit_walks_match_the_portable_ones() {
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(7, |d| d.as_nanos() as u64);
-        println!("seed {seed}");
-        let mut rng = StdRng::seed_from_u64(seed);
-        let (width, height) = (61u32, 45u32);
-        let n = 400;
-        let mut xy = Vec::new();
-        let mut conic = Vec::new();
-        for _ in 0..n {
-            xy.extend([
-                rng.random::<f32>() * 70.0 - 5.0,
-                rng.random::<f32>() * 55.0 - 5.0,
-            ]);
-            let (s0, s1) = (
-                0.3 + 6.0 * rng.random::<f32>(),
-                0.3 + 6.0 * rng.random::<f32>(),
-            );
-            let theta = std::f32::consts::PI * rng.random::<f32>();
-            let (sin, cos) = theta.sin_cos();
-            let (v0, v1) = (s0 * s0, s1 * s1);
-            let (xx, xyc, yy) = (
-                cos * cos * v0 + sin * sin * v1,
-                cos * sin * (v0 - v1),
-                sin * sin * v0 + cos * cos * v1,
-            );
-            let det = xx * yy - xyc * xyc;
-            conic.extend([yy / det, -xyc / det, xx / det]);
-        }
-        let depth: Vec<f32> = (0..n).map(|_| 1.0 + rng.random::<f32>()).collect();
-        let color: Vec<f32> = (0..3 * n).map(|_| rng.random::<f32>()).collect();
-        let mut opacity: Vec<f32> = (0..n).map(|_| rng.random::<f32>()).collect();
-        for o in opacity.iter_mut().step_by(5) {
-            *o = 1.0;
-        }
-        opacity[7] = f32::NAN;
-        let radius = vec![1000u32; 2 * n];
-        let bins = bin(&xy, &depth, &radius, width, height).unwrap();
-        let a = RasterArrays {
-            xy: &xy,
-            depth: &depth,
-            conic: &conic,
-            color: &color,
-            opacity: &opacity,
-        };
-        let mut walks: Vec<(&str, SegmentWalk<f32>, SegmentReplay<f32>)> = Vec::new();
-        if explicit::avx512_available() {
-            walks.push((
-                "avx512",
-                explicit::forward_avx512,
-                explicit::backward_avx512,
-            ));
-        }
-        if explicit::avx2_available() {
-            walks.push(("avx2", explicit::forward_avx2, explicit::backward_avx2));
-        }
-        let bg = [0.1, 0.2, 0.3];
-        let portable = forward_with(&a, &bins, bg, forward_segment::<f32>(), true).unwrap();
-        assert!(
-            portable.alpha.iter().any(|&x| x > 0.5),
-            "the scene covers pixels"
-        );
-        let pixels = (width * height) as usize;
-        let v_rgb: Vec<f32> = (0..3 * pixels).map(|_| rng.random::<f32>() - 0.5).collect();
-        let v_alpha: Vec<f32> = (0..pixels).map(|_| rng.random::<f32>() - 0.5).collect();
-        let v_depth: Vec<f32> = (0..pixels).map(|_| rng.random::<f32>() - 0.5).collect();
-        let grads = RasterOutputGrads {
-            rgb: &v_rgb,
-            alpha: &v_alpha,
-            depth: &v_depth,
-        };
-        let replay = portable.replay();
-        let portable_grads =
-            backward_with(&a, &bins, bg, &replay, &grads, backward_segment::<f32>()).unwrap();
-        assert!(
-            portable_grads.color.iter().any(|&g| g != 0.0),
-            "the backward reaches splats"
-        );
-        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        for (walk, forward_fn, backward_fn) in walks {
-            let image = forward_with(&a, &bins, bg, forward_fn, true).unwrap();
-            assert_eq!(bits(&image.rgb), bits(&portable.rgb), "{walk} rgb");
-            assert_eq!(bits(&image.depth), bits(&portable.depth), "{walk} depth");
-            assert_eq!(
-                bits(&image.transmittance),
-                bits(&portable.transmittance),
-                "{walk} transmittance"
-            );
-            assert_eq!(image.last, portable.last, "{walk} last");
-            let g = backward_with(&a, &bins, bg, &replay, &grads, backward_fn).unwrap();
-            for (name, x, y) in [
-                ("xy", &g.xy, &portable_grads.xy),
-                ("conic", &g.conic, &portable_grads.conic),
-                ("color", &g.color, &portable_grads.color),
-                ("opacity", &g.opacity, &portable_grads.opacity),
-                ("depth", &g.depth, &portable_grads.depth),
-                ("xy_abs", &g.xy_abs, &portable_grads.xy_abs),
-            ] {
-                assert_eq!(bits(x), bits(y), "{walk} {name}");
-            }
-        }
-    }
-
-    /// The AVX-512 segment masks and lists against the portable ones, on random footprints
-    /// around random tiles (thin and wide splats, `a <= 0`, NaN and infinite fields, negative
-    /// reach) and every `present` pattern of a tile cut by the image border.
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn explicit_segment_lists_match_the_portable_ones() {
-        if !explicit::avx512_available() {
-            println!("skipped: no AVX-512 on this CPU");
-            return;
-        }
-        let seed = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(11, |d| d.as_nanos() as u64);
-        println!("seed {seed}");
-        let mut rng = StdRng::seed_from_u64(seed);
-        let specials = [f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, -1.0, 1e-30];
-        let mut reached = 0;
-        for _ in 0..50 {
-            let (x0, y0) = (
-                16 * rng.random_range(0..8usize),
-                16 * rng.random_range(0..8usize),
-            );
-            let n = rng.random_range(1..200usize);
-            let entries: Vec<Footprint<f32>> = (0..n)
-                .map(|_| {
-                    let mut v: [f32; 6] = [
-                        x0 as f32 + rng.random::<f32>() * 40.0 - 12.0,
-                        y0 as f32 + rng.random::<f32>() * 40.0 - 12.0,
-                        rng.random::<f32>() * 2.0,
-                        rng.random::<f32>() - 0.5,
-                        rng.random::<f32>() * 2.0,
-                        rng.random::<f32>(),
-                    ];
-                    if rng.random::<f32>() < 0.1 {
-                        v[rng.random_range(0..6usize)] = specials[rng.random_range(0..6usize)];
-                    }
-                    let arrays = RasterArrays {
-                        xy: &v[..2],
-                        depth: &[1.0],
-                        conic: &v[2..5],
-                        color: &[0.5; 3],
-                        opacity: &v[5..6],
-                    };
-                    Footprint::new(&arrays, 0)
-                })
-                .collect();
-            let grid = SegmentGrid::new(x0, y0);
-            let present = present_segments(rng.random_range(1..=16), rng.random_range(1..=16));
-            let mut portable = vec![0; n];
-            segment_masks_body(&entries, &grid, present, &mut portable);
-            let mut masks = vec![0; n];
-            // SAFETY: the CPU has AVX-512F (checked above).
-            unsafe { explicit::segment_masks_avx512(&entries, &grid, present, &mut masks) };
-            assert_eq!(masks, portable);
-            reached += masks.iter().filter(|&&m| m != 0).count();
-            let stride = n + 16;
-            let (mut lists, mut lens) = (vec![u32::MAX; SEGMENTS * stride], [0; SEGMENTS]);
-            segment_lists(&masks, &mut lists, stride, &mut lens);
-            let (mut wide, mut wide_lens) = (vec![7; SEGMENTS * stride], [3; SEGMENTS]);
-            // SAFETY: as above; `wide` holds `SEGMENTS * stride`.
-            unsafe { explicit::segment_lists_avx512(&masks, &mut wide, stride, &mut wide_lens) };
-            assert_eq!(wide_lens, lens);
-            for (s, &len) in lens.iter().enumerate() {
-                let range = s * stride..s * stride + len;
-                assert_eq!(wide[range.clone()], lists[range], "segment {s}");
-            }
-        }
-        assert!(
-            reached > 100,
-            "the footprints reach segments ({reached} masks)"
-        );
-    }
-}
+mod tests;
