@@ -5,17 +5,21 @@
 //! - `fused`: [`transform_into`], the rayon kernel writing into preallocated host buffers;
 //! - `tensor_ops`: the same maths as separate Burn tensor ops on ndarray (a matmul for the
 //!   means, a quaternion product from column slices, an add, one batched matmul per SH band);
-//! - `copy`: the memory floor, a parallel copy of the same input buffers into the same output
-//!   buffers (the bytes the transform must move, no arithmetic);
+//! - `copy`: the memory baseline, a parallel copy of the same input buffers into the same
+//!   output buffers (the bytes the transform must move, no arithmetic; plain stores, so every
+//!   output line is read before it is overwritten, which `fused`'s streaming stores avoid);
 //! - with `--features cuda`: `cuda`, the CubeCL kernel through `transform_gaussians` on CUDA
-//!   (device-resident tensors, synchronised).
+//!   (device-resident tensors, synchronised; SH rows only).
 //!
-//! At the end it prints medians, Gaussians/s, GB/s, the fraction of the copy's bandwidth and
-//! the fused/tensor-op ratio, and writes criterion's medians as `target/ember-bench/transform.json`
-//! (or `$EMBER_BENCH_JSON`), the file `trainer compare` reads.
+//! At the end it prints a table of criterion's medians from this run (the same numbers as
+//! criterion's report: rows a filter left out print `-`) with Gaussians/s, GB/s, the fraction
+//! of the copy's speed and the fused/tensor-op ratio, and writes them as
+//! `target/ember-bench/transform.json` (or `$EMBER_BENCH_JSON`), the file `trainer compare`
+//! reads. `scripts/transform-vs-numba.py` runs the `fused` and `copy` rows beside a numba
+//! kernel in the same run.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
@@ -27,7 +31,8 @@ use ember::kernels::transform::{
     PARAM_LINEAR, PARAM_LOG_SCALE, PARAM_OFFSET, PARAM_QUAT, PARAM_SH1, PARAM_SH2, PARAM_SH3,
     frame_params,
 };
-use ember_bench::criterion::{ReportInfo, criterion_dir, finish};
+use ember_bench::BenchResult;
+use ember_bench::criterion::{ReportInfo, collect, criterion_dir, finish};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
@@ -63,10 +68,6 @@ impl Buffers {
         ];
         let dst = src.each_ref().map(|v| vec![0.0f32; v.len()]);
         Buffers { src, dst }
-    }
-
-    fn bytes_moved(&self) -> usize {
-        2 * 4 * self.src.iter().map(Vec::len).sum::<usize>()
     }
 
     fn fused(&mut self, s: &Similarity) {
@@ -170,39 +171,31 @@ fn tensor_ops<B: Backend>(
     ]
 }
 
-fn median(mut f: impl FnMut(), runs: usize) -> Duration {
-    f();
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[runs / 2]
-}
-
 #[cfg(feature = "cuda")]
 mod gpu {
     use super::*;
     use ember::kernels::transform_gaussians;
     pub type Cuda = burn::backend::Cuda<f32, i32>;
 
-    /// Median time of the CUDA kernel on device-resident tensors, synchronised.
-    pub fn cuda_median(buffers: &Buffers, n: usize, k: usize, s: &Similarity) -> Duration {
+    /// The CUDA kernel on device-resident tensors, synchronised after every call.
+    pub fn bench_cuda(
+        group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        buffers: &Buffers,
+        n: usize,
+        k: usize,
+        s: &Similarity,
+    ) {
         let device = Default::default();
         let [m, q, l, sh] = buffers.tensors::<Cuda>(n, k, &device);
         let (m, q, l) = (m.reshape([n, 3]), q.reshape([n, 4]), l.reshape([n, 3]));
-        median(
-            || {
+        group.bench_function(BenchmarkId::new("cuda", n), |b| {
+            b.iter(|| {
                 let out = transform_gaussians(m.clone(), q.clone(), l.clone(), sh.clone(), &[*s])
                     .expect("valid");
                 black_box(&out);
                 Cuda::sync(&device).expect("sync");
-            },
-            20,
-        )
+            })
+        });
     }
 }
 
@@ -218,13 +211,8 @@ fn main() {
         .configure_from_args();
     let s = similarity();
     let device = Default::default();
-    let mut rows = Vec::new();
     for k in [0usize, 15] {
-        let label = if k == 0 { "no SH" } else { "SH degree 3" };
-        let mut group = criterion.benchmark_group(format!(
-            "transform/{}",
-            if k == 0 { "no_sh" } else { "sh3" }
-        ));
+        let mut group = criterion.benchmark_group(format!("transform/{}", sh_label(k)));
         for &n in &SIZES {
             let mut buffers = Buffers::new(n, k);
             group.throughput(Throughput::Elements(n as u64));
@@ -236,41 +224,17 @@ fn main() {
             group.bench_function(BenchmarkId::new("tensor_ops", n), |b| {
                 b.iter(|| black_box(tensor_ops(&inputs, &s, &device)))
             });
-            let fused = median(|| buffers.fused(&s), 7);
-            let copy = median(|| buffers.copy(), 7);
-            let tensor = median(|| drop(black_box(tensor_ops(&inputs, &s, &device))), 5);
             // Burn's CUDA runtime cannot create the `[N, 0, 3]` SH tensor of `K = 0` (zero
-            // strides), so the cuda column has SH rows only.
+            // strides), so the cuda rows are SH rows only.
             #[cfg(feature = "cuda")]
-            let cuda = (k > 0).then(|| gpu::cuda_median(&buffers, n, k, &s));
-            #[cfg(not(feature = "cuda"))]
-            let cuda: Option<Duration> = None;
-            rows.push((label, n, buffers.bytes_moved(), fused, copy, tensor, cuda));
+            if k > 0 {
+                gpu::bench_cuda(&mut group, &buffers, n, k, &s);
+            }
         }
         group.finish();
     }
     criterion.final_summary();
-    println!();
-    println!(
-        "| SH | N | fused ms | Gaussians/s | GB/s | of copy bandwidth | copy ms | tensor ops ms | tensor/fused | cuda ms |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for (label, n, bytes, fused, copy, tensor, cuda) in rows {
-        let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let gbs = |d: Duration| bytes as f64 / d.as_secs_f64() / 1e9;
-        println!(
-            "| {label} | {n} | {:.2} | {:.3e} | {:.1} | {:.0}% | {:.2} | {:.1} | {:.1}x | {} |",
-            ms(fused),
-            n as f64 / fused.as_secs_f64(),
-            gbs(fused),
-            100.0 * copy.as_secs_f64() / fused.as_secs_f64(),
-            ms(copy),
-            ms(tensor),
-            tensor.as_secs_f64() / fused.as_secs_f64(),
-            cuda.map(|d| format!("{:.3}", ms(d)))
-                .unwrap_or_else(|| "-".to_string()),
-        );
-    }
+    print_table(&collect(&root, started));
     let info = ReportInfo {
         bench: "transform",
         backend: "ndarray (tensor ops), host (fused, copy)",
@@ -278,4 +242,51 @@ fn main() {
         gaussians: 0,
     };
     finish(&root, started, &info);
+}
+
+fn sh_label(k: usize) -> &'static str {
+    if k == 0 { "no_sh" } else { "sh3" }
+}
+
+/// The summary of this run's criterion medians (so the table and criterion's report are the
+/// same numbers): per row Gaussians/s, GB/s moved, the fraction of the copy's speed and the
+/// tensor-op ratio. Rows a filter left out print `-`.
+fn print_table(results: &[BenchResult]) {
+    let median = |k: usize, row: &str, n: usize| {
+        let name = format!("transform/{}/{row}/{n}", sh_label(k));
+        results.iter().find(|r| r.name == name).map(|r| r.median_ms)
+    };
+    let ms = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
+    println!();
+    println!(
+        "| SH | N | fused ms | Gaussians/s | GB/s | of copy speed | copy ms | tensor ops ms | tensor/fused | cuda ms |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for k in [0usize, 15] {
+        for &n in &SIZES {
+            let fused = median(k, "fused", n);
+            let copy = median(k, "copy", n);
+            let tensor = median(k, "tensor_ops", n);
+            let ratio = |a: Option<f64>, b: Option<f64>, f: &dyn Fn(f64, f64) -> String| {
+                a.zip(b).map_or("-".to_string(), |(a, b)| f(a, b))
+            };
+            // Every float read once and written once: 10 per Gaussian plus 3 per SH coefficient.
+            let bytes = 2 * 4 * (10 + 3 * k) * n;
+            println!(
+                "| {} | {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                if k == 0 { "no SH" } else { "SH degree 3" },
+                ms(fused),
+                fused.map_or("-".to_string(), |f| format!("{:.3e}", n as f64 / (f / 1e3))),
+                fused.map_or("-".to_string(), |f| format!(
+                    "{:.1}",
+                    bytes as f64 / f / 1e6
+                )),
+                ratio(copy, fused, &|c, f| format!("{:.0}%", 100.0 * c / f)),
+                ms(copy),
+                ms(tensor),
+                ratio(tensor, fused, &|t, f| format!("{:.1}x", t / f)),
+                ms(median(k, "cuda", n)),
+            );
+        }
+    }
 }

@@ -19,7 +19,8 @@
 //!
 //! # Implementations
 //! - `cpu.rs`: rayon, one fused loop over Gaussians writing into caller-provided buffers
-//!   ([`cpu::transform_into`], no allocation) in `f32` or `f64`;
+//!   ([`cpu::transform_into`], no allocation) in `f32` or `f64`; `cpu/x86.rs`: its `f32`
+//!   blocks of eight Gaussians in AVX2, with streaming stores for outputs past the caches;
 //! - `cube.rs`: one CubeCL unit per (frame, Gaussian), the same arithmetic;
 //! - `ndarray.rs`, `fusion.rs`, `autodiff.rs`: the [`TransformOps`] impls for each backend.
 //!
