@@ -2,15 +2,18 @@
 """Ember's CPU Gaussian transform beside a numba kernel, timed in one run on one machine.
 
     pip install numba numpy            # once, into any Python 3.9+ environment
-    python3 scripts/transform-vs-numba.py [--sizes 100000,1000000,4000000] [--ember-only]
+    python3 scripts/transform-vs-numba.py [--sizes 100000,1000000,4000000] [--rounds 3] [--numba-only]
 
 The peer is the numba kernel one writes the obvious way: `@njit(parallel=True,
 fastmath=True)`, one `prange` over Gaussians, the quaternion product, rotate, scale, translate
 and the log-scale shift (plus, for SH degree 3, each band's 3x3, 5x5, 7x7 matrix per channel),
 into preallocated outputs of Ember's layout (means [N, 3], quats [N, 4], log-scales [N, 3],
-SH [N, 15, 3], f32). Its medians come first (after JIT compilation and a warm-up), then the
-script runs `cargo bench --bench transform -- 'fused|copy'` and prints both side by side with
-the ratio. Both use all cores (numba's threads, rayon's pool).
+SH [N, 15, 3], f32). Row by row (SH setting and size), it times numba (the median of calls
+over 1 s after JIT compilation and a warm-up) and right after it Ember's `fused` and `copy`
+rows (`cargo bench --bench transform` filtered to that row, criterion's medians): a shared
+machine's memory bandwidth drifts by tens of percent between minutes, so the two sides of a
+ratio are measured seconds apart. It does `--rounds` rounds over all rows and prints the
+medians over rounds. Both use all cores (numba's threads, rayon's pool).
 """
 
 import argparse
@@ -102,80 +105,93 @@ def median_ms(call, seconds=2.0, warm_up=0.5, min_runs=10):
     return 1e3 * float(np.median(times))
 
 
-def numba_medians(sizes):
-    """{(sh, n): ms} of the numba kernels; checks the geometry against NumPy first."""
+def numba_calls(n, rng):
+    """{sh: call} of the numba kernels on random sets of `n` Gaussians (geometry checked
+    against NumPy)."""
     rot, quat = rotation([0.3, -1.0, 0.4], 0.9)
     scale, shift, log_s = 1.7, np.array([0.5, -1.0, 2.0]), np.log(1.7)
-    rng = np.random.default_rng(1)
     f32 = lambda a: np.ascontiguousarray(a, dtype=np.float32)
-    rot32, shift32, quat32 = f32(rot), f32(shift), f32(quat)
+    geometry = (f32(rot), np.float32(scale), f32(shift), f32(quat), np.float32(log_s))
     # Timing only: the SH matrices are random (the work is the same as a rotation's).
-    bands = [f32(rng.standard_normal((n, n))) for n in (3, 5, 7)]
-    medians = {}
-    for n in sizes:
-        src = [f32(rng.random((n, 3)) - 0.5), f32(rng.random((n, 4)) - 0.5),
-               f32(rng.random((n, 3)) - 0.5), f32(rng.random((n, 15, 3)) - 0.5)]
-        dst = [np.empty_like(a) for a in src]
-        geometry = (rot32, np.float32(scale), shift32, quat32, np.float32(log_s))
+    bands = [f32(rng.standard_normal((m, m))) for m in (3, 5, 7)]
+    src = [f32(rng.random((n, 3)) - 0.5), f32(rng.random((n, 4)) - 0.5),
+           f32(rng.random((n, 3)) - 0.5), f32(rng.random((n, 15, 3)) - 0.5)]
+    dst = [np.empty_like(a) for a in src]
 
-        def no_sh():
-            transform_geometry(*src[:3], *geometry, *dst[:3])
+    def no_sh():
+        transform_geometry(*src[:3], *geometry, *dst[:3])
 
-        def sh3():
-            transform_with_sh(*src, *geometry, *bands, *dst)
+    def sh3():
+        transform_with_sh(*src, *geometry, *bands, *dst)
 
-        no_sh()
-        expected = scale * (src[0].astype(np.float64) @ rot.T) + shift
-        error = np.abs(dst[0] - expected).max()
-        if error > 1e-4:
-            sys.exit(f"numba kernel is wrong: means off by {error}")
-        medians[("no SH", n)] = median_ms(no_sh)
-        medians[("SH degree 3", n)] = median_ms(sh3)
-        print(f"numba {n}: no SH {medians[('no SH', n)]:.3f} ms, "
-              f"SH degree 3 {medians[('SH degree 3', n)]:.3f} ms", flush=True)
-    return medians
+    no_sh()
+    sh3()
+    expected = scale * (src[0].astype(np.float64) @ rot.T) + shift
+    error = np.abs(dst[0] - expected).max()
+    if error > 1e-4:
+        sys.exit(f"numba kernel is wrong: means off by {error}")
+    return {"no SH": no_sh, "SH degree 3": sh3}
 
 
-def ember_medians(json_path):
-    """{(sh, n, row): ms} from Ember's bench report (criterion's medians)."""
-    with open(json_path) as f:
-        report = json.load(f)
-    medians = {}
-    for result in report["results"]:
-        # transform/no_sh/fused/1000000
-        parts = result["name"].split("/")
-        if len(parts) == 4 and parts[0] == "transform":
-            sh = "no SH" if parts[1] == "no_sh" else "SH degree 3"
-            medians[(sh, int(parts[3]), parts[2])] = result["median_ms"]
-    return medians
+def ember_row(root, sh, n):
+    """(fused ms, copy ms): criterion's medians of one row of Ember's bench."""
+    key = "no_sh" if sh == "no SH" else "sh3"
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "transform.json")
+        env = dict(os.environ, EMBER_BENCH_JSON=report)
+        subprocess.run(["cargo", "bench", "--quiet", "--bench", "transform", "--",
+                        "--warm-up-time", "0.5", "--measurement-time", "1",
+                        f"transform/{key}/(fused|copy)/{n}$"],
+                       cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
+        with open(report) as f:
+            results = {r["name"]: r["median_ms"] for r in json.load(f)["results"]}
+    return results[f"transform/{key}/fused/{n}"], results[f"transform/{key}/copy/{n}"]
+
+
+def median(values):
+    return float(np.median(values))
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds over every row; the table has medians over them")
     parser.add_argument("--numba-only", action="store_true",
                         help="time the numba kernels only (no cargo bench)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    numba = numba_medians(sizes)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not args.numba_only:
+        subprocess.run(["cargo", "bench", "--bench", "transform", "--no-run"], cwd=root,
+                       check=True)
+    rng = np.random.default_rng(1)
+    rows = {}
+    for round_ in range(args.rounds):
+        for n in sizes:
+            calls = numba_calls(n, rng)
+            for sh in ["no SH", "SH degree 3"]:
+                numba_ms = median_ms(calls[sh], seconds=1.0)
+                fused, copy = (None, None) if args.numba_only else ember_row(root, sh, n)
+                rows.setdefault((sh, n), []).append((numba_ms, fused, copy))
+                ember = "" if fused is None else f"; Ember fused {fused:.3f} ms, copy {copy:.3f} ms"
+                print(f"round {round_ + 1}, {sh}, {n}: numba {numba_ms:.3f} ms{ember}",
+                      flush=True)
+            del calls
     if args.numba_only:
         return
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "transform.json")
-        env = dict(os.environ, EMBER_BENCH_JSON=report)
-        subprocess.run(["cargo", "bench", "--bench", "transform", "--", "fused|copy"],
-                       cwd=root, env=env, check=True)
-        ember = ember_medians(report)
+    print()
+    print(f"Medians over {args.rounds} round(s); each row's numba and Ember times are taken")
+    print("one right after the other, and its ratios are the medians of each round's.")
     print()
     print("| SH | N | Ember fused ms | copy ms | fused of copy speed | numba ms | numba / Ember |")
     print("|---|---|---|---|---|---|---|")
-    for (sh, n), numba_ms in sorted(numba.items(), key=lambda item: (item[0][0] != "no SH", item[0][1])):
-        fused, copy = ember.get((sh, n, "fused")), ember.get((sh, n, "copy"))
-        if fused is None or copy is None:
-            continue
-        print(f"| {sh} | {n} | {fused:.3f} | {copy:.3f} | {100 * copy / fused:.0f}% | "
-              f"{numba_ms:.3f} | {numba_ms / fused:.2f}x |")
+    for (sh, n), runs in sorted(rows.items(), key=lambda row: (row[0][0] != "no SH", row[0][1])):
+        numba_ms, fused, copy = (median([r[i] for r in runs]) for i in range(3))
+        of_copy = median([c / f for _, f, c in runs])
+        ratio = median([nb / f for nb, f, _ in runs])
+        print(f"| {sh} | {n} | {fused:.3f} | {copy:.3f} | {100 * of_copy:.0f}% | "
+              f"{numba_ms:.3f} | {ratio:.2f}x |")
 
 
 if __name__ == "__main__":

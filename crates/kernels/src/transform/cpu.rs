@@ -225,7 +225,7 @@ pub fn transform_batch_into<T: Real>(
     for (f, similarity) in similarities.iter().enumerate() {
         let params = frame_params(similarity)?;
         let frame = &Frame::<T>::new(&params);
-        let lanes = &vector_lanes::<T>(&params, k);
+        let lanes = &vector_lanes::<T>(&params);
         let means = &mut means[f * 3 * n..(f + 1) * 3 * n];
         let quats = &mut quats[f * 4 * n..(f + 1) * 4 * n];
         let log_scales = &mut log_scales[f * 3 * n..(f + 1) * 3 * n];
@@ -264,15 +264,15 @@ pub fn transform_batch_into<T: Real>(
 }
 
 /// The vector loops' constants for a frame, when they run: `T` is `f32` and the CPU has them.
-fn vector_lanes<T: Real>(params: &[f64; PARAMS_WIDTH], k: usize) -> Option<Lanes> {
+fn vector_lanes<T: Real>(params: &[f64; PARAMS_WIDTH]) -> Option<Lanes> {
     if TypeId::of::<T>() != TypeId::of::<f32>() {
         return None;
     }
     #[cfg(target_arch = "x86_64")]
     if x86::available() {
-        return Some(Lanes::new(Frame::<f32>::new(params), k));
+        return Some(Lanes::new(Frame::<f32>::new(params)));
     }
-    let _ = (params, k);
+    let _ = params;
     None
 }
 
@@ -412,7 +412,7 @@ mod tests {
         // 8 blocks of eight and a tail of 5.
         let n = 69;
         for k in [0, 3, 8, 15] {
-            let Some(lanes) = vector_lanes::<f32>(&params, k) else {
+            let Some(lanes) = vector_lanes::<f32>(&params) else {
                 eprintln!("skipped: this CPU runs no vector loops");
                 return;
             };

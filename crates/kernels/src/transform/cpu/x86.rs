@@ -1,5 +1,4 @@
-//! The `f32` transform in explicit AVX2 intrinsics: eight Gaussians' means, quaternions and
-//! log-scales per step, and one Gaussian's SH bands as 8-lane vectors.
+//! The `f32` transform in explicit AVX2 intrinsics, eight Gaussians per step.
 //!
 //! The portable loop is scalar: LLVM does not vectorise the `[N, 3]` rows, and at about 50
 //! instructions per Gaussian two cores cannot keep up with memory. Here:
@@ -11,11 +10,11 @@
 //!   `q`, each times a per-lane signed component of `q_R`, summed in the portable order (a
 //!   subtraction `a - b c` is the addition `a + (-b) c`, exactly);
 //! - **log-scales**: a flat add;
-//! - **SH**: a band of `n` rows is `3n` consecutive outputs (row-major, channel last). Each
-//!   output vector is, for every column `col`, the column's three source values tiled over the
-//!   lanes' channels (one permute) times the lanes' matrix entries, summed from zero in column
-//!   order as the portable loop does. A band's last vector is placed to end on its last
-//!   output (it overlaps the one before with the same values), so no store leaves the Gaussian.
+//! - **SH**: eight Gaussians' `3k` coefficients are transposed (8x8 at a time) so that each
+//!   vector holds one coefficient and channel of the eight; a band's matrix is then applied
+//!   with broadcast entries, summed from zero in column order as the portable loop does, and
+//!   the result transposed back. The Gaussians after the last whole block of a chunk (fewer
+//!   than eight) take the portable loop.
 //!
 //! Products and sums are separate instructions (no fused multiply-add), in the portable order,
 //! so the results are bit-identical to it, streamed or not
@@ -74,39 +73,6 @@ const GATHER: [[Gather; 3]; 3] = [
     [gather(2, 0), gather(2, 1), gather(2, 2)],
 ];
 
-/// Vectors per SH band of `n` rows (`3n` outputs) and where each starts in the band: the last
-/// one ends on the band's last output.
-const BAND_VECTORS: [(usize, usize, [usize; 3]); 3] = [
-    // (first coefficient, rows, vector starts)
-    (0, 3, [0, 1, usize::MAX]),
-    (3, 5, [0, 7, usize::MAX]),
-    (8, 7, [0, 8, 13]),
-];
-
-/// One output vector of an SH band: `acc = sum over col of weights[col] * tile(col)`.
-#[derive(Clone, Copy)]
-struct ShVector {
-    /// First output float, from the Gaussian's first SH float.
-    at: usize,
-    /// Columns of its band.
-    cols: usize,
-    /// Per column, the first of the four floats loaded (the column's three and a neighbour
-    /// inside the Gaussian).
-    load_at: [usize; 7],
-    /// Per column, the loaded float each lane takes.
-    index: [[i32; 8]; 7],
-    /// Per column, each lane's matrix entry `M[row][col]`.
-    weights: [[f32; 8]; 7],
-}
-
-const NO_VECTOR: ShVector = ShVector {
-    at: 0,
-    cols: 0,
-    load_at: [0; 7],
-    index: [[0; 8]; 7],
-    weights: [[0.0; 8]; 7],
-};
-
 /// One frame's constants as 8-lane vectors.
 pub(super) struct Lanes {
     /// The scalar constants, for the rows outside whole blocks.
@@ -118,14 +84,11 @@ pub(super) struct Lanes {
     /// Per term of the Hamilton product, each lane's signed component of `q_R`.
     quat: [[f32; 8]; 4],
     log_scale: f32,
-    /// The SH output vectors of `K` coefficients per Gaussian (up to seven, for `K = 15`).
-    sh: [ShVector; 7],
-    sh_vectors: usize,
 }
 
 impl Lanes {
-    /// The vectors of `frame` for Gaussians of `k` SH coefficients (`k` in `{0, 3, 8, 15}`).
-    pub(super) fn new(frame: Frame<f32>, k: usize) -> Self {
+    /// The vectors of `frame`.
+    pub(super) fn new(frame: Frame<f32>) -> Self {
         let linear = std::array::from_fn(|v| {
             std::array::from_fn(|c| {
                 std::array::from_fn(|i| frame.linear[3 * ((8 * v + i) % 3) + c])
@@ -133,8 +96,9 @@ impl Lanes {
         });
         let offset =
             std::array::from_fn(|v| std::array::from_fn(|i| frame.offset[(8 * v + i) % 3]));
-        // Term t of output component r is `sign * q_R[t] * q[PERM[t][r]]`; the permutes in
-        // `quats_block` apply PERM, these carry the signs.
+        // Term t of output component r is `sign * q_R[t] * q[p_t(r)]`: `quats_block`'s
+        // permutes take q's components in the orders p_1 = (1, 0, 3, 2), p_2 = (2, 3, 0, 1),
+        // p_3 = (3, 2, 1, 0) (p_0 is q itself); these carry the signs.
         const SIGNS: [[f32; 4]; 4] = [
             [1.0, 1.0, 1.0, 1.0],
             [-1.0, 1.0, -1.0, 1.0],
@@ -143,42 +107,12 @@ impl Lanes {
         ];
         let quat =
             std::array::from_fn(|t| std::array::from_fn(|i| SIGNS[t][i % 4] * frame.quat[t]));
-        let mut sh = [NO_VECTOR; 7];
-        let mut sh_vectors = 0;
-        let matrices: [&[f32]; 3] = [&frame.sh1, &frame.sh2, &frame.sh3];
-        for (band, &(first, n, starts)) in BAND_VECTORS.iter().enumerate() {
-            if first + n > k {
-                break;
-            }
-            for &start in starts.iter().filter(|&&s| s != usize::MAX) {
-                let mut vector = ShVector {
-                    at: 3 * first + start,
-                    cols: n,
-                    ..NO_VECTOR
-                };
-                for col in 0..n {
-                    // Load from one float early where one exists, so that the four floats
-                    // loaded never pass the Gaussian's last.
-                    let shift = usize::from(first + col > 0);
-                    vector.load_at[col] = 3 * (first + col) - shift;
-                    for i in 0..8 {
-                        let (row, channel) = ((start + i) / 3, (start + i) % 3);
-                        vector.index[col][i] = (shift + channel) as i32;
-                        vector.weights[col][i] = matrices[band][row * n + col];
-                    }
-                }
-                sh[sh_vectors] = vector;
-                sh_vectors += 1;
-            }
-        }
         Lanes {
             frame,
             linear,
             offset,
             quat,
             log_scale: frame.log_scale,
-            sh,
-            sh_vectors,
         }
     }
 }
@@ -391,32 +325,126 @@ pub(super) unsafe fn geometry(
 /// The CPU must have AVX2 ([`available`]).
 #[target_feature(enable = "avx2")]
 pub(super) unsafe fn sh(lanes: &Lanes, dst: &mut [f32], src: &[f32], coeffs: usize) {
-    for (d, s) in dst.chunks_exact_mut(coeffs).zip(src.chunks_exact(coeffs)) {
-        // SAFETY: both are one Gaussian's `coeffs` floats.
-        unsafe { sh_gaussian(lanes, s.as_ptr(), d.as_mut_ptr()) };
+    let blocks = src.len() / (8 * coeffs);
+    let whole = 8 * coeffs * blocks;
+    // SAFETY: whole blocks of eight Gaussians of `coeffs` floats.
+    unsafe {
+        match coeffs {
+            9 => sh_blocks::<9>(&lanes.frame, &mut dst[..whole], &src[..whole]),
+            24 => sh_blocks::<24>(&lanes.frame, &mut dst[..whole], &src[..whole]),
+            45 => sh_blocks::<45>(&lanes.frame, &mut dst[..whole], &src[..whole]),
+            _ => unreachable!("K in {{3, 8, 15}}"),
+        }
+    }
+    for (d, s) in dst[whole..]
+        .chunks_exact_mut(coeffs)
+        .zip(src[whole..].chunks_exact(coeffs))
+    {
+        lanes.frame.sh(s, d);
     }
 }
 
-/// One Gaussian's rotated SH coefficients from `src` into `dst`.
+/// The 8x8 transpose of eight vectors.
+#[inline(always)]
+unsafe fn transpose(r: [__m256; 8]) -> [__m256; 8] {
+    unsafe {
+        let t = [
+            _mm256_unpacklo_ps(r[0], r[1]),
+            _mm256_unpackhi_ps(r[0], r[1]),
+            _mm256_unpacklo_ps(r[2], r[3]),
+            _mm256_unpackhi_ps(r[2], r[3]),
+            _mm256_unpacklo_ps(r[4], r[5]),
+            _mm256_unpackhi_ps(r[4], r[5]),
+            _mm256_unpacklo_ps(r[6], r[7]),
+            _mm256_unpackhi_ps(r[6], r[7]),
+        ];
+        let u = [
+            _mm256_shuffle_ps::<0x44>(t[0], t[2]),
+            _mm256_shuffle_ps::<0xEE>(t[0], t[2]),
+            _mm256_shuffle_ps::<0x44>(t[1], t[3]),
+            _mm256_shuffle_ps::<0xEE>(t[1], t[3]),
+            _mm256_shuffle_ps::<0x44>(t[4], t[6]),
+            _mm256_shuffle_ps::<0xEE>(t[4], t[6]),
+            _mm256_shuffle_ps::<0x44>(t[5], t[7]),
+            _mm256_shuffle_ps::<0xEE>(t[5], t[7]),
+        ];
+        [
+            _mm256_permute2f128_ps::<0x20>(u[0], u[4]),
+            _mm256_permute2f128_ps::<0x20>(u[1], u[5]),
+            _mm256_permute2f128_ps::<0x20>(u[2], u[6]),
+            _mm256_permute2f128_ps::<0x20>(u[3], u[7]),
+            _mm256_permute2f128_ps::<0x31>(u[0], u[4]),
+            _mm256_permute2f128_ps::<0x31>(u[1], u[5]),
+            _mm256_permute2f128_ps::<0x31>(u[2], u[6]),
+            _mm256_permute2f128_ps::<0x31>(u[3], u[7]),
+        ]
+    }
+}
+
+/// One band of eight Gaussians, transposed (`t[3 * coefficient + channel]`, a lane per
+/// Gaussian): `o[3 * (FIRST + row) + ch] = sum over col of m[row][col] * t[3 * (FIRST + col) + ch]`,
+/// from zero in column order.
+#[inline(always)]
+unsafe fn band<const FIRST: usize, const N: usize, const M: usize>(
+    m: &[f32; M],
+    t: &[__m256; 45],
+    o: &mut [__m256; 45],
+) {
+    const { assert!(M == N * N) };
+    for row in 0..N {
+        unsafe {
+            let mut acc = [_mm256_setzero_ps(); 3];
+            for col in 0..N {
+                let w = _mm256_set1_ps(m[row * N + col]);
+                for (ch, acc) in acc.iter_mut().enumerate() {
+                    *acc = _mm256_add_ps(*acc, _mm256_mul_ps(w, t[3 * (FIRST + col) + ch]));
+                }
+            }
+            o[3 * (FIRST + row)..3 * (FIRST + row) + 3].copy_from_slice(&acc);
+        }
+    }
+}
+
+/// The rotated SH coefficients of blocks of eight Gaussians of `C` floats: each block's
+/// `8 x C` floats transposed (8x8 at a time, the last transpose ending on float `C - 1`),
+/// the bands' matrices applied a lane per Gaussian, transposed back.
 ///
 /// # Safety
-/// `src` and `dst` hold the `3k` floats of `k` given to [`Lanes::new`].
+/// `src` and `dst` are whole blocks (`8 C` floats each).
 #[inline(always)]
-unsafe fn sh_gaussian(lanes: &Lanes, src: *const f32, dst: *mut f32) {
-    for vector in &lanes.sh[..lanes.sh_vectors] {
-        // SAFETY: `Lanes::new` places every load (four floats from `load_at`) and store
-        // (eight from `at`) inside the Gaussian's `3k` floats.
+unsafe fn sh_blocks<const C: usize>(frame: &Frame<f32>, dst: &mut [f32], src: &[f32]) {
+    for (d, s) in dst.chunks_exact_mut(8 * C).zip(src.chunks_exact(8 * C)) {
+        let mut t = [unsafe { _mm256_setzero_ps() }; 45];
+        let mut o = t;
+        for b in 0..C.div_ceil(8) {
+            let at = (8 * b).min(C - 8);
+            // SAFETY: floats `at..at + 8` of each of the block's eight Gaussians.
+            let columns = unsafe {
+                transpose(std::array::from_fn(|g| {
+                    _mm256_loadu_ps(s.as_ptr().add(g * C + at))
+                }))
+            };
+            t[at..at + 8].copy_from_slice(&columns);
+        }
+        // SAFETY: register arithmetic on the transposed block.
         unsafe {
-            let mut acc = _mm256_setzero_ps();
-            for col in 0..vector.cols {
-                let four = _mm_loadu_ps(src.add(vector.load_at[col]));
-                let tile = _mm256_permutevar8x32_ps(
-                    _mm256_castps128_ps256(four),
-                    load_i(&vector.index[col]),
-                );
-                acc = _mm256_add_ps(acc, _mm256_mul_ps(load(&vector.weights[col]), tile));
+            band::<0, 3, 9>(&frame.sh1, &t, &mut o);
+            if C >= 24 {
+                band::<3, 5, 25>(&frame.sh2, &t, &mut o);
             }
-            _mm256_storeu_ps(dst.add(vector.at), acc);
+            if C >= 45 {
+                band::<8, 7, 49>(&frame.sh3, &t, &mut o);
+            }
+        }
+        for b in 0..C.div_ceil(8) {
+            let at = (8 * b).min(C - 8);
+            // SAFETY: floats `at..at + 8` of each of the block's eight Gaussians.
+            unsafe {
+                let rows = transpose(std::array::from_fn(|j| o[at + j]));
+                for (g, row) in rows.into_iter().enumerate() {
+                    _mm256_storeu_ps(d.as_mut_ptr().add(g * C + at), row);
+                }
+            }
         }
     }
 }
