@@ -2,7 +2,7 @@
 //!
 //! `cargo run --release --example train_lego [-- --steps 400]`
 //!
-//! A notebook in code, top to bottom: what `trainer --config configs/m9.toml` does, written
+//! A notebook in code, top to bottom: what `trainer --config configs/lego-100-1k.toml` does, written
 //! against `ember::train` directly. We load NeRF-Synthetic *lego* (`lego_400` under
 //! `$EMBER_DATA_DIR`) downscaled 4x to 100x100 on white, start from 20 000 random Gaussians
 //! around the point the cameras look at, and run the 3DGS step (render, L1 + SSIM, per-group
@@ -11,7 +11,7 @@
 //!
 //! What to notice:
 //! - the held-out PSNR climbs from ~7 dB (a grey fog) to ~21 dB in 400 steps (about 30 s on 2
-//!   CPU cores); the full m9 preset (100 training views, 1000 steps) reaches 28.9 dB;
+//!   CPU cores); the full lego-100-1k preset (100 training views, 1000 steps) reaches 28.9 dB;
 //! - densification grows the set (clone, split, prune), visible in the Gaussian count;
 //! - `train_lego_eval.png` shows a test view beside its ground truth.
 
@@ -22,7 +22,7 @@ use std::time::Instant;
 use ember::backend::DefaultAutodiff as Train;
 use ember::train::{TrainConfig, TrainScene, trainer::Trainer};
 
-/// The run's settings: the m9 preset, shortened.
+/// The run's settings: the lego-100-1k preset, shortened.
 const CONFIG: &str = r#"
 steps = 400
 seed = 0

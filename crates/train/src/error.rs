@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 /// Everything that can stop training, naming what and where.
 ///
-/// Each message holds its cause, so only the wrapped `ember-data` and model errors are
+/// Each message holds its cause, so only the wrapped `ember-data`, model and kernel errors are
 /// [`std::error::Error::source`]s; a report that walks the chain prints every cause once.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
@@ -47,6 +47,12 @@ pub enum TrainError {
         /// What the loss said.
         message: String,
     },
+    /// The densification statistics' kernel refused the step's screen gradients or extents.
+    #[error(transparent)]
+    DensifyStats(#[from] ember_kernels::DensifyStatsError),
+    /// The MCMC refinement's position noise refused the field's tensors.
+    #[error(transparent)]
+    Noise(#[from] ember_kernels::NoiseError),
     /// The scene cannot be trained on (no views, mismatched image sizes, ...).
     #[error("scene: {0}")]
     Scene(String),

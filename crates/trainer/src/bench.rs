@@ -34,7 +34,11 @@ pub struct RenderBenchArgs {
     #[arg(long, value_name = "B,..", value_delimiter = ',')]
     batches: Vec<usize>,
     /// Where the JSON results go.
-    #[arg(long, value_name = "FILE", default_value = "bench-render.json")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "target/ember-bench/bench-render.json"
+    )]
     json: PathBuf,
 }
 

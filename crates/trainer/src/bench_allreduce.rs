@@ -42,7 +42,11 @@ pub struct AllReduceBenchArgs {
     #[arg(long, default_value_t = 5)]
     repeats: usize,
     /// Where the JSON results go.
-    #[arg(long, value_name = "FILE", default_value = "bench-allreduce.json")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "target/ember-bench/bench-allreduce.json"
+    )]
     json: PathBuf,
 }
 

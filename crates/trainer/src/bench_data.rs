@@ -42,7 +42,11 @@ pub struct DataBenchArgs {
     #[arg(long, value_name = "MS", default_value_t = 0.0)]
     step_ms: f64,
     /// Where the JSON results go.
-    #[arg(long, value_name = "FILE", default_value = "bench-data.json")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "target/ember-bench/bench-data.json"
+    )]
     json: PathBuf,
 }
 

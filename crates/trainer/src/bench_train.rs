@@ -66,7 +66,11 @@ pub struct TrainBenchArgs {
     #[arg(long)]
     sync_phases: bool,
     /// Where the JSON results go.
-    #[arg(long, value_name = "FILE", default_value = "bench-train.json")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "target/ember-bench/bench-train.json"
+    )]
     json: std::path::PathBuf,
 }
 

@@ -58,7 +58,11 @@ pub struct ViewBenchArgs {
     #[command(flatten)]
     pub(crate) run: ConfigArgs,
     /// Where the JSON results go.
-    #[arg(long, value_name = "FILE", default_value = "bench-view.json")]
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "target/ember-bench/bench-view.json"
+    )]
     json: PathBuf,
 }
 

@@ -248,8 +248,7 @@ impl<B: DensifyStatsOps> Strategy<B> for AdaptiveDensity<B> {
                 width: stats.width,
                 height: stats.height,
             },
-        )
-        .map_err(|e| TrainError::Scene(e.to_string()))?;
+        )?;
         self.grad_sum = totals.grad_sum;
         self.visible_steps = totals.visible_steps;
         self.max_radius = totals.max_radius;

@@ -261,8 +261,7 @@ impl McmcDensity {
             field.log_scales.val(),
             field.opacity_logits.val(),
             &noise,
-        )
-        .map_err(|e| TrainError::Scene(e.to_string()))?;
+        )?;
         field.means = Param::from_tensor(moved);
         Ok(())
     }

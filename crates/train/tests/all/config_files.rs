@@ -22,7 +22,14 @@ fn every_preset_parses() {
     }
     names.sort();
     for wanted in [
-        "quick", "micro", "m8-smoke", "m8", "m9", "m10", "lego", "h100",
+        "quick",
+        "micro",
+        "lego-100-smoke",
+        "lego-100-fixed",
+        "lego-100-1k",
+        "lego-100-3k",
+        "lego",
+        "h100",
     ] {
         assert!(
             names.iter().any(|n| n == wanted),

@@ -11,10 +11,11 @@ fn lego_downscaled_learns() {
     let Some(path) = common::data_path("lego_400") else {
         return;
     };
-    // configs/m8-smoke.toml with fewer Gaussians, more steps and the faster rates short runs
+    // configs/lego-100-smoke.toml with fewer Gaussians, more steps and the faster rates short runs
     // need; evaluated on 40 of the 200 test views.
     let config = TrainConfig::from_file(
-        &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../configs/m8-smoke.toml"),
+        &std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../configs/lego-100-smoke.toml"),
     )
     .unwrap()
     .with_overrides(&[

@@ -534,7 +534,10 @@ fn a_configs_data_path_is_relative_to_the_config_file() {
     let Some(_) = data_path("lego_400") else {
         return;
     };
-    let preset = concat!(env!("CARGO_MANIFEST_DIR"), "/../../configs/m8-smoke.toml");
+    let preset = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../configs/lego-100-smoke.toml"
+    );
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
         .current_dir(&dir)
         .args([

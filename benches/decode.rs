@@ -9,19 +9,19 @@
 //! At the end criterion's medians go into `target/ember-bench/decode.json` (or
 //! `$EMBER_BENCH_JSON`), the file `trainer compare` reads.
 //!
-//! Run: `cargo bench -p ember-data --bench decode`.
+//! Run: `cargo bench --bench decode`.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
 
 use criterion::{Criterion, Throughput};
+use ember::data::{Dataset, DatasetOptions, ImageLoader, ImageSource, LoaderOptions};
 use ember_bench::criterion::{ReportInfo, criterion_dir, finish};
-use ember_data::{Dataset, DatasetOptions, ImageLoader, ImageSource, LoaderOptions};
 
 fn data_dir() -> PathBuf {
     std::env::var_os("EMBER_DATA_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"))
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data"))
 }
 
 /// The image sources of the train and test views of a scene (every view of a COLMAP scene).
