@@ -59,6 +59,8 @@
 pub mod activity;
 #[cfg(feature = "cube")]
 mod cube_alloc;
+#[cfg(feature = "cube")]
+mod cube_math;
 pub mod densify_stats;
 pub mod field;
 pub mod host_allocator;

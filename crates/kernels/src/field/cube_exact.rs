@@ -10,13 +10,7 @@ use super::cube::{BLOCK, PARAMS};
 /// Below this quaternion norm the rotation is the identity and gets no gradient.
 pub(super) const MIN_QUAT_NORM: f32 = 1e-12;
 
-/// A 3-vector in registers.
-#[derive(CubeType, Clone, Copy)]
-pub(super) struct Vec3<F: Float> {
-    pub(super) x: F,
-    pub(super) y: F,
-    pub(super) z: F,
-}
+pub(super) use crate::cube_math::Vec3;
 
 /// A row-major 3x3 matrix in registers.
 #[derive(CubeType, Clone, Copy)]

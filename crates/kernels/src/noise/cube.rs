@@ -15,7 +15,7 @@ use super::{
     UNIFORM_BITS,
 };
 use crate::cube_alloc::output;
-use crate::project::cube::finite;
+use crate::cube_math::{finite, sigmoid};
 
 /// Units per cube.
 const BLOCK: u32 = 256;
@@ -67,12 +67,6 @@ fn standard_normal<F: Float>(k: u32, pairs: u32, seed: u32) -> F {
         trig = F::sin(angle);
     }
     radius * trig
-}
-
-/// Burn's sigmoid, `exp(-ln(exp(-x) + 1))`.
-#[cube]
-fn sigmoid<F: Float>(x: F) -> F {
-    F::exp(-F::ln(F::exp(-x) + F::new(1.0)))
 }
 
 /// `d` where it is finite, else zero.

@@ -28,6 +28,7 @@ use super::ProjectOps;
 use super::cpu::TILE_SIZE;
 use super::{CameraParams, PACKED_WIDTH, ProjectGrads, ProjectInputs, ProjectOptions};
 use super::{ProjectPrimitives, check_setup};
+use crate::cube_math::{Vec3, apply, apply_t, combine, dot, finite, load3, scaled, store3, vec3};
 
 /// Units per cube.
 const BLOCK: u32 = 128;
@@ -40,9 +41,6 @@ pub(crate) const MAX_EXTENT_SIGMAS: f32 = 3.33;
 
 /// Below this quaternion norm the rotation is the identity and gets no gradient.
 const MIN_QUAT_NORM: f32 = crate::quat::MIN_QUAT_NORM as f32;
-
-/// Floats at or below this magnitude count as finite (comparisons with NaN are false).
-const FINITE_MAX: f32 = f32::MAX;
 
 /// The largest `f32` below `2^31`: radii and tile counts saturate there (the int output is i32).
 const INT_MAX: f32 = 2_147_483_520.0;
@@ -77,14 +75,6 @@ const CAM_TILES_X: usize = 27;
 const CAM_TILES_Y: usize = 28;
 /// Floats per camera row.
 const CAM_WIDTH: usize = 29;
-
-/// A 3-vector in registers.
-#[derive(CubeType, Clone, Copy)]
-struct Vec3<F: Float> {
-    x: F,
-    y: F,
-    z: F,
-}
 
 /// The camera of one launch in the kernel's float type.
 #[derive(CubeType, Clone, Copy)]
@@ -156,50 +146,6 @@ struct State<F: Float> {
     rx: F,
     ry: F,
     tiles: F,
-}
-
-#[cube]
-fn vec3<F: Float>(x: F, y: F, z: F) -> Vec3<F> {
-    Vec3::<F> { x, y, z }
-}
-
-#[cube]
-fn dot<F: Float>(a: Vec3<F>, b: Vec3<F>) -> F {
-    a.x * b.x + a.y * b.y + a.z * b.z
-}
-
-#[cube]
-fn scaled<F: Float>(a: Vec3<F>, s: F) -> Vec3<F> {
-    vec3::<F>(a.x * s, a.y * s, a.z * s)
-}
-
-/// `a s + b t`.
-#[cube]
-fn combine<F: Float>(a: Vec3<F>, s: F, b: Vec3<F>, t: F) -> Vec3<F> {
-    vec3::<F>(a.x * s + b.x * t, a.y * s + b.y * t, a.z * s + b.z * t)
-}
-
-/// `M^T v` for `M` given by its rows.
-#[cube]
-fn apply_t<F: Float>(m0: Vec3<F>, m1: Vec3<F>, m2: Vec3<F>, v: Vec3<F>) -> Vec3<F> {
-    combine::<F>(combine::<F>(m0, v.x, m1, v.y), F::new(1.0), m2, v.z)
-}
-
-/// `M v` for `M` given by its rows.
-#[cube]
-fn apply<F: Float>(m0: Vec3<F>, m1: Vec3<F>, m2: Vec3<F>, v: Vec3<F>) -> Vec3<F> {
-    vec3::<F>(dot::<F>(m0, v), dot::<F>(m1, v), dot::<F>(m2, v))
-}
-
-/// Whether `x` is finite: a comparison, false for a NaN (WGSL has no reliable `isnan`).
-#[cube]
-pub(crate) fn finite<F: Float>(x: F) -> bool {
-    F::abs(x) <= F::new(FINITE_MAX)
-}
-
-#[cube]
-fn load3<F: Float>(t: &Tensor<F>, base: usize) -> Vec3<F> {
-    vec3::<F>(t[base], t[base + 1], t[base + 2])
 }
 
 #[cube]
@@ -586,13 +532,6 @@ fn forward_kernel<F: Float, I: Int>(
 }
 
 /// Writes a 3-vector at `base`.
-#[cube]
-fn store3<F: Float>(t: &mut Tensor<F>, base: usize, v: Vec3<F>) {
-    t[base] = v.x;
-    t[base + 1] = v.y;
-    t[base + 2] = v.z;
-}
-
 /// One unit per Gaussian: recomputes its forward state and writes the gradients of all its
 /// inputs (zeros when culled).
 #[cube(launch)]
