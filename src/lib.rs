@@ -26,8 +26,8 @@ pub use ember_field as field;
 pub use ember_kernels as kernels;
 pub use ember_train as train;
 
-/// Between splat files and fields (`ember_train::splat_file`).
-pub use ember_train::splat_file as splats;
+/// Between splat files and fields (`ember_field::splats`).
+pub use ember_field::splats;
 
 /// Backend type aliases for the compiled cargo features.
 pub mod backend {

@@ -87,6 +87,14 @@ pub enum ModelError {
     /// Constructor inputs that cannot make a field.
     #[error("GaussianField: {0}")]
     Invalid(String),
+    /// A parameter could not be read back from its device.
+    #[error("reading `{what}` back from the device: {message}")]
+    Readback {
+        /// The parameter.
+        what: &'static str,
+        /// The device's reason.
+        message: String,
+    },
 }
 
 impl<B: Backend> GaussianField<B> {

@@ -2,7 +2,9 @@
 //! [`render`] (and [`render_batch`] for several cameras), and [`Similarity`] transforms of a whole field
 //! ([`GaussianField::transformed`], [`transform_camera`]).
 //!
-//! `ember-field` knows nothing about files; the custom ops it calls live in `ember-kernels`.
+//! `ember-field` knows no file format: [`splats`] turns `ember-data`'s host [`ember_data::Splats`]
+//! (what every format reads into) into a field and back. The custom ops it calls live in
+//! `ember-kernels`.
 
 #![warn(missing_docs)]
 
@@ -10,6 +12,7 @@ mod gaussian_field;
 mod init;
 mod render;
 pub mod sh;
+pub mod splats;
 mod transform;
 
 pub use ember_kernels::transform::{Similarity, TransformError};

@@ -22,6 +22,9 @@ pub enum TrainError {
     /// The model could not be built or holds non-finite values.
     #[error(transparent)]
     Model(#[from] ember_field::ModelError),
+    /// The field could not be written as a splat file.
+    #[error(transparent)]
+    WriteField(#[from] ember_field::splats::WriteFieldError),
     /// The renderer refused a camera or the field.
     #[error("rendering view {view}: {cause}")]
     Render {

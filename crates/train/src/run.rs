@@ -24,10 +24,10 @@ use crate::curve::{CurvePoint, curve_svg};
 use crate::error::{TrainError, write_atomically};
 use crate::eval::EvalReport;
 use crate::scene::TrainScene;
-use crate::splat_file::write_field;
 use crate::timing::{Phase, PhaseTimes};
 use crate::trainer::{StepReport, Trainer};
 use crate::view_cache::CacheStats;
+use ember_field::splats::write_field;
 
 /// Hooks for progress display, and for showing the field as it trains (the live viewer).
 pub trait RunObserver<B: SplatAutodiffBackend> {

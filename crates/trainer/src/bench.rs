@@ -9,9 +9,9 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use ember_bench::{BenchFile, BenchResult, comparison_table, peak_host_mib};
 use ember_data::{Dataset, DatasetOptions, read_splats};
+use ember_field::splats::field_from_splats;
 use ember_field::{Camera, RenderOptions, render, render_batch};
 use ember_kernels::SplatBackend;
-use ember_train::field_from_splats;
 use ember_train::scene::look_at;
 
 /// `trainer bench render --ply FILE [--data PATH] [--resolution WxH]`.

@@ -10,10 +10,10 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use ember_data::camera::{CameraFile, camera_params};
 use ember_data::{Dataset, DatasetOptions, SplatInfo, convert, info, read_splats, transform};
+use ember_field::splats::field_from_splats;
 use ember_field::{RenderOptions, render};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
-use ember_train::field_from_splats;
 use ember_train::write_atomically;
 use image::ImageFormat;
 

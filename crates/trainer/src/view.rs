@@ -12,13 +12,14 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use ember_data::read_splats;
 use ember_field::GaussianField;
+use ember_field::splats::field_from_splats;
 use ember_kernels::SplatBackend;
 use ember_train::checkpoint::CheckpointFile;
 use ember_train::config::DataConfig;
 use ember_train::scene::cameras_focus;
 use ember_train::{
     EvalReport, ObserverAction, RunObserver, SplatAutodiffBackend, StepReport, TrainConfig,
-    TrainScene, Trainer, field_from_splats,
+    TrainScene, Trainer,
 };
 use ember_viewer::{
     DatasetCamera, EvalViews, Frame, LiveAction, LiveRenderer, Mode, PhotoSource, SceneInfo, Split,

@@ -279,7 +279,7 @@ fn an_observer_sees_every_step_and_gets_its_checkpoint() {
     assert_eq!(field.sh_rest.dims()[1], file.sh_rest_coefficients);
     // The same centres as the PLY the run exported at the end.
     let splats = ember_data::read_splats(&out.join("splats.ply")).unwrap();
-    let from_ply = ember_train::field_from_splats::<ember_train::trainer::Inner<B>>(
+    let from_ply = ember_field::splats::field_from_splats::<ember_train::trainer::Inner<B>>(
         &splats,
         &Default::default(),
     )

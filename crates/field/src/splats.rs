@@ -1,17 +1,17 @@
 //! Between splat files and fields: [`Splats`] (host vectors, as `ember-data` reads and writes
 //! every splat format) to a [`GaussianField`] on a device and back. This is the one bridge
-//! between the two crates (`data` knows files, `field` knows tensors, neither knows the other);
-//! training exports through it and the facade re-exports it as `ember::splats`.
+//! between the two crates (`data` knows the formats, `field` the tensors); training, the
+//! viewer and the splat commands load and save through it, and the facade re-exports it as
+//! `ember::splats`.
 
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use ember_data::{Splats, write_splats};
-use ember_field::{GaussianField, ModelError};
 
-use crate::error::TrainError;
-use crate::params::to_host;
+use crate::ModelError;
+use crate::gaussian_field::GaussianField;
 
 /// A field holding `splats` on `device` (no features). The parameters are copied as they are:
 /// quaternions stay unnormalised, opacities stay logits, scales stay logs.
@@ -50,7 +50,7 @@ pub fn field_from_splats<B: Backend>(
 
 /// The parameters of `field` as host vectors (read back from the device, as `f32`); its
 /// features, if any, are not part of a splat file and are dropped.
-pub fn splats_from_field<B: Backend>(field: &GaussianField<B>) -> Result<Splats, TrainError> {
+pub fn splats_from_field<B: Backend>(field: &GaussianField<B>) -> Result<Splats, ModelError> {
     fn rows<const W: usize>(flat: Vec<f32>) -> Vec<[f32; W]> {
         flat.chunks_exact(W)
             .map(|c| std::array::from_fn(|i| c[i]))
@@ -69,8 +69,40 @@ pub fn splats_from_field<B: Backend>(field: &GaussianField<B>) -> Result<Splats,
 
 /// Writes `field` as a splat file at `path` in the format its extension names (a `.ply` is the
 /// standard 3DGS PLY: see [`ember_data::write_splats`]), atomically.
-pub fn write_field(field: &GaussianField<impl Backend>, path: &Path) -> Result<(), TrainError> {
+pub fn write_field(
+    field: &GaussianField<impl Backend>,
+    path: &Path,
+) -> Result<(), WriteFieldError> {
     Ok(write_splats(path, &splats_from_field(field)?)?)
+}
+
+/// Why [`write_field`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteFieldError {
+    /// The parameters could not be read back.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// The file could not be written.
+    #[error(transparent)]
+    File(#[from] ember_data::DataError),
+}
+
+/// `tensor`'s values as `f32` on the host; `what` names it in the error.
+fn to_host<B: Backend, const D: usize>(
+    tensor: Tensor<B, D>,
+    what: &'static str,
+) -> Result<Vec<f32>, ModelError> {
+    // `try_into_data`: a device that failed (out of memory, lost) is an error, not a panic.
+    let data = tensor.try_into_data().map_err(|e| ModelError::Readback {
+        what,
+        message: e.to_string(),
+    })?;
+    data.convert::<f32>()
+        .to_vec::<f32>()
+        .map_err(|e| ModelError::Readback {
+            what,
+            message: format!("{e:?}"),
+        })
 }
 
 #[cfg(test)]
