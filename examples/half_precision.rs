@@ -17,7 +17,7 @@
 //! run) and 34.8 dB (its H200 run) against its test images, assuming the rounding error is
 //! independent of the model's: `10 log10(1 + MSE_round / MSE_model)`. The experiment's rule is
 //! to keep a precision only if it costs under 0.05 dB and is faster. The speed half was
-//! measured on an H100 (BENCHMARKS.md, "Half-precision sums"): f16 sums were not faster, so
+//! measured on an H100 (docs/benchmarks-history.md, "Half-precision sums"): f16 sums were not faster, so
 //! Ember keeps f32 sums everywhere.
 //!
 //! Then the field query on the same splats (`out = sum_i f_i exp(-d_i^2 / 2)`, features

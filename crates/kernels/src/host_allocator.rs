@@ -4,8 +4,8 @@
 //! tile lists, the images; the backward's per-tile partial sums) and frees them again. glibc's
 //! `malloc` hands freed memory at the top of its heaps back to the kernel (and serves large
 //! blocks from `mmap`), so the next render faults every page in again, zero-filled by the
-//! kernel. `BENCHMARKS.md` ("The heap kept between renders") gives the measured cost, with the
-//! machine, date and command.
+//! kernel. `docs/benchmarks-history.md` ("the heap kept between renders") gives the measured
+//! cost, with the machine, date and command.
 //!
 //! [`keep_freed_memory`] tells glibc to keep freed memory for reuse instead. It changes the
 //! whole process, so Ember's library code never calls it: the `trainer` binary, the

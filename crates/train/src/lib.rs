@@ -42,7 +42,7 @@
 //! - Training images are decoded up front and fetched from memory each step; there is no
 //!   prefetch thread. On a GPU the photos stay on the device as `u8` within
 //!   `data.image_budget_mb`; only those past the budget are uploaded by each step that uses them
-//!   (`BENCHMARKS.md`, "The GPU step at scale", has the data phase's share of a step).
+//!   (`docs/benchmarks-history.md`, "The GPU step at scale", has the data phase's share of a step).
 
 #![warn(missing_docs)]
 

@@ -154,7 +154,7 @@ pub fn initial_field<Bk: burn::tensor::backend::Backend>(
     let (xyz, rgb) = match (&config.init.mode, &scene.points) {
         (InitMode::Points, Some((xyz, rgb))) => (xyz, rgb),
         // Without points, the view volume: on cup_colmap it beats the random box by 1.6 dB at
-        // 1000 steps and 0.6 dB at 1500 (BENCHMARKS.md, "Real captures").
+        // 1000 steps and 0.6 dB at 1500 (docs/benchmarks-history.md, "Real captures").
         (InitMode::ViewVolume, _) | (InitMode::Points, None) => {
             let (centre, half) = scene.bounds();
             let mut rng = StdRng::seed_from_u64(derive_seed(config.seed, STREAM_INIT, 1));
