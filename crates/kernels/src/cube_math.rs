@@ -1,6 +1,6 @@
 //! The small CubeCL helpers every op's kernels share: a 3-vector in registers and its
-//! arithmetic, finite checks that WGSL compiles reliably, `[_, 3]` loads and stores, and
-//! Burn's sigmoid. One definition each, so that the ops compute them the same way.
+//! arithmetic, finite checks that WGSL compiles reliably, `[_, 3]` loads and stores, a unit
+//! quaternion's rotation matrix, and Burn's sigmoid. One definition each, so that the ops compute them the same way.
 
 use cubecl::prelude::*;
 
@@ -66,6 +66,30 @@ pub(crate) fn store3<F: Float>(t: &mut Tensor<F>, base: usize, v: Vec3<F>) {
     t[base] = v.x;
     t[base + 1] = v.y;
     t[base + 2] = v.z;
+}
+
+/// The rows of the rotation matrix of the unit quaternion `(w, x, y, z)`.
+#[cube]
+pub(crate) fn rotation_rows<F: Float>(w: F, x: F, y: F, z: F) -> (Vec3<F>, Vec3<F>, Vec3<F>) {
+    let one = F::new(1.0);
+    let two = F::new(2.0);
+    (
+        vec3::<F>(
+            one - two * (y * y + z * z),
+            two * (x * y - w * z),
+            two * (x * z + w * y),
+        ),
+        vec3::<F>(
+            two * (x * y + w * z),
+            one - two * (x * x + z * z),
+            two * (y * z - w * x),
+        ),
+        vec3::<F>(
+            two * (x * z - w * y),
+            two * (y * z + w * x),
+            one - two * (x * x + y * y),
+        ),
+    )
 }
 
 /// Burn's sigmoid, `exp(-ln(exp(-x) + 1))` (the same rounding as its tensor op).

@@ -39,8 +39,8 @@
 //!    - `cube.rs`: the CubeCL kernels and `impl MyOps for CubeBackend<R, F, I, BT>`;
 //!    - `fusion.rs`: `impl<B: FusionBackend + MyOps> MyOps for Fusion<B>`;
 //!    - `autodiff.rs`: `impl<B: MyOps, C: CheckpointStrategy> MyOps for Autodiff<B, C>`.
-//! 2. In this file: the `pub mod myop;` line, `+ MyOps` in the alias [`SplatBackend`] (the trait
-//!    and its blanket impl list the same bounds), and the re-exports.
+//! 2. In this file: the `pub mod myop;` line, `MyOps` in the `splat_backend!` list (the alias
+//!    [`SplatBackend`] and its blanket impl are made from it), and the re-exports.
 //! 3. A test module `crates/kernels/tests/all/myop.rs` (and `myop_gpu.rs`, gated on the `wgpu`
 //!    or `cuda` feature), declared in `tests/all/main.rs`: the CPU kernel against f64 central
 //!    differences, the GPU kernels against the CPU, and bad inputs.
@@ -118,38 +118,33 @@ pub type WgpuCube = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32
 /// The unfused CUDA backend, as [`WgpuCube`] (Burn does not re-export the CUDA runtime type).
 #[cfg(feature = "cuda")]
 pub type CudaCube = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
-/// A Burn backend that can run every one of Ember's custom ops: the op traits together, as
-/// Burn's `Backend` is its `FloatTensorOps`, `ModuleOps`, ... together, and report its device
-/// memory ([`DeviceMemory`]). It has no methods of its
-/// own and is implemented for every backend that implements the op traits.
-///
-/// Code that runs one op can ask for that op's trait alone ([`field_query`] takes
-/// `B: FieldOps`); code that runs the whole pipeline asks for `SplatBackend`.
-pub trait SplatBackend:
-    FieldOps
-    + ProjectOps
-    + RasterOps
-    + TransformOps
-    + LossOps
-    + AdamOps
-    + NoiseOps
-    + DensifyStatsOps
-    + DeviceMemory
-{
+/// Defines [`SplatBackend`] over the op traits listed once: the trait's bounds and its blanket
+/// impl's are the same list, so adding an op is one entry here.
+macro_rules! splat_backend {
+    ($($op:ident),+ $(,)?) => {
+        /// A Burn backend that can run every one of Ember's custom ops: the op traits together,
+        /// as Burn's `Backend` is its `FloatTensorOps`, `ModuleOps`, ... together, and report its
+        /// device memory ([`DeviceMemory`]). It has no methods of its own and is implemented for
+        /// every backend that implements the op traits.
+        ///
+        /// Code that runs one op can ask for that op's trait alone ([`field_query`] takes
+        /// `B: FieldOps`); code that runs the whole pipeline asks for `SplatBackend`.
+        pub trait SplatBackend: $($op +)+ DeviceMemory {}
+
+        impl<B> SplatBackend for B where B: $($op +)+ DeviceMemory {}
+    };
 }
 
-impl<B> SplatBackend for B where
-    B: FieldOps
-        + ProjectOps
-        + RasterOps
-        + TransformOps
-        + LossOps
-        + AdamOps
-        + NoiseOps
-        + DensifyStatsOps
-        + DeviceMemory
-{
-}
+splat_backend!(
+    FieldOps,
+    ProjectOps,
+    RasterOps,
+    TransformOps,
+    LossOps,
+    AdamOps,
+    NoiseOps,
+    DensifyStatsOps,
+);
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and
 /// fitting code asks for.

@@ -65,12 +65,6 @@ use super::{Covariance, FieldGrads, FieldInputs, FieldOptions};
 use crate::cube_alloc::output;
 use crate::sort::cube::sort_pairs;
 
-/// Units per cube, and the number of Gaussians (or points) staged per shared-memory tile.
-pub(super) const BLOCK: usize = 128;
-
-/// Values per Gaussian in the prepared buffer: `W` row-major (9), then the mean (3).
-pub(super) const PARAMS: usize = 12;
-
 /// Most feature channels a unit accumulates in registers at once.
 pub(super) const MAX_CHUNK: usize = 8;
 

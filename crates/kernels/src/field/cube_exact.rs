@@ -5,12 +5,17 @@
 
 use cubecl::prelude::*;
 
-use super::cube::{BLOCK, PARAMS};
+pub(super) use crate::cube_math::Vec3;
+use crate::cube_math::rotation_rows;
+
+/// Units per cube, and the number of Gaussians (or points) staged per shared-memory tile.
+pub(super) const BLOCK: usize = 128;
+
+/// Values per Gaussian in the prepared buffer: `W` row-major (9), then the mean (3).
+pub(super) const PARAMS: usize = 12;
 
 /// Below this quaternion norm the rotation is the identity and gets no gradient.
 pub(super) const MIN_QUAT_NORM: f32 = 1e-12;
-
-pub(super) use crate::cube_math::Vec3;
 
 /// A row-major 3x3 matrix in registers.
 #[derive(CubeType, Clone, Copy)]
@@ -186,22 +191,18 @@ pub(super) fn unit_quat<F: Float>(quats: &Tensor<F>, i: usize) -> (Vec3<F>, F, F
 /// The rotation matrix of Gaussian `i`'s normalised quaternion.
 #[cube]
 pub(super) fn rotation<F: Float>(quats: &Tensor<F>, i: usize) -> Mat3<F> {
-    let one = F::new(1.0);
-    let two = F::new(2.0);
     let (v, w, _) = unit_quat::<F>(quats, i);
-    let x = v.x;
-    let y = v.y;
-    let z = v.z;
+    let (r0, r1, r2) = rotation_rows::<F>(w, v.x, v.y, v.z);
     Mat3::<F> {
-        m00: one - two * (y * y + z * z),
-        m01: two * (x * y - w * z),
-        m02: two * (x * z + w * y),
-        m10: two * (x * y + w * z),
-        m11: one - two * (x * x + z * z),
-        m12: two * (y * z - w * x),
-        m20: two * (x * z - w * y),
-        m21: two * (y * z + w * x),
-        m22: one - two * (x * x + y * y),
+        m00: r0.x,
+        m01: r0.y,
+        m02: r0.z,
+        m10: r1.x,
+        m11: r1.y,
+        m12: r1.z,
+        m20: r2.x,
+        m21: r2.y,
+        m22: r2.z,
     }
 }
 

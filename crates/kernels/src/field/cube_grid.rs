@@ -4,7 +4,6 @@
 
 use cubecl::prelude::*;
 
-use super::cube::BLOCK;
 use super::cube_exact::*;
 
 /// Levels of the Gaussian grid; level `LEVELS` is the bucket of Gaussians with a non-finite box.

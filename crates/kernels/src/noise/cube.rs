@@ -15,7 +15,7 @@ use super::{
     UNIFORM_BITS,
 };
 use crate::cube_alloc::output;
-use crate::cube_math::{finite, sigmoid};
+use crate::cube_math::{finite, rotation_rows, sigmoid};
 
 /// Units per cube.
 const BLOCK: u32 = 256;
@@ -107,17 +107,12 @@ fn perturb_means_kernel<F: Float>(
     let y = q2 / norm;
     let z = q3 / norm;
     let two = F::new(2.0);
-    let one = F::new(1.0);
-    let minus_two = F::new(-2.0);
-    let r0 = (y * y + z * z) * minus_two + one;
-    let r1 = (x * y - w * z) * two;
-    let r2 = (x * z + w * y) * two;
-    let r3 = (x * y + w * z) * two;
-    let r4 = (x * x + z * z) * minus_two + one;
-    let r5 = (y * z - w * x) * two;
-    let r6 = (x * z - w * y) * two;
-    let r7 = (y * z + w * x) * two;
-    let r8 = (x * x + y * y) * minus_two + one;
+    // The rotation's entries row-major (the same values as the CPU twin's `-2 a + 1` and
+    // `2 b`: doubling is exact).
+    let (row0, row1, row2) = rotation_rows::<F>(w, x, y, z);
+    let (r0, r1, r2) = (row0.x, row0.y, row0.z);
+    let (r3, r4, r5) = (row1.x, row1.y, row1.z);
+    let (r6, r7, r8) = (row2.x, row2.y, row2.z);
 
     let opacity = sigmoid::<F>(opacity_logits[i]);
     let gate = sigmoid::<F>((-opacity + F::new(CENTRE)) * F::new(STEEPNESS)) * F::cast_from(scale);

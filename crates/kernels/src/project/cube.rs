@@ -28,7 +28,9 @@ use super::ProjectOps;
 use super::cpu::TILE_SIZE;
 use super::{CameraParams, PACKED_WIDTH, ProjectGrads, ProjectInputs, ProjectOptions};
 use super::{ProjectPrimitives, check_setup};
-use crate::cube_math::{Vec3, apply, apply_t, combine, dot, finite, load3, scaled, store3, vec3};
+use crate::cube_math::{
+    Vec3, apply, apply_t, combine, dot, finite, load3, rotation_rows, scaled, store3, vec3,
+};
 
 /// Units per cube.
 const BLOCK: u32 = 128;
@@ -352,24 +354,7 @@ fn project_one<F: Float>(
         select(degenerate, zero, q_raw.z * inv_norm),
     );
     let norm = select(degenerate, zero, norm);
-    let x = q.x;
-    let y = q.y;
-    let z = q.z;
-    let r0 = vec3::<F>(
-        one - two * (y * y + z * z),
-        two * (x * y - qw * z),
-        two * (x * z + qw * y),
-    );
-    let r1 = vec3::<F>(
-        two * (x * y + qw * z),
-        one - two * (x * x + z * z),
-        two * (y * z - qw * x),
-    );
-    let r2 = vec3::<F>(
-        two * (x * z - qw * y),
-        two * (y * z + qw * x),
-        one - two * (x * x + y * y),
-    );
+    let (r0, r1, r2) = rotation_rows::<F>(qw, q.x, q.y, q.z);
     let scale = vec3::<F>(
         F::exp(log_scale.x),
         F::exp(log_scale.y),
