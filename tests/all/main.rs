@@ -2,9 +2,8 @@
 //! module per area. Each crate's own tests are in its `tests/` (the kernels' in
 //! `crates/kernels/tests/all`, the field's in `crates/field/tests/all`).
 
-// The helpers are the kernels tests' own (seeded inputs, data paths): one copy.
-#[path = "../../crates/kernels/tests/all/common.rs"]
-#[allow(dead_code)]
-mod common;
+// Seeded inputs and data paths, shared with the kernels' tests.
+use ember_test_utils as common;
+
 mod loss;
 mod transform_cpu;

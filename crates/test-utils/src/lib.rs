@@ -1,4 +1,6 @@
-//! Shared helpers: seeded random inputs, comparisons.
+//! Helpers shared by Ember's test binaries (the kernels', the field's and the facade's): seeded
+//! random inputs, comparisons, the gsplat oracle cases, data paths. Dev-only: no crate depends
+//! on it outside `[dev-dependencies]`.
 
 use ember_kernels::project::CameraParams;
 use rand::rngs::StdRng;
@@ -222,7 +224,7 @@ pub fn oracle_err(got: &[f64], want: &[f64], width: usize, kept: &[bool]) -> (f6
 }
 
 /// `EMBER_DATA_DIR`, or `../shared/data` beside the workspace root (the folder holding
-/// `Cargo.lock`, found above the manifest of whichever crate's tests include this file).
+/// `Cargo.lock`, found above this crate's manifest).
 pub fn data_dir() -> std::path::PathBuf {
     if let Some(dir) = std::env::var_os("EMBER_DATA_DIR") {
         return dir.into();

@@ -1,9 +1,8 @@
 //! `ember-field`'s tests: one binary (each test binary links all of Burn), one module per area.
 
-// The helpers are the kernels tests' own (seeded inputs, the gsplat oracle cases): one copy.
-#[path = "../../../kernels/tests/all/common.rs"]
-#[allow(dead_code)]
-mod common;
+// Seeded inputs and the gsplat oracle cases, shared with the kernels' tests.
+use ember_test_utils as common;
+
 mod field_model;
 mod render;
 mod tile_lists;

@@ -1,9 +1,10 @@
 //! The tests of `ember-kernels`: one binary (each test binary links all of Burn), one module per
 //! op. The GPU modules run with `--features wgpu` (lavapipe in CI) or `--features cuda`.
 
-// Also the helpers of the field's and the root's test binaries (each uses a part of it).
-#[allow(dead_code)]
-mod common;
+// Seeded inputs, comparisons and the gsplat oracle cases, shared with the field's and the
+// facade's test binaries.
+use ember_test_utils as common;
+
 mod densify_stats;
 mod field_cpu;
 #[cfg(any(feature = "wgpu", feature = "cuda"))]
