@@ -317,9 +317,10 @@ pub(super) unsafe fn geometry(
     }
 }
 
-/// The rotated SH coefficients of every Gaussian of `src` (`coeffs = 3k` floats each, `k` as
-/// given to [`Lanes::new`], at least 3) into `dst`, stored plainly: streaming them (through
-/// an aligned buffer of eight Gaussians) measured slower, the SH loop being compute-bound.
+/// The rotated SH coefficients of every Gaussian of `src` (`coeffs = 3k` floats each, `k` in
+/// `{3, 8, 15}`) into `dst`, whole blocks of eight transposed, the rest in the portable loop;
+/// stored plainly: streaming them (through an aligned buffer of eight Gaussians) measured
+/// slower, the SH loop being compute-bound.
 ///
 /// # Safety
 /// The CPU must have AVX2 ([`available`]).
