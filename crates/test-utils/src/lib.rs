@@ -224,16 +224,21 @@ pub fn oracle_err(got: &[f64], want: &[f64], width: usize, kept: &[bool]) -> (f6
 }
 
 /// `EMBER_DATA_DIR`, or `../shared/data` beside the workspace root (the folder holding
-/// `Cargo.lock`, found above this crate's manifest).
+/// `Cargo.lock`, found above the manifest of the test being run: cargo sets
+/// `CARGO_MANIFEST_DIR` when it runs a test, and this crate's own compile-time path may belong
+/// to another checkout sharing the target folder).
 pub fn data_dir() -> std::path::PathBuf {
     if let Some(dir) = std::env::var_os("EMBER_DATA_DIR") {
         return dir.into();
     }
-    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
     let root = manifest
         .ancestors()
         .find(|dir| dir.join("Cargo.lock").exists())
-        .unwrap_or(manifest);
+        .unwrap_or(&manifest);
     root.join("../shared/data")
 }
 
