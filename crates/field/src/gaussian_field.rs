@@ -87,14 +87,29 @@ pub enum ModelError {
     /// Constructor inputs that cannot make a field.
     #[error("GaussianField: {0}")]
     Invalid(String),
-    /// A parameter could not be read back from its device.
-    #[error("reading `{what}` back from the device: {message}")]
+    /// A tensor could not be read back from its device ([`to_host`]).
+    #[error("reading {what} from the device: {message}")]
     Readback {
-        /// The parameter.
+        /// Which tensor.
         what: &'static str,
         /// The device's reason.
         message: String,
     },
+}
+
+/// A tensor's values on the host, as `f32`; `what` names it in the error. A device that failed
+/// (out of memory, lost) is an error, not a panic.
+pub fn to_host<B: Backend, const D: usize>(
+    tensor: Tensor<B, D>,
+    what: &'static str,
+) -> Result<Vec<f32>, ModelError> {
+    let readback = |message: String| ModelError::Readback { what, message };
+    tensor
+        .try_into_data()
+        .map_err(|e| readback(e.to_string()))?
+        .convert::<f32>()
+        .to_vec::<f32>()
+        .map_err(|e| readback(format!("{e:?}")))
 }
 
 impl<B: Backend> GaussianField<B> {

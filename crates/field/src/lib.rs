@@ -17,7 +17,7 @@ mod transform;
 
 pub use ember_kernels::transform::{Similarity, TransformError};
 pub use ember_kernels::{Covariance, FieldError, FieldOptions, SplatAutodiffBackend, SplatBackend};
-pub use gaussian_field::{GaussianField, GaussianFieldConfig, ModelError};
+pub use gaussian_field::{GaussianField, GaussianFieldConfig, ModelError, to_host};
 pub use init::knn_mean_distance;
 pub use render::{
     BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, render,

@@ -10,8 +10,8 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use ember_data::{Splats, write_splats};
 
-use crate::ModelError;
 use crate::gaussian_field::GaussianField;
+use crate::{ModelError, to_host};
 
 /// A field holding `splats` on `device` (no features). The parameters are copied as they are:
 /// quaternions stay unnormalised, opacities stay logits, scales stay logs.
@@ -85,24 +85,6 @@ pub enum WriteFieldError {
     /// The file could not be written.
     #[error(transparent)]
     File(#[from] ember_data::DataError),
-}
-
-/// `tensor`'s values as `f32` on the host; `what` names it in the error.
-fn to_host<B: Backend, const D: usize>(
-    tensor: Tensor<B, D>,
-    what: &'static str,
-) -> Result<Vec<f32>, ModelError> {
-    // `try_into_data`: a device that failed (out of memory, lost) is an error, not a panic.
-    let data = tensor.try_into_data().map_err(|e| ModelError::Readback {
-        what,
-        message: e.to_string(),
-    })?;
-    data.convert::<f32>()
-        .to_vec::<f32>()
-        .map_err(|e| ModelError::Readback {
-            what,
-            message: format!("{e:?}"),
-        })
 }
 
 #[cfg(test)]

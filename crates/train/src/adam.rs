@@ -284,9 +284,10 @@ fn assign<B: Backend, const D: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::params::{index_tensor, to_host};
+    use crate::params::index_tensor;
     use burn::backend::NdArray;
     use burn::tensor::TensorData;
+    use ember_field::to_host;
 
     type B = NdArray<f32>;
 

@@ -21,9 +21,10 @@ use ember_field::{GaussianField, SplatAutodiffBackend};
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::error::{TrainError, write_atomically};
-use crate::params::{ParamGroup, to_host};
+use crate::params::ParamGroup;
 use crate::timing::Phase;
 use crate::trainer::{Inner, Trainer};
+use ember_field::to_host;
 
 /// The `format` metadata value of the files this version writes.
 pub const FORMAT: &str = "ember-train checkpoint v1";

@@ -103,10 +103,11 @@ pub enum TrainError {
         /// What the operating system said.
         cause: std::io::Error,
     },
-    /// Reading back a tensor from the device failed.
+    /// Reading back the step's values from the device failed (one transaction for several
+    /// tensors; a single tensor's readback is `ember_field::to_host`'s `ModelError::Readback`).
     #[error("reading {what} from the device: {message}")]
     Readback {
-        /// Which tensor.
+        /// Which tensors.
         what: &'static str,
         /// The backend's message.
         message: String,

@@ -14,9 +14,9 @@ use serde::Serialize;
 use crate::config::EvalConfig;
 use crate::error::{TrainError, write_atomically};
 use crate::loss::{psnr_from_mse, ssim};
-use crate::params::to_host;
 use crate::scene::TrainScene;
 use crate::view_cache::{CacheStats, ViewCache};
+use ember_field::to_host;
 
 /// Metrics of one held-out view.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -32,11 +32,12 @@ use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 use crate::adam::FieldGradients;
 use crate::config::{ReduceStrategyKind, TrainConfig};
 use crate::error::TrainError;
-use crate::params::{ParamGroup, to_host};
+use crate::params::ParamGroup;
 use crate::reduce::{OneDevice, PeerLink, ReadRequest, ReadValues, Reducer, read_together};
 use crate::run::{RunObserver, RunSummary, run_trainer};
 use crate::scene::TrainScene;
 use crate::trainer::{Inner, Trainer};
+use ember_field::to_host;
 use ember_field::{GaussianField, SplatAutodiffBackend};
 
 /// Steps between replica checks in debug and test builds when the config sets none.

@@ -7,8 +7,6 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use ember_field::GaussianField;
 
-use crate::error::TrainError;
-
 /// A parameter group: one learning rate, one Adam state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ParamGroup {
@@ -105,29 +103,11 @@ pub fn index_tensor<B: Backend>(indices: &[usize], device: &B::Device) -> Tensor
     Tensor::from_data(TensorData::new(data, [indices.len()]), device)
 }
 
-/// A tensor's values on the host, as `f32`.
-pub fn to_host<B: Backend, const D: usize>(
-    tensor: Tensor<B, D>,
-    what: &'static str,
-) -> Result<Vec<f32>, TrainError> {
-    // `try_into_data`: a device that failed (out of memory, lost) is an error, not a panic.
-    let data = tensor.try_into_data().map_err(|e| TrainError::Readback {
-        what,
-        message: e.to_string(),
-    })?;
-    data.convert::<f32>()
-        .to_vec::<f32>()
-        .map_err(|e| TrainError::Readback {
-            what,
-            message: format!("{e:?}"),
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use burn::backend::NdArray;
-    use ember_field::GaussianFieldConfig;
+    use ember_field::{GaussianFieldConfig, to_host};
 
     type B = NdArray<f32>;
 

@@ -13,7 +13,7 @@ use rand::{RngExt, SeedableRng};
 
 use crate::config::{DataConfig, ProceduralConfig};
 use crate::error::TrainError;
-use crate::params::to_host;
+use ember_field::to_host;
 
 /// A camera and the name of its image.
 #[derive(Debug, Clone, PartialEq)]

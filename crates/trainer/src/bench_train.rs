@@ -384,8 +384,8 @@ fn tile_pairs<Bk: SplatBackend>(
         )?;
         let counts = projected.tiles().float();
         let touched = counts.clone().greater_elem(0.0).float().sum();
-        pairs += f64::from(ember_train::params::to_host(counts.sum(), "tile counts")?[0]);
-        visible += f64::from(ember_train::params::to_host(touched, "tile counts")?[0]) / n;
+        pairs += f64::from(ember_field::to_host(counts.sum(), "tile counts")?[0]);
+        visible += f64::from(ember_field::to_host(touched, "tile counts")?[0]) / n;
         let (w, h) = (f64::from(camera.width), f64::from(camera.height));
         pixels += w * h;
         tiles += (w / 16.0).ceil() * (h / 16.0).ceil();

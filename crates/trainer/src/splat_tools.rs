@@ -142,7 +142,7 @@ pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Res
     let options = RenderOptions::default().with_background(background);
     let started = Instant::now();
     let out = render(&field, &camera, &options).context("rendering")?;
-    let rgb = ember_train::params::to_host(out.rgb, "the rendered image")?;
+    let rgb = ember_field::to_host(out.rgb, "the rendered image")?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     let bytes: Vec<u8> = rgb
         .iter()

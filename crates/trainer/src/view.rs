@@ -219,7 +219,7 @@ pub fn load_scene<B: SplatBackend>(
         }
         None => (Vec::new(), None),
     };
-    let means = ember_train::params::to_host(field.means.val(), "the Gaussian centres")?;
+    let means = ember_field::to_host(field.means.val(), "the Gaussian centres")?;
     let focus = focus(&cameras);
     let name = scene.display().to_string();
     let info = SceneInfo::framed(name, Mode::Scene, field.sh_degree(), &means, cameras, focus);

@@ -22,8 +22,9 @@ use crate::adam::GroupAdam;
 use crate::config::DensifyConfig;
 use crate::error::TrainError;
 use crate::params::ParamGroup;
-use crate::params::{index_tensor, to_host};
+use crate::params::index_tensor;
 use ember_field::GaussianField;
+use ember_field::to_host;
 use ember_kernels::{DensifyStats, DensifyStatsOps, ViewSize, accumulate_densify_stats};
 
 /// Split children are this much smaller than their parent (3DGS: `0.8 x 2`).

@@ -30,9 +30,10 @@ use super::{RefineContext, RefineReport, Refinement, StepStatistics, Strategy};
 use crate::adam::GroupAdam;
 use crate::config::DensifyConfig;
 use crate::error::TrainError;
-use crate::params::{index_tensor, to_host};
+use crate::params::index_tensor;
 use burn::module::Param;
 use ember_field::GaussianField;
+use ember_field::to_host;
 use ember_kernels::{MeanNoise, NoiseOps, perturb_means};
 
 /// Copies per source are capped here (as the reference implementation does).

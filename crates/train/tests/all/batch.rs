@@ -2,7 +2,8 @@
 //! single view, and the rates follow the square-root scaling rule. (That it learns as well as
 //! one view per step is measured on lego, BENCHMARKS.md.)
 
-use ember_train::params::{ParamGroup, to_host};
+use ember_field::to_host;
+use ember_train::params::ParamGroup;
 use ember_train::{TrainConfig, Trainer};
 
 use crate::common::{self, B};

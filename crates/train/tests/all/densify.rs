@@ -2,10 +2,11 @@
 
 use burn::tensor::{Int, Tensor, TensorData};
 use ember_field::GaussianField;
+use ember_field::to_host;
 use ember_train::adam::{AdamSettings, GroupAdam};
 use ember_train::config::DensifyConfig;
 use ember_train::densify::{AdaptiveDensity, RefineContext, StepStatistics, Strategy};
-use ember_train::params::{ParamGroup, to_host};
+use ember_train::params::ParamGroup;
 
 use crate::common;
 

@@ -8,8 +8,9 @@
 use std::sync::Arc;
 
 use burn::tensor::backend::Backend;
+use ember_field::to_host;
 use ember_train::parallel::collective_config;
-use ember_train::params::{ParamGroup, to_host};
+use ember_train::params::ParamGroup;
 use ember_train::{
     Quiet, SplatAutodiffBackend, TrainConfig, TrainError, TrainScene, Trainer, run,
     run_data_parallel,

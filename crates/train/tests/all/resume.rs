@@ -2,8 +2,9 @@
 //! does a run that waits for the device after every phase; a NaN loss stops the run and leaves
 //! the last checkpoint intact.
 
+use ember_field::to_host;
 use ember_train::checkpoint::CheckpointFile;
-use ember_train::params::{ParamGroup, to_host};
+use ember_train::params::ParamGroup;
 use ember_train::{Phase, TrainError, Trainer};
 
 use crate::common::{self, B};

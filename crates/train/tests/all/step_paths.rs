@@ -3,7 +3,8 @@
 //! (`Trainer::set_loss`) give the same bits on the CPU: a batch of one and of two, with the
 //! regularisers on, through densification, opacity resets and SH bands switching on.
 
-use ember_train::params::{ParamGroup, to_host};
+use ember_field::to_host;
+use ember_train::params::ParamGroup;
 use ember_train::{TrainConfig, Trainer};
 
 use crate::common::{self, B};
