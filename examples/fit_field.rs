@@ -66,52 +66,18 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The vertices of an ASCII PLY file (the first three properties of each vertex line).
-fn read_ascii_ply_vertices(path: &Path) -> Result<Vec<f32>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut lines = text.lines();
-    let mut count = None;
-    for line in lines.by_ref() {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            ["format", fmt, ..] if *fmt != "ascii" => {
-                return Err(format!(
-                    "{}: format {fmt} (this example reads ASCII PLY)",
-                    path.display()
-                ));
-            }
-            ["element", "vertex", n] => count = n.parse::<usize>().ok(),
-            ["end_header"] => break,
-            _ => {}
-        }
+/// The vertices of a PLY file (a scan or mesh: faces and other properties are skipped),
+/// flattened to `[x0, y0, z0, x1, ...]`.
+fn read_ply_vertices(path: &Path) -> Result<Vec<f32>, String> {
+    let cloud = ember_data::PointCloud::read_ply(path).map_err(|e| e.to_string())?;
+    if let Some(i) = cloud
+        .positions
+        .iter()
+        .position(|p| p.iter().any(|v| !v.is_finite()))
+    {
+        return Err(format!("{}: vertex {i} is not finite", path.display()));
     }
-    let count = count.ok_or(format!(
-        "{}: no `element vertex` in the header",
-        path.display()
-    ))?;
-    let mut vertices = Vec::with_capacity(3 * count);
-    for (i, line) in lines.take(count).enumerate() {
-        let xyz: Vec<f32> = line
-            .split_whitespace()
-            .take(3)
-            .filter_map(|w| w.parse().ok())
-            .collect();
-        if xyz.len() != 3 || xyz.iter().any(|v| !v.is_finite()) {
-            return Err(format!(
-                "{}: vertex {i} is not three finite numbers: {line:?}",
-                path.display()
-            ));
-        }
-        vertices.extend(xyz);
-    }
-    if vertices.len() != 3 * count {
-        return Err(format!(
-            "{}: {count} vertices announced, {} found",
-            path.display(),
-            vertices.len() / 3
-        ));
-    }
-    Ok(vertices)
+    Ok(cloud.positions.concat())
 }
 
 /// Points on a torus (major radius 0.6, minor 0.25): the stand-in when the bunny is absent.
@@ -289,7 +255,7 @@ fn main() -> Result<(), String> {
     // 1. The surface: the bunny's scan vertices, or a torus.
     let data_dir = std::env::var("EMBER_DATA_DIR").unwrap_or_else(|_| "../shared/data".into());
     let bunny = Path::new(&data_dir).join("geometry/bunny.ply");
-    let mut surface = match read_ascii_ply_vertices(&bunny) {
+    let mut surface = match read_ply_vertices(&bunny) {
         Ok(v) => {
             println!("surface: {} vertices of {}", v.len() / 3, bunny.display());
             v

@@ -56,6 +56,7 @@ mod dataset;
 mod error;
 pub mod images;
 mod loader;
+mod ply;
 pub mod points;
 pub mod splats;
 pub mod transforms_json;

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use super::{SH_C0, Splats, logit_of_byte};
 use crate::error::{DataError, Result};
-use crate::points::{Element, Encoding, Property, parse_header};
+use crate::ply::{Element, Encoding, Property, parse_header};
 
 /// Gaussians per chunk.
 pub const CHUNK_SIZE: usize = 256;
@@ -107,8 +107,9 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
         path: path.to_path_buf(),
         problem,
     };
-    let (encoding, elements, body_start) = parse_header(bytes, path)?;
-    if encoding != Encoding::LittleEndian {
+    let header = parse_header(bytes, path)?;
+    let (elements, body_start) = (&header.elements, header.body_start);
+    if header.encoding != Encoding::LittleEndian {
         return Err(ply_error(
             "compressed PLY must be binary_little_endian".to_string(),
         ));

@@ -1,8 +1,9 @@
 //! The 3DGS PLY layout: one `vertex` element with
 //! `x y z [nx ny nz] f_dc_0..2 f_rest_0..(3K-1) opacity scale_0..2 rot_0..3`.
 //!
-//! Read: ASCII, binary little- and big-endian, any scalar type (stored as `f32`), properties in
-//! any order; extra properties (normals, anything else) and other elements are skipped. The
+//! Read by the crate's one PLY reader: ASCII, binary little- and big-endian, any scalar type
+//! (stored as `f32`), properties in any order; extra properties (normals, anything else, lists)
+//! and other elements are skipped. The
 //! `f_rest_*` count must be `3 K` for an SH degree 0-3 (`K = 0, 3, 8, 15`); they are
 //! channel-major (all red coefficients, then green, then blue). A missing required property is
 //! named in the error.
@@ -15,7 +16,7 @@ use std::path::Path;
 
 use super::{Splats, sh_rest_coefficients};
 use crate::error::{DataError, Result};
-use crate::points::{Encoding, Property, Scalar, parse_header};
+use crate::ply::{Property, parse_header, read_vertex};
 
 /// Where a vertex property goes.
 #[derive(Debug, Clone, Copy)]
@@ -36,12 +37,9 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
         path: path.to_path_buf(),
         problem,
     };
-    let (encoding, elements, body_start) = parse_header(bytes, path)?;
-    let vertex_index = elements
-        .iter()
-        .position(|e| e.name == "vertex")
-        .ok_or_else(|| ply_error("no `vertex` element".to_string()))?;
-    let vertex = &elements[vertex_index];
+    let header = parse_header(bytes, path)?;
+    let vertex_index = header.vertex_index(path)?;
+    let vertex = &header.elements[vertex_index];
     let mut rest_count = 0usize;
     let mut slots = Vec::with_capacity(vertex.properties.len());
     for property in &vertex.properties {
@@ -88,12 +86,7 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
             ))
         })?;
     // Every required property, once.
-    let has = |name: &str| {
-        vertex
-            .properties
-            .iter()
-            .any(|p| matches!(p, Property::Scalar { name: n, .. } if n == name))
-    };
+    let has = |name: &str| vertex.scalar(name).is_some();
     let mut required: Vec<String> = ["x", "y", "z", "opacity"]
         .iter()
         .map(|s| s.to_string())
@@ -120,29 +113,7 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
     }
     let k = sh_rest_coefficients(sh_degree);
     let n = vertex.count;
-    // Refuse a count the body cannot hold before allocating for it: a binary record is at
-    // least its scalars' size, an ASCII one at least two characters per value.
-    let min_record: usize = match encoding {
-        Encoding::Ascii => 2 * vertex.properties.len(),
-        _ => vertex
-            .properties
-            .iter()
-            .map(|p| match p {
-                Property::Scalar { ty, .. } => ty.size(),
-                Property::List { count, .. } => count.size(),
-            })
-            .sum(),
-    };
-    let body_len = bytes.len() - body_start;
-    if n.saturating_mul(min_record) > body_len {
-        return Err(DataError::Truncated {
-            path: path.to_path_buf(),
-            offset: bytes.len() as u64,
-            what: format!(
-                "{n} vertex records of at least {min_record} bytes ({body_len} bytes of body)"
-            ),
-        });
-    }
+    header.check_vertex_count(vertex_index, bytes.len(), path)?;
     let mut splats = Splats {
         means: vec![[0.0; 3]; n],
         quats: vec![[0.0; 4]; n],
@@ -152,9 +123,9 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
         sh_rest: vec![0.0; n * k * 3],
         sh_degree,
     };
-    let mut store = |i: usize, slot: Slot, v: f64| {
+    read_vertex(bytes, path, &header, vertex_index, |i, property, v| {
         let v = v as f32;
-        match slot {
+        match slots[property] {
             Slot::Mean(c) => splats.means[i][c] = v,
             Slot::Dc(c) => splats.sh_dc[i][c] = v,
             // f_rest_j is channel j / K, coefficient j % K; stored coefficient-major.
@@ -164,202 +135,8 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
             Slot::Rot(c) => splats.quats[i][c] = v,
             Slot::Skip => {}
         }
-    };
-    let body = &bytes[body_start..];
-    match encoding {
-        Encoding::Ascii => read_ascii(
-            body,
-            path,
-            &elements,
-            vertex_index,
-            &slots,
-            &mut store,
-            bytes,
-        )?,
-        _ => read_binary(
-            body,
-            path,
-            encoding,
-            &elements,
-            vertex_index,
-            &slots,
-            &mut store,
-        )?,
-    }
-    Ok(splats)
-}
-
-fn read_binary(
-    body: &[u8],
-    path: &Path,
-    encoding: Encoding,
-    elements: &[crate::points::Element],
-    vertex_index: usize,
-    slots: &[Slot],
-    store: &mut impl FnMut(usize, Slot, f64),
-) -> Result<()> {
-    let truncated = |offset: usize, what: String| DataError::Truncated {
-        path: path.to_path_buf(),
-        offset: offset as u64,
-        what,
-    };
-    let mut offset = 0usize;
-    for (e, element) in elements.iter().enumerate() {
-        let fixed: Option<usize> = element
-            .properties
-            .iter()
-            .map(|p| match p {
-                Property::Scalar { ty, .. } => Some(ty.size()),
-                Property::List { .. } => None,
-            })
-            .sum();
-        if e != vertex_index {
-            // Elements before the vertex are skipped; the loop returns at the vertex.
-            match fixed {
-                Some(size) => {
-                    let len = element.count.saturating_mul(size);
-                    if len > body.len() - offset {
-                        return Err(truncated(offset, format!("`{}` records", element.name)));
-                    }
-                    offset += len;
-                }
-                None => {
-                    for record in 0..element.count {
-                        for property in &element.properties {
-                            let what = || format!("`{}` record {record}", element.name);
-                            let size = match property {
-                                Property::Scalar { ty, .. } => ty.size(),
-                                Property::List { count, item } => {
-                                    let end = offset + count.size();
-                                    if end > body.len() {
-                                        return Err(truncated(offset, what()));
-                                    }
-                                    let len = count.decode(&body[offset..end], encoding);
-                                    offset = end;
-                                    if !(0.0..=1e9).contains(&len) {
-                                        return Err(DataError::InvalidBinary {
-                                            path: path.to_path_buf(),
-                                            offset: offset as u64,
-                                            problem: format!("list length {len} in {}", what()),
-                                        });
-                                    }
-                                    len as usize * item.size()
-                                }
-                            };
-                            if size > body.len() - offset {
-                                return Err(truncated(offset, what()));
-                            }
-                            offset += size;
-                        }
-                    }
-                }
-            }
-            continue;
-        }
-        let Some(record_size) = fixed else {
-            return Err(DataError::Ply {
-                path: path.to_path_buf(),
-                problem: "the vertex element has a list property".to_string(),
-            });
-        };
-        let len = element.count.saturating_mul(record_size);
-        if len > body.len() - offset {
-            return Err(truncated(
-                offset,
-                format!(
-                    "{} vertex records of {record_size} bytes ({} bytes left)",
-                    element.count,
-                    body.len() - offset
-                ),
-            ));
-        }
-        let types: Vec<Scalar> = element
-            .properties
-            .iter()
-            .map(|p| match p {
-                Property::Scalar { ty, .. } => *ty,
-                Property::List { count, .. } => *count,
-            })
-            .collect();
-        for (i, record) in body[offset..offset + len]
-            .chunks_exact(record_size.max(1))
-            .enumerate()
-        {
-            let mut at = 0;
-            for (ty, slot) in types.iter().zip(slots) {
-                store(i, *slot, ty.decode(&record[at..], encoding));
-                at += ty.size();
-            }
-        }
-        return Ok(());
-    }
-    Ok(())
-}
-
-fn read_ascii(
-    body: &[u8],
-    path: &Path,
-    elements: &[crate::points::Element],
-    vertex_index: usize,
-    slots: &[Slot],
-    store: &mut impl FnMut(usize, Slot, f64),
-    whole: &[u8],
-) -> Result<()> {
-    let text = std::str::from_utf8(body).map_err(|_| DataError::Ply {
-        path: path.to_path_buf(),
-        problem: "the ASCII body is not text".to_string(),
     })?;
-    let header_lines = whole[..whole.len() - body.len()]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count();
-    let mut lines = text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty());
-    for (e, element) in elements.iter().enumerate() {
-        for record in 0..element.count {
-            let Some((line_index, line)) = lines.next() else {
-                return Err(DataError::Parse {
-                    path: path.to_path_buf(),
-                    line: header_lines + 1,
-                    problem: format!(
-                        "the file ends at `{}` record {record} of {}",
-                        element.name, element.count
-                    ),
-                });
-            };
-            if e != vertex_index {
-                continue;
-            }
-            let line_no = header_lines + line_index + 1;
-            let mut tokens = line.split_whitespace();
-            for (property, slot) in element.properties.iter().zip(slots) {
-                let token = tokens.next().ok_or_else(|| DataError::Parse {
-                    path: path.to_path_buf(),
-                    line: line_no,
-                    problem: "too few values for the vertex properties".to_string(),
-                })?;
-                let value: f64 = token.parse().map_err(|_| DataError::Parse {
-                    path: path.to_path_buf(),
-                    line: line_no,
-                    problem: format!("`{token}` is not a number"),
-                })?;
-                if let Property::List { .. } = property {
-                    // A list in a vertex: skip its items.
-                    for _ in 0..(value.max(0.0) as usize) {
-                        tokens.next();
-                    }
-                    continue;
-                }
-                store(record, *slot, value);
-            }
-        }
-        if e == vertex_index {
-            return Ok(());
-        }
-    }
-    Ok(())
+    Ok(splats)
 }
 
 /// The binary little-endian 3DGS PLY of `splats` (checked by the caller).
@@ -426,6 +203,74 @@ mod tests {
             let splats = sample(degree);
             let back = parse(&encode(&splats), Path::new("t.ply")).unwrap();
             assert_eq!(back, splats);
+        }
+    }
+
+    /// One reader under every PLY: a splat file whose vertices carry a list (a mesh exporter's
+    /// `vertex_indices`) reads as the same Gaussians in ASCII and in both binary byte orders.
+    #[test]
+    fn a_list_in_the_vertex_is_skipped_in_every_encoding() {
+        let names = [
+            "x", "y", "z", "f_dc_0", "f_dc_1", "f_dc_2", "opacity", "scale_0", "scale_1",
+            "scale_2", "rot_0", "rot_1", "rot_2", "rot_3",
+        ];
+        let values: Vec<f32> = (0..names.len()).map(|v| v as f32 * 0.5 - 1.0).collect();
+        let header = |format: &str| {
+            let mut text = format!("ply\nformat {format} 1.0\nelement vertex 1\n");
+            text.push_str("property float x\nproperty list uchar int links\n");
+            for name in &names[1..] {
+                text.push_str(&format!("property float {name}\n"));
+            }
+            text + "end_header\n"
+        };
+        let mut ascii = header("ascii");
+        ascii.push_str(&format!("{} 2 7 8", values[0]));
+        for v in &values[1..] {
+            ascii.push_str(&format!(" {v}"));
+        }
+        ascii.push('\n');
+        let binary = |big: bool| {
+            let mut bytes = header(if big {
+                "binary_big_endian"
+            } else {
+                "binary_little_endian"
+            })
+            .into_bytes();
+            let f32_bytes = |v: f32| {
+                if big {
+                    v.to_be_bytes()
+                } else {
+                    v.to_le_bytes()
+                }
+            };
+            let i32_bytes = |v: i32| {
+                if big {
+                    v.to_be_bytes()
+                } else {
+                    v.to_le_bytes()
+                }
+            };
+            bytes.extend(f32_bytes(values[0]));
+            bytes.push(2);
+            bytes.extend(i32_bytes(7));
+            bytes.extend(i32_bytes(8));
+            for v in &values[1..] {
+                bytes.extend(f32_bytes(*v));
+            }
+            bytes
+        };
+        let want = parse(ascii.as_bytes(), Path::new("a.ply")).unwrap();
+        assert_eq!(want.means, vec![[values[0], values[1], values[2]]]);
+        assert_eq!(
+            want.quats,
+            vec![[values[10], values[11], values[12], values[13]]]
+        );
+        for big in [false, true] {
+            assert_eq!(
+                parse(&binary(big), Path::new("b.ply")).unwrap(),
+                want,
+                "big {big}"
+            );
         }
     }
 
