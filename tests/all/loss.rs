@@ -1,6 +1,6 @@
 //! The fused photometric loss (`ember-kernels`) against the same loss written as Burn ops in
 //! `ember-train` (value and autodiff gradient). The kernel's own tests are in
-//! `crates/kernels/tests/all/loss.rs`.
+//! `crates/kernels/src/loss/tests.rs`.
 
 use burn::backend::{Autodiff, NdArray};
 use ember::kernels::{LossOptions, photometric_loss, ssim};

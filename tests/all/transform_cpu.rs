@@ -1,7 +1,7 @@
 //! Similarity transforms of Gaussian sets on the CPU: properties over random transforms
 //! (identity, composition, inverse, SH colour from the rotated direction, the render of a moved
 //! field from the moved camera), the batched form, and splat files to fields and back. The
-//! kernel's caller-buffer API against its tensor op is tested in `crates/kernels/tests`.
+//! kernel's caller-buffer API against its tensor op is tested in `crates/kernels/src/transform/tests.rs`.
 
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;

@@ -312,67 +312,44 @@ pub fn camera_params(pose: &Pose, intrinsics: &Intrinsics) -> CameraParams {
     }
 }
 
-/// One camera as a JSON object, the `--camera` file of `trainer render`: `rotation` (9 numbers,
-/// row-major world-to-camera `R`), `translation` (3), `fx`, `fy`, `cx`, `cy` (pixels), `width`,
-/// `height` (pixels); OpenCV axes, `p_cam = R p_world + t`. Unknown keys are refused.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct CameraFile {
-    /// World-to-camera rotation, 3x3 row-major.
-    pub rotation: [f64; 9],
-    /// World-to-camera translation.
-    pub translation: [f64; 3],
-    /// Focal length along x, pixels.
-    pub fx: f64,
-    /// Focal length along y, pixels.
-    pub fy: f64,
-    /// Principal point x, pixels.
-    pub cx: f64,
-    /// Principal point y, pixels.
-    pub cy: f64,
-    /// Image width, pixels.
-    pub width: u32,
-    /// Image height, pixels.
-    pub height: u32,
-}
-
-impl CameraFile {
-    /// Parses a camera file's bytes (`path` names it in errors) and checks it as the dataset
-    /// loaders check every view: an orthonormal rotation with determinant +1, finite values,
-    /// positive focal lengths and size.
-    pub fn parse(bytes: &[u8], path: &Path) -> Result<(Pose, Intrinsics)> {
-        let file: CameraFile = serde_json::from_slice(bytes).map_err(|cause| DataError::Json {
+/// Reads a camera file, the `--camera` of `trainer render`: [`CameraParams`]'s JSON form
+/// (`rotation`, 9 numbers, row-major world-to-camera `R`; `translation`, 3; `fx`, `fy`, `cx`,
+/// `cy` and `width`, `height` in pixels; OpenCV axes, `p_cam = R p_world + t`; unknown keys
+/// refused). `path` names the file in errors. The camera is checked as the dataset loaders check
+/// every view: an orthonormal rotation with determinant +1, finite values, positive focal
+/// lengths and size.
+pub fn parse_camera_file(bytes: &[u8], path: &Path) -> Result<CameraParams> {
+    let camera: CameraParams = serde_json::from_slice(bytes).map_err(|cause| DataError::Json {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let pose = Pose {
+        rotation: camera.rotation,
+        translation: camera.translation,
+    };
+    if let Some(problem) = pose.problem() {
+        return Err(DataError::InvalidPose {
             path: path.to_path_buf(),
-            cause,
-        })?;
-        let pose = Pose {
-            rotation: file.rotation,
-            translation: file.translation,
-        };
-        let intrinsics = Intrinsics {
-            fx: file.fx,
-            fy: file.fy,
-            cx: file.cx,
-            cy: file.cy,
-            width: file.width,
-            height: file.height,
-        };
-        if let Some(problem) = pose.problem() {
-            return Err(DataError::InvalidPose {
-                path: path.to_path_buf(),
-                view: "camera".to_string(),
-                problem,
-            });
-        }
-        if let Some(problem) = intrinsics.problem() {
-            return Err(DataError::InvalidIntrinsics {
-                path: path.to_path_buf(),
-                camera: "camera".to_string(),
-                problem,
-            });
-        }
-        Ok((pose, intrinsics))
+            view: "camera".to_string(),
+            problem,
+        });
     }
+    let intrinsics = Intrinsics {
+        fx: camera.fx,
+        fy: camera.fy,
+        cx: camera.cx,
+        cy: camera.cy,
+        width: camera.width,
+        height: camera.height,
+    };
+    if let Some(problem) = intrinsics.problem() {
+        return Err(DataError::InvalidIntrinsics {
+            path: path.to_path_buf(),
+            camera: "camera".to_string(),
+            problem,
+        });
+    }
+    Ok(camera)
 }
 
 #[cfg(test)]
@@ -389,15 +366,16 @@ mod tests {
     #[test]
     fn a_camera_file_parses_and_bad_ones_name_the_problem() {
         let path = Path::new("cam.json");
-        let (pose, intrinsics) =
-            CameraFile::parse(camera_json("[1,0,0, 0,1,0, 0,0,1]").as_bytes(), path).unwrap();
-        assert_eq!(pose.translation, [0.0, 0.0, 4.0]);
-        assert_eq!((intrinsics.width, intrinsics.height), (64, 48));
-        let zero = CameraFile::parse(camera_json("[0,0,0, 0,0,0, 0,0,0]").as_bytes(), path)
+        let camera =
+            parse_camera_file(camera_json("[1,0,0, 0,1,0, 0,0,1]").as_bytes(), path).unwrap();
+        assert_eq!(camera.translation, [0.0, 0.0, 4.0]);
+        assert_eq!(camera.center(), [0.0, 0.0, -4.0]);
+        assert_eq!((camera.width, camera.height), (64, 48));
+        let zero = parse_camera_file(camera_json("[0,0,0, 0,0,0, 0,0,0]").as_bytes(), path)
             .unwrap_err()
             .to_string();
         assert!(zero.contains("cam.json") && zero.contains("pose"), "{zero}");
-        let unknown = CameraFile::parse(br#"{"rotation": [1,0,0,0,1,0,0,0,1], "fov": 1}"#, path)
+        let unknown = parse_camera_file(br#"{"rotation": [1,0,0,0,1,0,0,0,1], "fov": 1}"#, path)
             .unwrap_err()
             .to_string();
         assert!(
@@ -406,7 +384,7 @@ mod tests {
         );
         let zero_size =
             camera_json("[1,0,0, 0,1,0, 0,0,1]").replace("\"width\": 64", "\"width\": 0");
-        let error = CameraFile::parse(zero_size.as_bytes(), path)
+        let error = parse_camera_file(zero_size.as_bytes(), path)
             .unwrap_err()
             .to_string();
         assert!(error.contains("intrinsics"), "{error}");

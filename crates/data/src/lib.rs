@@ -63,7 +63,7 @@ pub mod transforms_json;
 
 use std::path::Path;
 
-pub use camera::{CameraFile, Distortion, Intrinsics, Pose, opengl_c2w_to_opencv_w2c};
+pub use camera::{Distortion, Intrinsics, Pose, opengl_c2w_to_opencv_w2c, parse_camera_file};
 pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View};
 pub use error::{DataError, Result};
 pub use images::{DecodedImage, ImageSource};

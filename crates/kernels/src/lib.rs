@@ -21,7 +21,9 @@
 //! - `fusion.rs`: `impl<B: FusionBackend + XOps> XOps for Fusion<B>`, a custom fusion operation
 //!   that runs `B`'s implementation (Burn's `Wgpu` and `Cuda` are fusion backends);
 //! - `autodiff.rs`: `impl<B: XOps, C: CheckpointStrategy> XOps for Autodiff<B, C>`, the
-//!   hand-written `Backward` node (what it saves, what it calls).
+//!   hand-written `Backward` node (what it saves, what it calls);
+//! - `tests.rs` and `gpu_tests.rs`: its tests (the CPU kernel against f64 central differences,
+//!   the GPU kernels against the CPU).
 //!
 //! The [`transform`], [`noise`] and [`optim`] (one fused Adam update) ops have no backward: they
 //! edit a scene or step an optimizer, and their outputs are untracked under `Autodiff`. The
@@ -38,12 +40,18 @@
 //!    - `ndarray.rs`: `impl<B: NdArrayBackend> MyOps for B`, calling `cpu.rs`;
 //!    - `cube.rs`: the CubeCL kernels and `impl MyOps for CubeBackend<R, F, I, BT>`;
 //!    - `fusion.rs`: `impl<B: FusionBackend + MyOps> MyOps for Fusion<B>`;
-//!    - `autodiff.rs`: `impl<B: MyOps, C: CheckpointStrategy> MyOps for Autodiff<B, C>`.
-//! 2. In this file: the `pub mod myop;` line, `MyOps` in the `splat_backend!` list (the alias
-//!    [`SplatBackend`] and its blanket impl are made from it), and the re-exports.
-//! 3. A test module `crates/kernels/tests/all/myop.rs` (and `myop_gpu.rs`, gated on the `wgpu`
-//!    or `cuda` feature), declared in `tests/all/main.rs`: the CPU kernel against f64 central
-//!    differences, the GPU kernels against the CPU, and bad inputs.
+//!    - `autodiff.rs`: `impl<B: MyOps, C: CheckpointStrategy> MyOps for Autodiff<B, C>`;
+//!    - `tests.rs` (declared `#[cfg(test)] mod tests;` in `mod.rs`): the CPU kernel against f64
+//!      central differences, the ndarray op against the CPU kernel, and bad inputs;
+//!    - `gpu_tests.rs` (declared under `#[cfg(all(test, any(feature = "wgpu", feature =
+//!      "cuda")))]`): the GPU kernels against the CPU on random inputs.
+//!
+//!    The tests are unit tests of the crate: they run in its one test binary, use the crate's
+//!    own paths (`crate::myop::cpu`), and share seeded inputs and comparisons through the
+//!    dev-only `ember-test-utils`.
+//! 2. One entry in the `ops!` list of this file: `myop: MyOps { MyInputs, MyError, myop }` (the
+//!    module, its trait, the re-exports). The module declaration, the re-exports, the alias
+//!    [`SplatBackend`] and its blanket impl are made from that list.
 //!
 //! # Contiguous tensors on the GPU
 //! A CubeCL kernel that indexes a tensor densely (`t[row * width + col]`) must be given a
@@ -61,52 +69,17 @@ pub mod activity;
 mod cube_alloc;
 #[cfg(feature = "cube")]
 mod cube_math;
-pub mod densify_stats;
-pub mod field;
 pub mod host_allocator;
-pub mod loss;
 pub mod memory;
 #[cfg(feature = "ndarray")]
 mod ndarray_host;
-pub mod noise;
-pub mod optim;
-pub mod project;
 pub mod quat;
-pub mod raster;
 pub mod real;
 mod simd;
 pub mod sort;
-pub mod transform;
 
 pub use activity::{ActivityCounts, ActivityError, DeviceActivity, count_device_activity};
-pub use densify_stats::{
-    DensifyStats, DensifyStatsError, DensifyStatsOps, DensifyStatsPrimitives, ViewSize,
-    accumulate_densify_stats, densify_stats_tensor_ops,
-};
-pub use field::{
-    Covariance, FieldError, FieldGrads, FieldInputs, FieldOps, FieldOptions, field_query,
-};
-pub use loss::{
-    LossError, LossOps, LossOptions, LossOutputs, LossPrimitives, photometric_loss, ssim,
-};
 pub use memory::{DeviceMemory, MemoryUsage};
-pub use noise::{MeanNoise, NoiseError, NoiseInputs, NoiseOps, perturb_means};
-pub use optim::{
-    AdamGroup, AdamOps, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step,
-    adam_step_tensor_ops,
-};
-pub use project::{
-    CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOps,
-    ProjectOptions, ProjectPrimitives, Projected, SH_C0, project_gaussians, project_views,
-};
-pub use raster::{
-    IMAGE_CHANNELS, RasterError, RasterGradPrimitives, RasterImages, RasterOps, RasterPrimitives,
-    RasterSetup, RasterState, Rasterized, RasterizedViews, rasterize, rasterize_views,
-};
-pub use transform::{
-    Similarity, TransformError, TransformInputs, TransformOps, TransformPrimitives,
-    TransformedGaussians, transform_gaussians,
-};
 
 use burn::tensor::backend::AutodiffBackend;
 
@@ -118,10 +91,17 @@ pub type WgpuCube = burn_cubecl::CubeBackend<cubecl::wgpu::WgpuRuntime, f32, i32
 /// The unfused CUDA backend, as [`WgpuCube`] (Burn does not re-export the CUDA runtime type).
 #[cfg(feature = "cuda")]
 pub type CudaCube = burn_cubecl::CubeBackend<cubecl::cuda::CudaRuntime, f32, i32, u8>;
-/// Defines [`SplatBackend`] over the op traits listed once: the trait's bounds and its blanket
-/// impl's are the same list, so adding an op is one entry here.
-macro_rules! splat_backend {
-    ($($op:ident),+ $(,)?) => {
+
+/// The op list: for each op, its module, its trait and what the crate root re-exports from it.
+/// Each entry declares the module (`pub mod field;`) and the re-exports, and the traits together
+/// make [`SplatBackend`] and its blanket impl, so adding an op is its folder and one entry here.
+macro_rules! ops {
+    ($($module:ident: $op:ident { $($export:ident),* $(,)? }),+ $(,)?) => {
+        $(
+            pub mod $module;
+            pub use $module::{$op, $($export),*};
+        )+
+
         /// A Burn backend that can run every one of Ember's custom ops: the op traits together,
         /// as Burn's `Backend` is its `FloatTensorOps`, `ModuleOps`, ... together, and report its
         /// device memory ([`DeviceMemory`]). It has no methods of its own and is implemented for
@@ -135,16 +115,33 @@ macro_rules! splat_backend {
     };
 }
 
-splat_backend!(
-    FieldOps,
-    ProjectOps,
-    RasterOps,
-    TransformOps,
-    LossOps,
-    AdamOps,
-    NoiseOps,
-    DensifyStatsOps,
-);
+ops! {
+    field: FieldOps {
+        Covariance, FieldError, FieldGrads, FieldInputs, FieldOptions, field_query,
+    },
+    project: ProjectOps {
+        CameraParams, PACKED_WIDTH, ProjectError, ProjectGrads, ProjectInputs, ProjectOptions,
+        ProjectPrimitives, Projected, SH_C0, project_gaussians, project_views,
+    },
+    raster: RasterOps {
+        IMAGE_CHANNELS, RasterError, RasterGradPrimitives, RasterImages, RasterPrimitives,
+        RasterSetup, RasterState, Rasterized, RasterizedViews, rasterize, rasterize_views,
+    },
+    transform: TransformOps {
+        Similarity, TransformError, TransformInputs, TransformPrimitives, TransformedGaussians,
+        transform_gaussians,
+    },
+    loss: LossOps { LossError, LossOptions, LossOutputs, LossPrimitives, photometric_loss, ssim },
+    optim: AdamOps {
+        AdamGroup, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step,
+        adam_step_tensor_ops,
+    },
+    noise: NoiseOps { MeanNoise, NoiseError, NoiseInputs, perturb_means },
+    densify_stats: DensifyStatsOps {
+        DensifyStats, DensifyStatsError, DensifyStatsPrimitives, ViewSize,
+        accumulate_densify_stats, densify_stats_tensor_ops,
+    },
+}
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and
 /// fitting code asks for.

@@ -1,10 +1,12 @@
-//! Helpers shared by Ember's test binaries (the kernels', the field's and the facade's): seeded
-//! random inputs, comparisons, the gsplat oracle cases, data paths. Dev-only: no crate depends
-//! on it outside `[dev-dependencies]`.
+//! Helpers shared by Ember's tests (the kernels' op tests, the field's and the facade's test
+//! binaries): seeded random inputs, comparisons, the gsplat oracle cases, data paths. Dev-only:
+//! no crate depends on it outside `[dev-dependencies]`. It depends on no Ember crate, so the
+//! kernels' own unit tests can use it (a dependency on `ember-kernels` would link a second copy
+//! of the crate under test, whose types are not the test's).
 
-use ember_kernels::project::CameraParams;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
+use serde::de::DeserializeOwned;
 
 /// A fresh seed per call (printed, so a failure can be replayed with `EMBER_TEST_SEED`).
 pub fn fresh_rng(test: &str) -> StdRng {
@@ -74,17 +76,6 @@ impl Problem {
             p,
             n,
             c,
-        }
-    }
-
-    pub fn arrays(&self) -> ember_kernels::field::cpu::FieldArrays<'_, f64> {
-        ember_kernels::field::cpu::FieldArrays {
-            points: &self.points,
-            means: &self.means,
-            quats: &self.quats,
-            log_scales: &self.log_scales,
-            features: &self.features,
-            channels: self.c,
         }
     }
 }
@@ -191,18 +182,16 @@ impl OracleCase {
     }
 }
 
-/// The camera the oracle cases were made with.
-pub fn oracle_camera() -> CameraParams {
-    CameraParams {
-        rotation: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
-        translation: [-0.123, -0.456, 8.0],
-        fx: 61.5,
-        fy: 61.5,
-        cx: 61.5,
-        cy: 41.0,
-        width: 123,
-        height: 82,
-    }
+/// The camera the oracle cases were made with, as the camera type `C` (Ember's
+/// `CameraParams`) reads it from its JSON form.
+pub fn oracle_camera<C: DeserializeOwned>() -> C {
+    let camera = serde_json::json!({
+        "rotation": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        "translation": [-0.123, -0.456, 8.0],
+        "fx": 61.5, "fy": 61.5, "cx": 61.5, "cy": 41.0,
+        "width": 123, "height": 82,
+    });
+    serde_json::from_value(camera).expect("the oracle camera is a camera")
 }
 
 /// Largest `|got - want| / (1e-5 + 1e-2 |want|)` over the rows kept by the oracle: below 1 passes

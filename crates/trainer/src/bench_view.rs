@@ -20,9 +20,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use burn::backend::Autodiff;
 use clap::Args;
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
-use ember_kernels::SplatBackend;
+use ember_kernels::{CameraParams, SplatBackend};
 use ember_train::{TrainScene, Trainer};
-use ember_viewer::protocol::WireCamera;
 use ember_viewer::{FrameHeader, LiveRenderer, Mode, SceneInfo, Viewer, ViewerConfig, serve_field};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -67,7 +66,13 @@ pub struct ViewBenchArgs {
 }
 
 /// The camera `index` of `count` on a circle around the scene, a little above it.
-fn orbit_camera(hello: &Value, index: usize, count: usize, width: u32, height: u32) -> WireCamera {
+fn orbit_camera(
+    hello: &Value,
+    index: usize,
+    count: usize,
+    width: u32,
+    height: u32,
+) -> CameraParams {
     let vector = |key: &str| -> [f64; 3] {
         let v = &hello[key];
         [0, 1, 2].map(|i| v[i].as_f64().unwrap_or(0.0))
@@ -100,12 +105,12 @@ fn orbit_camera(hello: &Value, index: usize, count: usize, width: u32, height: u
     let right = unit(cross(forward, up));
     let down = cross(forward, right);
     let focal = f64::from(height) / (2.0 * (25f64.to_radians()).tan());
-    WireCamera {
+    CameraParams {
         rotation: [right, down, forward]
             .concat()
             .try_into()
             .unwrap_or([0.0; 9]),
-        position: eye,
+        translation: [0.0; 3],
         fx: focal,
         fy: focal,
         cx: f64::from(width) / 2.0,
@@ -113,6 +118,7 @@ fn orbit_camera(hello: &Value, index: usize, count: usize, width: u32, height: u
         width,
         height,
     }
+    .with_center(eye)
 }
 
 /// One frame's timing as the client saw it.

@@ -8,8 +8,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use ember_data::camera::{CameraFile, camera_params};
-use ember_data::{Dataset, DatasetOptions, SplatInfo, convert, info, read_splats, transform};
+use ember_data::{
+    Dataset, DatasetOptions, SplatInfo, convert, info, parse_camera_file, read_splats, transform,
+};
 use ember_field::splats::field_from_splats;
 use ember_field::{RenderOptions, render};
 use ember_kernels::transform::Similarity;
@@ -74,8 +75,7 @@ impl RenderArgs {
         if let Some(path) = &self.camera {
             let bytes = std::fs::read(path)
                 .with_context(|| format!("reading the camera {}", path.display()))?;
-            let (pose, intrinsics) = CameraFile::parse(&bytes, path)?;
-            return Ok(camera_params(&pose, &intrinsics));
+            return Ok(parse_camera_file(&bytes, path)?);
         }
         let (Some(data), Some(view)) = (&self.data, self.view) else {
             bail!("give --camera FILE.json, or --data PATH with --view I");

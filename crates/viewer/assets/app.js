@@ -34,6 +34,10 @@
   const normalize = (a) => { const l = length(a); return l > 1e-12 ? mul(a, 1 / l) : a.slice(); };
   const row = (m, i) => [m[3 * i], m[3 * i + 1], m[3 * i + 2]];
   const apply = (m, v) => [dot(row(m, 0), v), dot(row(m, 1), v), dot(row(m, 2), v)];
+  // A camera's centre from its world-to-camera rotation and translation (-R^T t), and back.
+  const centerOf = (c) => mul(add(add(mul(row(c.rotation, 0), c.translation[0]),
+    mul(row(c.rotation, 1), c.translation[1])), mul(row(c.rotation, 2), c.translation[2])), -1);
+  const translationOf = (r, eye) => mul(apply(r, eye), -1);
   const clamp = (x, lo, hi) => Math.min(hi, Math.max(lo, x));
   const radians = (deg) => (deg * Math.PI) / 180;
 
@@ -173,8 +177,8 @@
     const c = scene.cameras.find((cc) => cc.index === index);
     if (!c) throw new RangeError(`no dataset camera ${index}`);
     cam.rot = c.rotation.slice();
-    cam.eye = c.position.slice();
-    cam.dist = Math.max(minDist(), length(sub(c.position, scene.target)));
+    cam.eye = centerOf(c);
+    cam.dist = Math.max(minDist(), length(sub(cam.eye, scene.target)));
     datasetIndex = lastDataset = c.index;
     // Match the slider to the camera's vertical field of view, so moving off it keeps the framing.
     setFov(clamp((2 * Math.atan(c.height / 2 / c.fy) * 180) / Math.PI, 20, 120));
@@ -219,7 +223,7 @@
   // kind: 'quick' (half size, while moving), 'full', or 'shot' (screenshot).
   function renderCamera(kind) {
     const area = viewSize();
-    const base = { rotation: cam.rot.slice(), position: cam.eye.slice() };
+    const base = { rotation: cam.rot.slice(), translation: translationOf(cam.rot, cam.eye) };
     const c = datasetCamera();
     if (c) {
       let s = kind === 'shot'

@@ -1,7 +1,6 @@
 //! The WebSocket messages (`PROTOCOL.md` beside this crate's `Cargo.toml` is the reference):
 //! what a page sends, parsed and checked here, and the frame header the server sends back.
 
-use ember_data::Pose;
 use ember_kernels::CameraParams;
 use serde::{Deserialize, Serialize};
 
@@ -24,93 +23,40 @@ pub enum ClientMessage {
     Checkpoint,
 }
 
-/// A pinhole camera as the page sends it: world-to-camera rotation (row-major, OpenCV axes),
-/// camera centre in world units, intrinsics in pixels.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct WireCamera {
-    /// World-to-camera rotation `R`, 3x3 row-major.
-    pub rotation: [f64; 9],
-    /// The camera centre, world units.
-    pub position: [f64; 3],
-    /// Focal length along x, pixels.
-    pub fx: f64,
-    /// Focal length along y, pixels.
-    pub fy: f64,
-    /// Principal point x, pixels.
-    pub cx: f64,
-    /// Principal point y, pixels.
-    pub cy: f64,
-    /// Frame width, pixels.
-    pub width: u32,
-    /// Frame height, pixels.
-    pub height: u32,
-}
-
-impl WireCamera {
-    /// The page's form of `camera`.
-    pub fn from_params(camera: &CameraParams) -> WireCamera {
-        let pose = Pose {
-            rotation: camera.rotation,
-            translation: camera.translation,
-        };
-        WireCamera {
-            rotation: camera.rotation,
-            position: pose.center(),
-            fx: camera.fx,
-            fy: camera.fy,
-            cx: camera.cx,
-            cy: camera.cy,
-            width: camera.width,
-            height: camera.height,
+/// Checks a camera the page sent beyond what the renderer checks: finite numbers, a frame side
+/// in [`MIN_SIDE`]`..=`[`MAX_SIDE`], positive focal lengths, and an orthonormal rotation (within
+/// what a page's float arithmetic keeps).
+pub fn check_camera(camera: &CameraParams) -> Result<(), String> {
+    let finite = camera
+        .rotation
+        .iter()
+        .chain(&camera.translation)
+        .chain(&[camera.fx, camera.fy, camera.cx, camera.cy])
+        .all(|v| v.is_finite());
+    if !finite {
+        return Err("camera: every number must be finite".into());
+    }
+    for (name, side) in [("width", camera.width), ("height", camera.height)] {
+        if !(MIN_SIDE..=MAX_SIDE).contains(&side) {
+            return Err(format!(
+                "camera: {name} {side} is outside {MIN_SIDE}..={MAX_SIDE}"
+            ));
         }
     }
-
-    /// The renderer's form (`t = -R position`), after checking every field.
-    pub fn to_params(&self) -> Result<CameraParams, String> {
-        let finite = self
-            .rotation
-            .iter()
-            .chain(&self.position)
-            .chain(&[self.fx, self.fy, self.cx, self.cy])
-            .all(|v| v.is_finite());
-        if !finite {
-            return Err("camera: every number must be finite".into());
-        }
-        for (name, side) in [("width", self.width), ("height", self.height)] {
-            if !(MIN_SIDE..=MAX_SIDE).contains(&side) {
-                return Err(format!(
-                    "camera: {name} {side} is outside {MIN_SIDE}..={MAX_SIDE}"
-                ));
-            }
-        }
-        if self.fx <= 0.0 || self.fy <= 0.0 {
-            return Err("camera: fx and fy must be positive".into());
-        }
-        // R R^T = I within what a page's float arithmetic keeps.
-        let r = &self.rotation;
-        for i in 0..3 {
-            for j in 0..3 {
-                let dot: f64 = (0..3).map(|k| r[3 * i + k] * r[3 * j + k]).sum();
-                let want = if i == j { 1.0 } else { 0.0 };
-                if (dot - want).abs() > 1e-3 {
-                    return Err("camera: rotation is not orthonormal".into());
-                }
-            }
-        }
-        let p = &self.position;
-        let translation =
-            [0, 1, 2].map(|i| -(r[3 * i] * p[0] + r[3 * i + 1] * p[1] + r[3 * i + 2] * p[2]));
-        Ok(CameraParams {
-            rotation: self.rotation,
-            translation,
-            fx: self.fx,
-            fy: self.fy,
-            cx: self.cx,
-            cy: self.cy,
-            width: self.width,
-            height: self.height,
-        })
+    if camera.fx <= 0.0 || camera.fy <= 0.0 {
+        return Err("camera: fx and fy must be positive".into());
     }
+    let r = &camera.rotation;
+    for i in 0..3 {
+        for j in 0..3 {
+            let dot: f64 = (0..3).map(|k| r[3 * i + k] * r[3 * j + k]).sum();
+            let want = if i == j { 1.0 } else { 0.0 };
+            if (dot - want).abs() > 1e-3 {
+                return Err("camera: rotation is not orthonormal".into());
+            }
+        }
+    }
+    Ok(())
 }
 
 /// An encoding a frame can travel in.
@@ -140,8 +86,8 @@ impl FrameFormat {
 pub struct RenderMessage {
     /// The page's number for the request, echoed in the frame header.
     pub id: u64,
-    /// The camera.
-    pub camera: WireCamera,
+    /// The camera ([`CameraParams`]'s JSON form).
+    pub camera: CameraParams,
     /// Background colour, RGB in `[0, 1]` (default black).
     #[serde(default)]
     pub background: [f32; 3],
@@ -159,7 +105,7 @@ pub struct RenderMessage {
 impl RenderMessage {
     /// The checked request.
     pub fn request(&self) -> Result<FrameRequest, String> {
-        let camera = self.camera.to_params()?;
+        check_camera(&self.camera)?;
         if !self
             .background
             .iter()
@@ -172,7 +118,7 @@ impl RenderMessage {
         }
         Ok(FrameRequest {
             id: self.id,
-            camera,
+            camera: self.camera,
             background: self.background,
             sh_degree: self.sh_degree,
             centres: self.centres,

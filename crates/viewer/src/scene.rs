@@ -4,8 +4,6 @@
 use ember_kernels::CameraParams;
 use serde::Serialize;
 
-use crate::protocol::WireCamera;
-
 /// Whether the server shows a fixed field or a training run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -99,11 +97,7 @@ impl SceneInfo {
                     *u -= c.camera.rotation[3 + axis];
                 }
             }
-            let radius = median(
-                cameras
-                    .iter()
-                    .map(|c| distance(WireCamera::from_params(&c.camera).position)),
-            );
+            let radius = median(cameras.iter().map(|c| distance(c.camera.center())));
             (normalised(up).unwrap_or(DEFAULT_UP), radius)
         };
         let radius = if radius.is_finite() && radius > 0.0 {

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::ViewerError;
 use crate::frame::{Frame, encode, encode_frame};
-use crate::protocol::{ClientMessage, FrameFormat, FrameHeader, FrameRequest, WireCamera};
+use crate::protocol::{ClientMessage, FrameFormat, FrameHeader, FrameRequest};
 use crate::scene::{Mode, SceneInfo};
 
 /// Where and how the server listens.
@@ -185,13 +185,12 @@ impl Shared {
             .iter()
             .enumerate()
             .map(|(index, c)| {
-                let wire = WireCamera::from_params(&c.camera);
-                json!({
-                    "index": index, "name": c.name, "split": c.split,
-                    "rotation": wire.rotation, "position": wire.position,
-                    "fx": wire.fx, "fy": wire.fy, "cx": wire.cx, "cy": wire.cy,
-                    "width": wire.width, "height": wire.height,
-                })
+                // The camera's own JSON form, with the dataset's names beside it.
+                let mut camera = json!(c.camera);
+                camera["index"] = json!(index);
+                camera["name"] = json!(c.name);
+                camera["split"] = json!(c.split);
+                camera
             })
             .collect();
         let live = lock(&self.live);

@@ -8,7 +8,7 @@ use burn::tensor::{Tensor, TensorData};
 use ember_field::{
     Camera, GaussianField, RenderError, RenderOptions, render, render_batch, render_batch_images,
 };
-use ember_kernels::{ProjectOptions, SplatBackend};
+use ember_kernels::{CameraParams, ProjectOptions, SplatBackend};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
@@ -186,7 +186,7 @@ fn check_oracle<B: SplatBackend>(case: &str, device: &B::Device) {
         k: 16,
     };
     let n = scene.n();
-    let camera = oracle_camera();
+    let camera: CameraParams = oracle_camera();
     let options = RenderOptions {
         project: ProjectOptions {
             sh_degree: Some(3),

@@ -191,3 +191,6 @@ pub fn densify_stats_tensor_ops<B: Backend>(
         max_radius: max_radius.max_pair(radius * seen).into_primitive().tensor(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -239,3 +239,8 @@ pub fn field_query<B: FieldOps>(
     let out = B::field_forward(inputs, options);
     Ok(Tensor::from_primitive(TensorPrimitive::Float(out)))
 }
+
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;
+#[cfg(test)]
+mod tests;

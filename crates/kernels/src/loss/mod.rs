@@ -199,3 +199,8 @@ pub fn ssim<B: LossOps>(x: Tensor<B, 3>, y: Tensor<B, 3>) -> Result<Tensor<B, 1>
     let dssim = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(loss));
     Ok(dssim.neg() + 1.0)
 }
+
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;
+#[cfg(test)]
+mod tests;

@@ -260,3 +260,6 @@ fn standard_normals<B: Backend>(n: usize, seed: u32, device: &B::Device) -> Tens
     );
     normals.narrow(0, 0, 3 * n).reshape([3, n])
 }
+
+#[cfg(test)]
+mod tests;

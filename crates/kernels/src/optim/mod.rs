@@ -235,3 +235,6 @@ pub fn adam_step_tensor_ops<B: Backend>(
         exp_avg_sq: back(v),
     }
 }
+
+#[cfg(test)]
+mod tests;

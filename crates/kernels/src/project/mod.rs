@@ -475,8 +475,15 @@ pub(crate) fn check_setup(
     Ok(degree)
 }
 
-/// A pinhole camera, world to camera, OpenCV axes (x right, y down, z forward).
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// A pinhole camera, world to camera, OpenCV axes (x right, y down, z forward): Ember's one
+/// camera type.
+///
+/// Its serde form is the camera JSON everywhere Ember reads or writes one (the `--camera` file
+/// of `trainer render`, the viewer's WebSocket messages): an object with exactly these fields,
+/// `{"rotation": [9 numbers], "translation": [3], "fx": .., "fy": .., "cx": .., "cy": ..,
+/// "width": W, "height": H}`; unknown keys are refused.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CameraParams {
     /// World-to-camera rotation `R`, 3x3 row-major (orthonormal: the camera centre is `-R^T t`).
     pub rotation: [f64; 9],
@@ -494,6 +501,23 @@ pub struct CameraParams {
     pub width: u32,
     /// Image height, pixels.
     pub height: u32,
+}
+
+impl CameraParams {
+    /// The camera centre in world coordinates, `-R^T t`.
+    pub fn center(&self) -> [f64; 3] {
+        let (r, t) = (&self.rotation, &self.translation);
+        [0, 1, 2].map(|j| -(r[j] * t[0] + r[3 + j] * t[1] + r[6 + j] * t[2]))
+    }
+
+    /// The same camera moved to centre `center` (world coordinates), its rotation kept:
+    /// `t = -R center`.
+    pub fn with_center(mut self, center: [f64; 3]) -> CameraParams {
+        let r = &self.rotation;
+        self.translation = [0, 1, 2]
+            .map(|i| -(r[3 * i] * center[0] + r[3 * i + 1] * center[1] + r[3 * i + 2] * center[2]));
+        self
+    }
 }
 
 /// Options of the projection. The default is classic 3DGS with all SH bands and the view
@@ -577,3 +601,8 @@ pub enum ProjectError {
         rule: &'static str,
     },
 }
+
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;
+#[cfg(test)]
+mod tests;

@@ -592,3 +592,6 @@ pub enum RasterError {
         arrays: usize,
     },
 }
+
+#[cfg(test)]
+mod tests;

@@ -148,3 +148,6 @@ mod public {
         }
     }
 }
+
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;

@@ -215,3 +215,8 @@ pub fn transform_gaussians<B: TransformOps>(
         sh_rest: Tensor::from_primitive(TensorPrimitive::Float(out.sh_rest)),
     })
 }
+
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;
+#[cfg(test)]
+mod tests;

@@ -178,9 +178,8 @@ async fn next_frame(socket: &mut Socket) -> (FrameHeader, Vec<u8>) {
 }
 
 fn render_message(id: u64, camera: &CameraParams, format: &str) -> Message {
-    let wire = ember_viewer::protocol::WireCamera::from_params(camera);
     Message::Text(
-        json!({"type": "render", "id": id, "camera": wire, "background": [0.1, 0.2, 0.3],
+        json!({"type": "render", "id": id, "camera": camera, "background": [0.1, 0.2, 0.3],
                "format": format})
         .to_string()
         .into(),
@@ -270,9 +269,11 @@ async fn bad_messages_get_an_error_and_the_connection_stays_up() {
     let viewer = Arc::new(start(Mode::Scene));
     let (stop, handle) = serve(&viewer);
     let (mut socket, _) = connect(&viewer).await;
-    let mut camera = ember_viewer::protocol::WireCamera::from_params(&camera(32, 32));
+    let mut camera = camera(32, 32);
     let mut too_big = camera;
     too_big.width = 100_000;
+    let mut with_position = json!(camera);
+    with_position["position"] = json!([0.0, 0.0, 0.0]);
     camera.rotation[0] = 2.0;
     let bad = [
         "not json".to_string(),
@@ -280,6 +281,7 @@ async fn bad_messages_get_an_error_and_the_connection_stays_up() {
         json!({"type": "render", "id": 1}).to_string(),
         json!({"type": "render", "id": 1, "camera": camera}).to_string(),
         json!({"type": "render", "id": 1, "camera": too_big}).to_string(),
+        json!({"type": "render", "id": 1, "camera": with_position}).to_string(),
         json!({"type": "pause"}).to_string(),
         json!({"type": "checkpoint"}).to_string(),
     ];

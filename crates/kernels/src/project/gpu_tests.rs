@@ -6,16 +6,16 @@
 //! plane, off-screen, transparent), `N` not a multiple of the cube size. With `--features wgpu`
 //! this runs on wgpu (lavapipe in CI); with `--features cuda` also on CUDA (CI only builds it).
 
+use crate::{CameraParams, PACKED_WIDTH, ProjectOptions, SplatBackend, project_gaussians};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
-use ember_kernels::{CameraParams, PACKED_WIDTH, ProjectOptions, SplatBackend, project_gaussians};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
 #[cfg(feature = "wgpu")]
-use crate::common::{OracleCase, oracle_camera, oracle_err};
-use crate::common::{fresh_rng, join_sh, rel_err, split_sh, to_f32, to_f64, uniform};
+use ember_test_utils::{OracleCase, oracle_camera, oracle_err};
+use ember_test_utils::{fresh_rng, join_sh, rel_err, split_sh, to_f32, to_f64, uniform};
 
 type Cpu = NdArray<f32>;
 #[cfg(feature = "wgpu")]

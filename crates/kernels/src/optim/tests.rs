@@ -4,14 +4,12 @@
 //! the tensor ops on the same backend, at sizes that take vectors of 1, 2 and 4 elements; and
 //! the refusals.
 
+use crate::{AdamPrimitives, AdamStep, OptimError, SplatBackend, adam_step, adam_step_tensor_ops};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
-use ember_kernels::{
-    AdamPrimitives, AdamStep, OptimError, SplatBackend, adam_step, adam_step_tensor_ops,
-};
 
-use crate::common::{fresh_rng, uniform};
+use ember_test_utils::{fresh_rng, uniform};
 
 /// 7 217 elements: odd, so the GPU kernel reads one element per unit.
 const SHAPE: [usize; 2] = [1031, 7];
@@ -188,7 +186,7 @@ fn gpu_matches_cpu<B: SplatBackend>(label: &str) {
                 .iter()
                 .zip(got.iter().zip(&want))
             {
-                let err = crate::common::rel_err(g, w);
+                let err = ember_test_utils::rel_err(g, w);
                 assert!(
                     err < 1e-5,
                     "{label} {shape:?} {name} against {reference}: relative error {err}"
@@ -245,7 +243,7 @@ fn groups_of_shapes_match_single_updates<B: SplatBackend>(
             let n = shape.iter().product::<usize>();
             let exp_avg_sq = tensor(uniform(&mut rng, n, 0.0, 1.0), shape);
             let mut values = || tensor(uniform(&mut rng, n, -1.0, 1.0), shape);
-            ember_kernels::AdamGroup {
+            crate::AdamGroup {
                 state: AdamPrimitives {
                     param: values(),
                     exp_avg: values(),
@@ -277,7 +275,7 @@ fn groups_of_shapes_match_single_updates<B: SplatBackend>(
             ("exp_avg_sq", got.exp_avg_sq, want.exp_avg_sq),
         ] {
             let (got, want) = (host(got), host(want));
-            let err = crate::common::rel_err(&got, &want);
+            let err = ember_test_utils::rel_err(&got, &want);
             assert!(
                 err <= tolerance,
                 "{label}: group {g} {name}: relative error {err}"
@@ -295,7 +293,7 @@ fn grouped_adam_matches_single_updates_cpu() {
 #[test]
 fn grouped_adam_matches_single_updates_wgpu() {
     groups_match_single_updates::<burn::backend::Wgpu<f32, i32, u32>>("adam groups wgpu", 1e-6);
-    groups_match_single_updates::<ember_kernels::WgpuCube>("adam groups wgpu (cube)", 1e-6);
+    groups_match_single_updates::<crate::WgpuCube>("adam groups wgpu (cube)", 1e-6);
 }
 
 #[cfg(feature = "cuda")]

@@ -2,11 +2,11 @@
 //! that are not multiples of anything, a 1x1 image), value and gradient, through `Autodiff` on
 //! the fused and the plain cube backends of every compiled GPU runtime.
 
+use crate::{LossOptions, SplatBackend, photometric_loss};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use ember_kernels::{LossOptions, SplatBackend, photometric_loss};
 
-use crate::common::{fresh_rng, uniform};
+use ember_test_utils::{fresh_rng, uniform};
 
 #[cfg(feature = "wgpu")]
 type WgpuFused = burn::backend::Wgpu<f32, i32, u32>;

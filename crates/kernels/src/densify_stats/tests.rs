@@ -4,16 +4,16 @@
 //! backend, the kernel against ndarray and against the tensor ops on the same backend; and the
 //! refusals.
 
-use burn::backend::{Autodiff, NdArray};
-use burn::tensor::backend::Backend;
-use burn::tensor::{DType, Int, Tensor, TensorData, TensorPrimitive};
-use ember_kernels::{
+use crate::{
     DensifyStats, DensifyStatsError, DensifyStatsPrimitives, SplatBackend, ViewSize,
     accumulate_densify_stats, densify_stats_tensor_ops,
 };
+use burn::backend::{Autodiff, NdArray};
+use burn::tensor::backend::Backend;
+use burn::tensor::{DType, Int, Tensor, TensorData, TensorPrimitive};
 use rand::RngExt;
 
-use crate::common::{fresh_rng, uniform};
+use ember_test_utils::{fresh_rng, uniform};
 
 // Every ndarray run here is `NdArray<f32>` with the dtype given per tensor: Burn's default
 // float dtype is a per-device setting that the first backend to use it fixes, NdArray<f32> and
@@ -153,7 +153,7 @@ fn totals_follow_the_formula() {
     let p = problem("densify_stats_formula");
     let want = oracle(&p);
     let got = run::<NdArray<f32>>(&p, DType::F64);
-    assert!(crate::common::rel_err(&got[0], &want[0]) < 1e-12);
+    assert!(ember_test_utils::rel_err(&got[0], &want[0]) < 1e-12);
     assert_eq!(got[1], want[1]);
     assert_eq!(got[2], want[2]);
     // Not a vacuous check: some Gaussians are drawn in none, some in every view.
@@ -235,7 +235,7 @@ fn gpu_matches_cpu<B: SplatBackend>(label: &str) {
         ("ndarray", run::<NdArray<f32>>(&p, DType::F32)),
         ("tensor ops", run_tensor_ops::<B>(&p, DType::F32)),
     ] {
-        let err = crate::common::rel_err(&got[0], &want[0]);
+        let err = ember_test_utils::rel_err(&got[0], &want[0]);
         assert!(err < 1e-5, "{label} grad_sum against {reference}: {err}");
         assert_eq!(got[1], want[1], "{label} visible_steps against {reference}");
         assert_eq!(got[2], want[2], "{label} max_radius against {reference}");

@@ -1,14 +1,14 @@
 //! The CPU projection op: f64 finite-difference gradients of every input, agreement with
 //! gsplat's reference projection and gradients, culling, radii and tile counts.
 
-use ember_kernels::project::cpu::{
+use crate::project::cpu::{
     self, ProjectArrays, ProjectGrads, ProjectOutputGrads, ProjectOutputs, TILE_SIZE,
 };
-use ember_kernels::project::{CameraParams, ProjectError, ProjectOptions};
+use crate::project::{CameraParams, ProjectError, ProjectOptions};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{
+use ember_test_utils::{
     OracleCase, fresh_rng, join_sh, oracle_camera, oracle_err, rel_err, split_sh, uniform,
 };
 
@@ -539,6 +539,32 @@ fn simple_gaussian(mean: [f64; 3], scale: f64, logit: f64) -> Scene {
     }
 }
 
+/// The one camera type's JSON form (the `--camera` file, the viewer's messages) and its centre.
+#[test]
+fn a_camera_round_trips_through_its_json_form_and_its_centre() {
+    let mut rng = fresh_rng("camera_json");
+    let camera = random_camera(&mut rng);
+    let text = serde_json::to_string(&camera).unwrap();
+    // serde_json's default float parsing may miss the shortest round trip by an ulp.
+    let read: CameraParams = serde_json::from_str(&text).unwrap();
+    let numbers = |c: &CameraParams| [&c.rotation[..], &c.translation, &[c.fx, c.fy, c.cx, c.cy]].concat();
+    for (a, b) in numbers(&read).iter().zip(numbers(&camera)) {
+        assert!((a - b).abs() <= 4.0 * f64::EPSILON * b.abs(), "{a} vs {b}");
+    }
+    assert_eq!((read.width, read.height), (camera.width, camera.height));
+    let center = camera.center();
+    let moved = camera.with_center(center);
+    for (a, b) in moved.translation.iter().zip(&camera.translation) {
+        assert!((a - b).abs() < 1e-9 * (1.0 + b.abs()), "{a} vs {b}");
+    }
+    for (a, b) in to_world(&camera, [0.0; 3]).iter().zip(&center) {
+        assert!((a - b).abs() < 1e-9 * (1.0 + b.abs()), "{a} vs {b}");
+    }
+    let extra = text.replacen('{', r#"{"position": [0, 0, 0], "#, 1);
+    let error = serde_json::from_str::<CameraParams>(&extra).unwrap_err();
+    assert!(error.to_string().contains("position"), "{error}");
+}
+
 #[test]
 fn culling() {
     let camera = simple_camera();
@@ -786,9 +812,9 @@ fn matches_gsplat_oracle_basic() {
 /// with respect to all five inputs.
 #[test]
 fn burn_op_matches_the_cpu_kernels() {
+    use crate::{PACKED_WIDTH, project_gaussians};
     use burn::backend::{Autodiff, NdArray};
     use burn::tensor::{DType, Tensor, TensorData};
-    use ember_kernels::{PACKED_WIDTH, project_gaussians};
     type Ad = Autodiff<NdArray<f32>>;
 
     let mut rng = fresh_rng("project_burn_op");

@@ -4,14 +4,14 @@
 //! exact, cutoff and diagonal modes. With `--features wgpu` this runs on wgpu (lavapipe in CI);
 //! with `--features cuda` also on CUDA (needs an NVIDIA GPU: CI only builds it).
 
+use crate::{Covariance, FieldOptions, SplatBackend, field_query};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember_kernels::{Covariance, FieldOptions, SplatBackend, field_query};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{Problem, fresh_rng, rel_err, to_f32, to_f64, uniform};
+use ember_test_utils::{Problem, fresh_rng, rel_err, to_f32, to_f64, uniform};
 
 type Cpu = NdArray<f32>;
 #[cfg(feature = "wgpu")]

@@ -1,14 +1,14 @@
 //! The CubeCL transform kernel against the CPU kernel: every SH degree, several frames, on the
 //! fused and the plain cube backends of every compiled GPU runtime.
 
+use crate::{Similarity, SplatBackend, transform_gaussians};
 use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember_kernels::{Similarity, SplatBackend, transform_gaussians};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::common::uniform;
+use ember_test_utils::uniform;
 
 #[cfg(feature = "wgpu")]
 type WgpuFused = burn::backend::Wgpu<f32, i32, u32>;
@@ -106,11 +106,11 @@ fn transform_cuda_fused_matches_cpu() {
 #[cfg(feature = "cuda")]
 #[test]
 fn transform_cuda_plain_matches_cpu() {
-    check::<ember_kernels::CudaCube>("cuda (cube)", &[3, 8, 15], 3);
+    check::<crate::CudaCube>("cuda (cube)", &[3, 8, 15], 3);
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn transform_cuda_plain_one_frame_matches_cpu() {
-    check::<ember_kernels::CudaCube>("cuda (cube, one frame)", &[3], 1);
+    check::<crate::CudaCube>("cuda (cube, one frame)", &[3], 1);
 }

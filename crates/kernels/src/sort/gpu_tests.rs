@@ -2,12 +2,12 @@
 //! (fresh seeds, lengths around the 256-entry blocks), and their refusals of bad inputs, on the
 //! unfused cube backend of every compiled GPU runtime.
 
+use crate::sort::{RadixSortBackend, SortError, exclusive_sum, sort_pairs};
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Int, Tensor, TensorData};
-use ember_kernels::sort::{RadixSortBackend, SortError, exclusive_sum, sort_pairs};
 use rand::RngExt;
 
-use crate::common::fresh_rng;
+use ember_test_utils::fresh_rng;
 
 type U32s<B> = Tensor<B, 1, Int>;
 
@@ -77,11 +77,11 @@ fn check<B: RadixSortBackend>(name: &str) {
 #[cfg(feature = "wgpu")]
 #[test]
 fn sort_and_scan_match_the_host_wgpu() {
-    check::<ember_kernels::WgpuCube>("sort_gpu wgpu");
+    check::<crate::WgpuCube>("sort_gpu wgpu");
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn sort_and_scan_match_the_host_cuda() {
-    check::<ember_kernels::CudaCube>("sort_gpu cuda");
+    check::<crate::CudaCube>("sort_gpu cuda");
 }

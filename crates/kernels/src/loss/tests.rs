@@ -2,11 +2,11 @@
 //! scaling, f64 central differences through the tensor API, and bad inputs. (The comparison with
 //! the same loss written as Burn ops is in the root tests, beside `ember-train`'s `burn_ops`.)
 
+use crate::{LossError, LossOptions, photometric_loss};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use ember_kernels::{LossError, LossOptions, photometric_loss};
 
-use crate::common::{host, image, image_pair};
+use ember_test_utils::{host, image, image_pair};
 
 type A = Autodiff<NdArray<f32>>;
 type A64 = Autodiff<NdArray<f64>>;

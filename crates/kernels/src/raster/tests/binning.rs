@@ -468,12 +468,12 @@ fn bad_shapes_are_errors() {
 /// The batched tensor ops refuse batches that do not add up, with errors that say so.
 #[test]
 fn bad_batches_are_errors() {
-    use burn::backend::NdArray;
-    use burn::tensor::{Int, Tensor};
-    use ember_kernels::{
+    use crate::{
         CameraParams, PACKED_WIDTH, ProjectError, RasterSetup, project_views, rasterize,
         rasterize_views,
     };
+    use burn::backend::NdArray;
+    use burn::tensor::{Int, Tensor};
     type B = NdArray<f32>;
     let device = Default::default();
     let rows = |n: usize| {

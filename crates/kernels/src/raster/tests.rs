@@ -1,16 +1,14 @@
 //! The CPU tile rasterizer: agreement with gsplat's reference image and gradients (through the
 //! projection), f64 finite-difference gradients, binning, edge cases and determinism.
 
-use ember_kernels::project::ProjectOptions;
-use ember_kernels::project::cpu::{self as project, ProjectArrays, ProjectOutputGrads};
-use ember_kernels::raster::RasterError;
-use ember_kernels::raster::cpu::{
-    self, Bins, RasterArrays, RasterGrads, RasterOutputGrads, RasterOutputs,
-};
+use crate::project::ProjectOptions;
+use crate::project::cpu::{self as project, ProjectArrays, ProjectOutputGrads};
+use crate::raster::RasterError;
+use crate::raster::cpu::{self, Bins, RasterArrays, RasterGrads, RasterOutputGrads, RasterOutputs};
 use rand::RngExt;
 use rand::rngs::StdRng;
 
-use crate::common::{OracleCase, fresh_rng, oracle_camera, oracle_err, uniform};
+use ember_test_utils::{OracleCase, fresh_rng, oracle_camera, oracle_err, uniform};
 
 mod binning;
 mod gradients;

@@ -2,14 +2,14 @@
 //! against the op's tensor-op reference, the normals' statistics, the refusals, and every
 //! compiled GPU backend against ndarray.
 
+use crate::noise::cpu::standard_normals;
+use crate::noise::perturb_means_tensor_ops;
+use crate::{MeanNoise, NoiseError, NoiseInputs, NoiseOps, perturb_means};
 use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
-use ember_kernels::noise::cpu::standard_normals;
-use ember_kernels::noise::perturb_means_tensor_ops;
-use ember_kernels::{MeanNoise, NoiseError, NoiseInputs, NoiseOps, perturb_means};
 
-use crate::common::{fresh_rng, uniform};
+use ember_test_utils::{fresh_rng, uniform};
 
 type Cpu = NdArray<f32>;
 

@@ -1,14 +1,32 @@
 //! The CPU field op: f64 finite-difference gradients, agreement with the plain Burn
 //! formulation, determinism, edge cases and bad input.
 
+use crate::field::cpu;
+use crate::field::field_query_reference;
+use crate::{Covariance, FieldOptions, SplatBackend, field_query};
 use burn::backend::{Autodiff, NdArray};
 use burn::tensor::{Tensor, TensorData};
-use ember_kernels::field::cpu;
-use ember_kernels::field::field_query_reference;
-use ember_kernels::{Covariance, FieldOptions, SplatBackend, field_query};
 use rand::RngExt;
 
-use crate::common::{Problem, fresh_rng, rel_err, to_f32, to_f64, uniform};
+use ember_test_utils::{Problem, fresh_rng, rel_err, to_f32, to_f64, uniform};
+
+/// A test problem's arrays as the CPU kernels take them.
+pub(super) trait AsArrays {
+    fn arrays(&self) -> cpu::FieldArrays<'_, f64>;
+}
+
+impl AsArrays for Problem {
+    fn arrays(&self) -> cpu::FieldArrays<'_, f64> {
+        cpu::FieldArrays {
+            points: &self.points,
+            means: &self.means,
+            quats: &self.quats,
+            log_scales: &self.log_scales,
+            features: &self.features,
+            channels: self.c,
+        }
+    }
+}
 
 /// Loss weights: the analytic gradient is `backward(grad_values = weights)`.
 fn loss(values: &[f64], weights: &[f64]) -> f64 {

@@ -2,15 +2,15 @@
 //! (`transform::cpu::transform_into`) and the tensor op (`transform_gaussians`) give the same
 //! bits. (The properties of transformed fields are tested at the root, with `ember-field`.)
 
+use crate::transform::cpu::{GaussianSlices, GaussianSlicesMut, transform_into};
+use crate::{Similarity, transform_gaussians};
 use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember_kernels::transform::cpu::{GaussianSlices, GaussianSlicesMut, transform_into};
-use ember_kernels::{Similarity, transform_gaussians};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
-use crate::common::uniform;
+use ember_test_utils::uniform;
 
 type Cpu = NdArray<f32>;
 
