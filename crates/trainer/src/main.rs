@@ -183,9 +183,10 @@ struct Args {
     #[arg(long)]
     print_config: bool,
     /// Serve the live viewer while training: the field as it trains, curves, held-out views,
-    /// pause and checkpoint buttons (port 7878 unless given; 0 picks a free one).
-    #[arg(long, value_name = "PORT", num_args = 0..=1, default_missing_value = "7878")]
-    view: Option<u16>,
+    /// pause and checkpoint buttons (port 7878 unless given here or as `--port`; 0 picks a
+    /// free one).
+    #[arg(long, value_name = "PORT", num_args = 0..=1)]
+    view: Option<Option<u16>>,
     #[command(flatten)]
     listen: ListenArgs,
     /// A splat-file operation or a benchmark instead of training.
@@ -455,6 +456,9 @@ where
     B::Device: Send + 'static,
 {
     let device = &devices[0];
+    if args.view.is_none() && args.listen.port.is_some() {
+        bail!("--port is the live viewer's port: add --view");
+    }
     // A run writes `config.toml`, checkpoints, exports and logs into `--out`: none of them may
     // land on the config, the dataset or the checkpoint it reads.
     let mut inputs: Vec<&std::path::Path> = Vec::new();
@@ -540,12 +544,19 @@ where
         }
     };
     let (summary, progress) = match args.view {
-        Some(port) => {
+        Some(view_port) => {
+            let port = args.listen.port(view_port)?;
             let viewer = start_live(&args.listen, port, &scene, config)?;
             progress.line(&format!("viewer: open {}", viewer.url()));
             let budget = live_budget(args.backend == Backend::Ndarray);
             let mut live = LiveObserver::new(progress, viewer, budget, interrupted);
-            let summary = run_with(&mut live)?;
+            let summary = run_with(&mut live);
+            let how = match &summary {
+                Ok(summary) => format!("the run ended at step {}", summary.steps),
+                Err(error) => format!("the run stopped: {error}"),
+            };
+            live.end(&how, &args.out);
+            let summary = summary?;
             live.inner.line(&format!(
                 "viewer: rendering took {:.1}% of the training time",
                 100.0 * live.render_share()
@@ -724,5 +735,33 @@ fn run_command() -> Result<()> {
             other.name(),
             other.name()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Args;
+
+    /// `--port` means the same for `trainer view` and for training with `--view`.
+    #[test]
+    fn the_viewer_port_is_one_flag_for_both_commands() {
+        let training = Args::try_parse_from(["trainer", "--view", "--port", "0"]).unwrap();
+        assert_eq!(training.view, Some(None));
+        assert_eq!(training.listen.port(None).unwrap(), 0);
+        let given = Args::try_parse_from(["trainer", "--view", "9000"]).unwrap();
+        assert_eq!(given.listen.port(given.view.flatten()).unwrap(), 9000);
+        let default = Args::try_parse_from(["trainer", "--view"]).unwrap();
+        let port = default.listen.port(default.view.flatten()).unwrap();
+        assert_eq!(port, ember_viewer::DEFAULT_PORT);
+        let both = Args::try_parse_from(["trainer", "--view", "1", "--port", "2"]).unwrap();
+        let error = both
+            .listen
+            .port(both.view.flatten())
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("two ports"), "{error}");
+        assert!(Args::try_parse_from(["trainer", "view", "scene.ply", "--port", "0"]).is_ok());
     }
 }

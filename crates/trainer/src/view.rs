@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -30,20 +30,36 @@ use signal_hook::consts::SIGINT;
 /// Where the viewer listens.
 #[derive(Args, Debug, Clone)]
 pub struct ListenArgs {
+    /// Port (7878 unless given; 0 picks a free one).
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
     /// Address to listen on. The default serves this machine only; another address (e.g.
-    /// 0.0.0.0) lets the network in, with no authentication.
+    /// 0.0.0.0) lets the network in, to whoever has the URL printed at start-up (it carries a
+    /// random access token).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: IpAddr,
 }
 
 impl ListenArgs {
+    /// The port: `--port`, or the one given as `--view PORT` (`view_port`); both only when
+    /// they agree.
+    pub fn port(&self, view_port: Option<u16>) -> Result<u16> {
+        match (view_port, self.port) {
+            (Some(view), Some(port)) if view != port => {
+                bail!("--view {view} and --port {port} name two ports: give one")
+            }
+            (view, port) => Ok(view.or(port).unwrap_or(ember_viewer::DEFAULT_PORT)),
+        }
+    }
+
     /// The server's config on `port`, with a warning when it is reachable from the network.
     pub fn config(&self, port: u16) -> ViewerConfig {
         if !self.host.is_loopback() {
             eprintln!(
-                "warning: the viewer listens on {}: anyone who can reach this machine can watch \
-                 and pause the run (there is no authentication); prefer SSH port forwarding \
-                 (see the README)",
+                "warning: the viewer listens on {}: anyone who can reach this machine and has \
+                 the URL below (its access token) can watch and pause the run, and plain HTTP \
+                 does not hide the token on the network; prefer SSH port forwarding (see the \
+                 README)",
                 self.host
             );
         }
@@ -65,9 +81,6 @@ pub struct ViewArgs {
     /// dataset is used without it.
     #[arg(long, value_name = "PATH")]
     data: Option<PathBuf>,
-    /// Port (0 picks a free one).
-    #[arg(long, default_value_t = ember_viewer::DEFAULT_PORT)]
-    port: u16,
     #[command(flatten)]
     listen: ListenArgs,
 }
@@ -235,7 +248,11 @@ pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> 
     let started = Instant::now();
     let scene = load_scene::<B>(&args.scene, args.data.as_deref(), device)?;
     let camera_count = scene.info.cameras.len();
-    let viewer = Viewer::start(&args.listen.config(args.port), scene.info, scene.photos)?;
+    let viewer = Viewer::start(
+        &args.listen.config(args.listen.port(None)?),
+        scene.info,
+        scene.photos,
+    )?;
     println!(
         "{}: {} Gaussians, SH degree {}, {} dataset cameras, on {} ({:.1} s to load)",
         args.scene.display(),
@@ -307,6 +324,16 @@ impl<O> LiveObserver<O> {
     pub fn render_share(&self) -> f64 {
         self.renderer.share()
     }
+
+    /// Tells the open pages how the run writing to `out` ended (`how`) and how to keep viewing
+    /// its result, and lets them go (two seconds at most).
+    pub fn end(&self, how: &str, out: &Path) {
+        let text = format!(
+            "{how}; to keep viewing its result: trainer view {}",
+            out.display()
+        );
+        self.viewer.end(&text, Duration::from_secs(2));
+    }
 }
 
 impl<B: SplatAutodiffBackend, O: RunObserver<B>> RunObserver<B> for LiveObserver<O> {
@@ -370,6 +397,10 @@ impl<B: SplatAutodiffBackend, O: RunObserver<B>> RunObserver<B> for LiveObserver
     fn between_steps(&mut self, trainer: &Trainer<B>) -> ObserverAction {
         if self.inner.between_steps(trainer) == ObserverAction::Checkpoint {
             return ObserverAction::Checkpoint;
+        }
+        if self.viewer.take_unattended_resume() {
+            self.inner
+                .on_message("viewer: the last page left while training was paused: resumed");
         }
         let interrupted = &self.interrupted;
         let stop = || interrupted.load(Ordering::SeqCst);

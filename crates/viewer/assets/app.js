@@ -22,6 +22,7 @@
   const LOG_LINES = 8;
   const RETRY_MIN_MS = 500;
   const RETRY_MAX_MS = 10000;
+  const LIVE_REFRESH_MS = 1000;    // during training, a still view is redrawn at least this often
   const MOVE_KEYS = new Set(['KeyW', 'KeyA', 'KeyS', 'KeyD', 'KeyQ', 'KeyE']);
 
   // ---- vectors (arrays of 3) and 3x3 row-major matrices (arrays of 9) ----
@@ -74,6 +75,7 @@
     hello: null,
     lastStatus: null,
     errors: [],
+    ended: null,
     jumpToCamera,
     requestFrame,
     cameraState,
@@ -98,6 +100,9 @@
   let retryMs = RETRY_MIN_MS;
   let nextId = 0;
   let lastDrawnId = 0;
+  let lastSentAt = 0;              // performance.now() of the last render request
+  let lastPsnr = null;             // the training PSNR last measured (not every step measures it)
+  let ended = null;                // the server's word that the run ended: nothing to reconnect to
   let lastBitmap = null;
   let shotId = null;
   const frameTimes = [];
@@ -266,6 +271,7 @@
     };
     if (!send(message)) return null;
     nextId = message.id;
+    lastSentAt = performance.now();
     return message.id;
   }
 
@@ -416,6 +422,7 @@
       if (ws !== socket) return;
       ws = null;
       shotId = null;
+      if (ended !== null) { setConn('ended'); return; }
       if (conn === 'connected') log('connection lost', 'error');
       retry();
     };
@@ -430,7 +437,8 @@
 
   function setConn(state) {
     conn = state;
-    $('banner').hidden = state !== 'disconnected';
+    $('banner').textContent = state === 'ended' ? ended : 'Disconnected — reconnecting…';
+    $('banner').hidden = state !== 'disconnected' && state !== 'ended';
     updateStatusLine();
   }
 
@@ -447,6 +455,7 @@
       case 'status': onStatus(msg); break;
       case 'eval': addEval(msg); renderEvals(); scheduleCurves(); break;
       case 'message': log(msg.text); break;
+      case 'ended': onEnded(msg.text); break;
       case 'error':
         ember.errors.push(msg.message);
         log(msg.message, 'error');
@@ -473,6 +482,8 @@
     fillSelects(h);
 
     history = (h.history || []).map(({ step, loss, psnr }) => ({ step, loss, psnr }));
+    const measured = history.filter((p) => Number.isFinite(p.psnr));
+    lastPsnr = measured.length ? measured[measured.length - 1].psnr : null;
     evals = [];
     (h.evals || []).forEach(addEval);
     ember.lastStatus = null;
@@ -500,15 +511,37 @@
   // ---- live training ----
   const fmt = (x, digits) => (Number.isFinite(x) ? x.toFixed(digits) : '–');
 
+  // The field changes under a still camera while it trains: redraw it from time to time, when no
+  // movement is under way and the last request was answered (or is long overdue).
+  function refreshLive(s) {
+    const moving = drag || held.size || sched.settle || sched.quick || sched.full;
+    const shown = ember.lastFrame ? ember.lastFrame.step ?? -1 : -1;
+    const since = performance.now() - lastSentAt;
+    const answered = lastDrawnId >= nextId || since > 5 * LIVE_REFRESH_MS;
+    if (!moving && !s.paused && shown < s.step && answered && since > LIVE_REFRESH_MS) invalidate();
+  }
+
+  // The run is over: the controls that act on it go, and the page says how to see the result.
+  function onEnded(text) {
+    ended = text;
+    ember.ended = text;
+    log(text);
+    $('pause').disabled = true;
+    $('checkpoint').disabled = true;
+    $('train-state').textContent = 'ended';
+  }
+
   function onStatus(s) {
     ember.lastStatus = s;
+    refreshLive(s);
     $('training').hidden = false;
     $('train-step').textContent = `${s.step.toLocaleString('en-US')} / ${s.total_steps.toLocaleString('en-US')}`;
     $('train-gaussians').textContent = s.gaussians.toLocaleString('en-US');
     $('scene-gaussians').textContent = s.gaussians.toLocaleString('en-US');
     $('train-speed').textContent = fmt(s.steps_per_second, 1);
     $('train-loss').textContent = Number.isFinite(s.loss) ? s.loss.toPrecision(4) : '–';
-    $('train-psnr').textContent = Number.isFinite(s.psnr) ? `${fmt(s.psnr, 2)} dB` : '–';
+    if (Number.isFinite(s.psnr)) lastPsnr = s.psnr;
+    $('train-psnr').textContent = lastPsnr === null ? '–' : `${fmt(lastPsnr, 2)} dB`;
     $('train-state').textContent = s.step >= s.total_steps ? 'finished' : s.paused ? 'paused' : 'running';
     $('pause').textContent = s.paused ? 'Resume' : 'Pause';
     const last = history[history.length - 1];
@@ -720,6 +753,8 @@
     if (cameraSelect.value === '') { datasetIndex = null; updateCameraUi(); }
     else jumpTo(Number(cameraSelect.value));
     sendNow('full');
+    // The list keeps the keys (type-ahead) while focused: hand them back to the view.
+    cameraSelect.blur();
   });
   $('camera-prev').addEventListener('click', () => stepCamera(-1));
   $('camera-next').addEventListener('click', () => stepCamera(1));

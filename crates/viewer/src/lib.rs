@@ -28,6 +28,7 @@
 
 #![warn(missing_docs)]
 
+mod access;
 pub mod frame;
 pub mod protocol;
 pub mod scene;

@@ -14,9 +14,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{Path, State};
-use axum::http::{StatusCode, header};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use ember_data::DecodedImage;
@@ -26,6 +27,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::ViewerError;
+use crate::access::{Access, Grant};
 use crate::frame::{Frame, encode, encode_frame};
 use crate::protocol::{ClientMessage, FrameFormat, FrameHeader, FrameRequest};
 use crate::scene::{Mode, SceneInfo};
@@ -102,6 +104,13 @@ pub struct PendingFrame {
     pub request: FrameRequest,
 }
 
+/// The longest message a page's WebSocket may send in one piece: every message of the protocol
+/// is far shorter, and one this size is read whole and answered with an error (the connection
+/// stays open). A longer one ends the connection: it cannot be skipped without reading it.
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+/// The longest message [`Shared::handle`] parses; a longer one gets an error unread.
+const MAX_PARSED_BYTES: usize = 64 << 10;
+
 /// Status messages go out at most this often (the loop may step far faster).
 const STATUS_EVERY: Duration = Duration::from_millis(100);
 /// Curve points kept for pages that connect later; past it every other one is dropped.
@@ -115,6 +124,8 @@ const STILL_QUALITY: u8 = 92;
 enum Outgoing {
     Text(String),
     Frame(FrameHeader, Frame),
+    /// The last message: sent, then the connection is closed.
+    End(String),
 }
 
 #[derive(Default)]
@@ -137,6 +148,7 @@ struct Live {
 }
 
 struct Shared {
+    access: Access,
     scene: Mutex<SceneInfo>,
     photos: Option<PhotoSource>,
     photo_cache: Mutex<HashMap<usize, Arc<Vec<u8>>>>,
@@ -148,6 +160,8 @@ struct Shared {
     next_client: AtomicU64,
     live: Mutex<Live>,
     paused: AtomicBool,
+    /// Set when the last page left a paused run, which then resumed (for the terminal).
+    resumed_unattended: AtomicBool,
     checkpoint: AtomicBool,
     closed: AtomicBool,
 }
@@ -211,6 +225,14 @@ impl Shared {
 
     /// A page's text message.
     fn handle(&self, client: u64, text: &str) {
+        if text.len() > MAX_PARSED_BYTES {
+            let error = format!(
+                "message of {} bytes refused: the protocol's messages are under {} KiB",
+                text.len(),
+                MAX_PARSED_BYTES >> 10
+            );
+            return self.error(client, &error);
+        }
         let message = match serde_json::from_str::<ClientMessage>(text) {
             Ok(message) => message,
             Err(e) => return self.error(client, &format!("bad message: {e}")),
@@ -312,6 +334,7 @@ impl Viewer {
         let listener = std::net::TcpListener::bind(requested).map_err(bind_error)?;
         listener.set_nonblocking(true).map_err(bind_error)?;
         let address = listener.local_addr().map_err(bind_error)?;
+        let access = Access::for_address(address)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("ember-viewer")
@@ -319,6 +342,7 @@ impl Viewer {
             .build()
             .map_err(|e| ViewerError::Runtime(e.to_string()))?;
         let shared = Arc::new(Shared {
+            access,
             scene: Mutex::new(scene),
             photos,
             photo_cache: Mutex::new(HashMap::new()),
@@ -330,6 +354,7 @@ impl Viewer {
             next_client: AtomicU64::new(1),
             live: Mutex::new(Live::default()),
             paused: AtomicBool::new(false),
+            resumed_unattended: AtomicBool::new(false),
             checkpoint: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         });
@@ -354,9 +379,13 @@ impl Viewer {
         self.address
     }
 
-    /// The page's URL.
+    /// The page's URL; off loopback it carries the access token (`/?token=...`), the only way
+    /// in (see PROTOCOL.md, "Access").
     pub fn url(&self) -> String {
-        format!("http://{}/", self.address)
+        match self.shared.access.token() {
+            Some(token) => format!("http://{}/?token={token}", self.address),
+            None => format!("http://{}/", self.address),
+        }
     }
 
     /// Pages connected now.
@@ -497,9 +526,29 @@ impl Viewer {
             .broadcast(json!({"type": "message", "text": text}).to_string());
     }
 
+    /// Tells every page that the run ended and how to see its result again (`text`, e.g. the
+    /// `trainer view` command), closes their connections, and waits for them to go, at most
+    /// `wait`. A page told so stops reconnecting and shows `text`.
+    pub fn end(&self, text: &str, wait: Duration) {
+        let message = json!({"type": "ended", "text": text}).to_string();
+        for tx in lock(&self.shared.clients).values() {
+            let _ = tx.send(Outgoing::End(message.clone()));
+        }
+        let deadline = Instant::now() + wait;
+        while self.connections() > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Whether a page paused training.
     pub fn paused(&self) -> bool {
         self.shared.paused.load(Ordering::SeqCst)
+    }
+
+    /// Whether training resumed since the last call because the last page left it paused
+    /// (nobody would be left to resume it): the caller tells the terminal.
+    pub fn take_unattended_resume(&self) -> bool {
+        self.shared.resumed_unattended.swap(false, Ordering::SeqCst)
     }
 
     /// Whether a page asked for a checkpoint since the last call.
@@ -545,7 +594,27 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/eval/{step}/{index}", get(eval_image))
         .route("/ws", get(socket))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
+        .layer(middleware::from_fn_with_state(shared.clone(), guard))
         .with_state(shared)
+}
+
+/// Every request passes here first: a `Host` the server was not started for, or a missing
+/// token off loopback, is answered 403 (see [`crate::access`]).
+async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
+    match shared
+        .access
+        .check(request.headers(), request.uri().query())
+    {
+        Err(reason) => (StatusCode::FORBIDDEN, reason).into_response(),
+        Ok(grant) => {
+            let mut response = next.run(request).await;
+            let cookie = shared.access.cookie().filter(|_| grant == Grant::SetCookie);
+            if let Some(value) = cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
+                response.headers_mut().append(header::SET_COOKIE, value);
+            }
+            response
+        }
+    }
 }
 
 async fn info(State(shared): State<Arc<Shared>>) -> Response {
@@ -579,8 +648,18 @@ async fn eval_image(
     }
 }
 
-async fn socket(State(shared): State<Arc<Shared>>, upgrade: WebSocketUpgrade) -> Response {
-    upgrade.on_upgrade(move |socket| connection(shared, socket))
+async fn socket(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    if let Err(reason) = Access::check_origin(&headers) {
+        return (StatusCode::FORBIDDEN, reason).into_response();
+    }
+    upgrade
+        .max_message_size(MAX_MESSAGE_BYTES)
+        .max_frame_size(MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| connection(shared, socket))
 }
 
 /// One page's connection: its messages in, status, frames and errors out.
@@ -603,17 +682,31 @@ async fn connection(shared: Arc<Shared>, socket: WebSocket) {
                 },
                 outgoing = rx.recv() => {
                     let Some(outgoing) = outgoing else { break };
-                    if send(&shared, client, &mut sink, outgoing).await.is_err() {
+                    let last = matches!(outgoing, Outgoing::End(_));
+                    if send(&shared, client, &mut sink, outgoing).await.is_err() || last {
                         break;
                     }
                 }
             }
         }
     }
-    lock(&shared.clients).remove(&client);
+    let alone = {
+        let mut clients = lock(&shared.clients);
+        clients.remove(&client);
+        clients.is_empty()
+    };
+    // A pause lives as long as a page that can lift it.
+    if alone && shared.paused.swap(false, Ordering::SeqCst) {
+        if let Some(status) = lock(&shared.live).status.as_mut() {
+            status.paused = false;
+        }
+        shared.resumed_unattended.store(true, Ordering::SeqCst);
+    }
     let mut queue = lock(&shared.queue);
     queue.waiting.remove(&client);
     queue.in_flight.remove(&client);
+    drop(queue);
+    shared.wake.notify_all();
 }
 
 async fn send(
@@ -624,6 +717,14 @@ async fn send(
 ) -> Result<(), axum::Error> {
     match outgoing {
         Outgoing::Text(text) => sink.send(Message::Text(text.into())).await,
+        Outgoing::End(text) => {
+            sink.send(Message::Text(text.into())).await?;
+            let close = CloseFrame {
+                code: close_code::NORMAL,
+                reason: "the run ended".into(),
+            };
+            sink.send(Message::Close(Some(close))).await
+        }
         Outgoing::Frame(mut header, frame) => {
             let (quality, threads) = (shared.jpeg_quality, shared.encode_threads);
             let format = header.format;

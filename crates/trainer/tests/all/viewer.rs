@@ -15,7 +15,9 @@ use burn::tensor::{Tensor, TensorData};
 use ember_data::{Dataset, DatasetOptions, read_splats};
 use ember_field::splats::{field_from_splats, write_field};
 use ember_field::{GaussianField, RenderOptions, render};
-use fantoccini::actions::{InputSource, MOUSE_BUTTON_LEFT, MouseActions, PointerAction};
+use fantoccini::actions::{
+    InputSource, KeyAction, KeyActions, MOUSE_BUTTON_LEFT, MouseActions, PointerAction,
+};
 use fantoccini::{Client, ClientBuilder};
 use serde_json::{Value, json};
 
@@ -379,6 +381,28 @@ async fn the_page_in_chromium_renders_orbits_and_jumps_to_dataset_cameras() {
     let state = eval(&client, "return window.ember.cameraState().datasetCamera").await;
     assert_eq!(state, json!(1));
 
+    // Choosing a camera from the list leaves the keys to the view: R resets it at once.
+    let list = client
+        .find(fantoccini::Locator::Id("camera-select"))
+        .await
+        .expect("the camera list");
+    list.select_by_value("2").await.expect("camera 2 chosen");
+    wait_for(
+        &client,
+        "return window.ember.cameraState().datasetCamera === 2",
+    )
+    .await;
+    let press_r = KeyActions::new("keyboard".into())
+        .then(KeyAction::Down { value: 'r' })
+        .then(KeyAction::Up { value: 'r' });
+    client.perform_actions(press_r).await.expect("R pressed");
+    let home = "window.ember.hello.cameras.find((c) => c.split === 'train').index";
+    wait_for(
+        &client,
+        &format!("return window.ember.cameraState().datasetCamera === {home}"),
+    )
+    .await;
+
     let problems: Vec<Value> = console(&client, port)
         .await
         .into_iter()
@@ -394,7 +418,7 @@ async fn the_live_page_shows_the_step_advancing() {
         return;
     }
     let out = scratch("viewer-live");
-    let (_run, url) = trainer_with_viewer(&[
+    let (run, url) = trainer_with_viewer(&[
         "--steps",
         "1000000",
         "--set",
@@ -402,6 +426,7 @@ async fn the_live_page_shows_the_step_advancing() {
         "--set",
         "eval.every=0",
         "--view",
+        "--port",
         "0",
         "--out",
         out.to_str().expect("path"),
@@ -420,6 +445,34 @@ async fn the_live_page_shows_the_step_advancing() {
         &format!("return window.ember.lastStatus.step > {step} + 5"),
     )
     .await;
+    // Without any input the picture follows the training: a later frame, of a later step,
+    // and different pixels.
+    let first_step = eval(&client, "return window.ember.lastFrame.step").await;
+    let first = last_frame(&client).await;
+    wait_for(
+        &client,
+        &format!("return window.ember.lastFrame.step > {first_step} + 5"),
+    )
+    .await;
+    assert_ne!(first, last_frame(&client).await, "the live picture froze");
+    // The PSNR readout keeps the last measured value between the steps that measure it.
+    wait_for(
+        &client,
+        "return /[0-9]/.test(document.getElementById('train-psnr').textContent)",
+    )
+    .await;
+    for _ in 0..10 {
+        let psnr = eval(
+            &client,
+            "return document.getElementById('train-psnr').textContent",
+        )
+        .await;
+        assert!(
+            psnr.as_str().is_some_and(|s| s.ends_with(" dB")),
+            "the PSNR readout went blank: {psnr}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let shown = eval(
         &client,
         "return document.getElementById('train-step').textContent",
@@ -430,6 +483,33 @@ async fn the_live_page_shows_the_step_advancing() {
             .as_str()
             .is_some_and(|s| s.chars().any(|c| c.is_ascii_digit())),
         "the live panel shows no step: {shown}"
+    );
+    // Ctrl-C ends the run: the page says so and how to keep viewing, and stops reconnecting.
+    let pid = run.0.id().to_string();
+    let signalled = Command::new("kill").args(["-INT", &pid]).status();
+    assert!(
+        signalled.is_ok_and(|s| s.success()),
+        "SIGINT to the trainer"
+    );
+    wait_for(
+        &client,
+        "return window.ember.ended !== null \
+         && document.getElementById('banner').textContent.includes('trainer view') \
+         && document.getElementById('pause').disabled",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let banner = eval(
+        &client,
+        "const b = document.getElementById('banner'); return [b.hidden, b.textContent]",
+    )
+    .await;
+    assert_eq!(banner[0], json!(false), "{banner}");
+    assert!(
+        banner[1]
+            .as_str()
+            .is_some_and(|t| !t.contains("reconnecting")),
+        "the page went back to reconnecting: {banner}"
     );
     let problems: Vec<Value> = console(&client, port)
         .await

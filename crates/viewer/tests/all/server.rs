@@ -111,10 +111,17 @@ fn serve(viewer: &Arc<Viewer>) -> (Arc<AtomicBool>, thread::JoinHandle<()>) {
 
 /// A plain HTTP/1.1 GET: status code, content type, body.
 fn get(address: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
+    let (status, head, body) = get_as(address, path, &address.to_string(), "");
+    (status, header_of(&head, "content-type"), body)
+}
+
+/// A GET sent to `address` naming the server `host`, with `extra` header lines (each ending in
+/// `\r\n`): status code, response head, body.
+fn get_as(address: SocketAddr, path: &str, host: &str, extra: &str) -> (u16, String, Vec<u8>) {
     let mut stream = TcpStream::connect(address).unwrap();
     write!(
         stream,
-        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = Vec::new();
@@ -122,15 +129,17 @@ fn get(address: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
     let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
     let head = String::from_utf8_lossy(&response[..split]).to_string();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    let content_type = head
-        .lines()
+    (status, head, response[split + 4..].to_vec())
+}
+
+/// The value of header `name` (lower case) in a response head, or "".
+fn header_of(head: &str, name: &str) -> String {
+    head.lines()
         .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-type: ")
-                .map(str::to_string)
+            let (key, value) = l.split_once(": ")?;
+            key.eq_ignore_ascii_case(name).then(|| value.to_string())
         })
-        .unwrap_or_default();
-    (status, content_type, response[split + 4..].to_vec())
+        .unwrap_or_default()
 }
 
 async fn connect(viewer: &Viewer) -> (Socket, Value) {
@@ -299,6 +308,15 @@ async fn bad_messages_get_an_error_and_the_connection_stays_up() {
         .await
         .unwrap();
     assert_eq!(next_text(&mut socket).await["type"], "error");
+    // 30 MB of JSON in one frame: an error, not a dropped connection.
+    let huge = format!(r#"{{"type": "render", "id": "{}"}}"#, "x".repeat(30 << 20));
+    socket.send(Message::Text(huge.into())).await.unwrap();
+    let reply = next_text(&mut socket).await;
+    assert_eq!(reply["type"], "error");
+    assert!(
+        reply["message"].as_str().unwrap().contains("bytes refused"),
+        "{reply}"
+    );
     // Still served.
     socket
         .send(render_message(9, &camera_params_ok(), "jpeg"))
@@ -460,6 +478,138 @@ async fn live_mode_pauses_checkpoints_and_publishes_progress() {
         (LiveAction::Checkpoint, LiveAction::Continue)
     );
     assert!(!viewer.paused());
+}
+
+/// The end of a run is told to every page, which is then let go: not left to reconnect to a
+/// server that is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_a_run_is_told_and_the_pages_let_go() {
+    let viewer = Arc::new(start(Mode::Training));
+    let (mut socket, _) = connect(&viewer).await;
+    let v = viewer.clone();
+    let ending = tokio::task::spawn_blocking(move || {
+        v.end(
+            "the run ended; trainer view runs/x",
+            Duration::from_secs(10),
+        )
+    });
+    let ended = next_of(&mut socket, "ended").await;
+    assert_eq!(ended["text"], "the run ended; trainer view runs/x");
+    match next_message(&mut socket).await {
+        Message::Close(Some(frame)) => assert_eq!(u16::from(frame.code), 1000),
+        other => panic!("expected a close frame, got {other:?}"),
+    }
+    ending.await.unwrap();
+    assert_eq!(viewer.connections(), 0);
+}
+
+/// A pause ends with the last page that could lift it: the run resumes, and the caller is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_does_not_outlive_the_last_page() {
+    let viewer = Arc::new(start(Mode::Training));
+    let (mut first, _) = connect(&viewer).await;
+    let (mut second, _) = connect(&viewer).await;
+    first
+        .send(Message::Text(json!({"type": "pause"}).to_string().into()))
+        .await
+        .unwrap();
+    assert_eq!(
+        next_of(&mut first, "message").await["text"],
+        "training paused"
+    );
+    first.close(None).await.unwrap();
+    // Another page is still there to resume it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(viewer.paused());
+    assert!(!viewer.take_unattended_resume());
+    second.close(None).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while viewer.paused() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still paused without a page"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(viewer.take_unattended_resume());
+    assert!(!viewer.take_unattended_resume(), "told once");
+}
+
+/// A web page elsewhere must not drive or read the viewer: foreign `Host` names (DNS
+/// rebinding) and foreign `Origin`s (cross-site WebSockets) are refused; a client without an
+/// `Origin` (not a browser page) and the page itself pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_sites_can_neither_connect_nor_read() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let viewer = start(Mode::Training);
+    let address = viewer.address();
+    for path in ["/", "/api/info", "/photo/0", "/ws", "/nothing"] {
+        let (status, _, body) = get_as(address, path, "attacker.test", "");
+        assert_eq!(status, 403, "{path}");
+        assert!(
+            String::from_utf8_lossy(&body).contains("answers to"),
+            "{path}"
+        );
+    }
+    let port = address.port();
+    assert_eq!(
+        get_as(address, "/api/info", &format!("localhost:{port}"), "").0,
+        200
+    );
+    let url = format!("ws://{address}/ws");
+    let with_origin = |origin: &str| {
+        let mut request = url.as_str().into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("Origin", origin.parse().unwrap());
+        request
+    };
+    match tokio_tungstenite::connect_async(with_origin("http://evil.example")).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            assert_eq!(response.status(), 403)
+        }
+        other => panic!("a foreign origin was not refused: {:?}", other.map(|_| ())),
+    }
+    let own = with_origin(&format!("http://{address}"));
+    let (mut socket, _) = tokio_tungstenite::connect_async(own).await.unwrap();
+    assert_eq!(next_text(&mut socket).await["type"], "hello");
+    // The refused page could not pause training.
+    assert!(!viewer.paused());
+}
+
+/// Off loopback the viewer asks for the token of its URL, then for the cookie it sets.
+#[test]
+fn off_loopback_the_printed_url_is_the_only_way_in() {
+    let config = ViewerConfig {
+        host: "0.0.0.0".parse().unwrap(),
+        port: 0,
+        ..ViewerConfig::default()
+    };
+    let viewer = Viewer::start(&config, scene(Mode::Scene), None).unwrap();
+    let url = viewer.url();
+    let token = url
+        .split_once("?token=")
+        .expect("the URL carries the token")
+        .1;
+    assert_eq!(token.len(), 32);
+    let address = SocketAddr::from(([127, 0, 0, 1], viewer.address().port()));
+    let host = format!("some-name.local:{}", address.port());
+    let (status, _, body) = get_as(address, "/api/info", &host, "");
+    assert_eq!(status, 403);
+    assert!(String::from_utf8_lossy(&body).contains("token"));
+    let (status, head, _) = get_as(address, &format!("/?token={token}"), &host, "");
+    assert_eq!(status, 200);
+    let cookie = header_of(&head, "set-cookie");
+    assert!(
+        cookie.starts_with(&format!("ember_token={token}")),
+        "{cookie}"
+    );
+    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+    let carried = format!("Cookie: ember_token={token}\r\n");
+    assert_eq!(get_as(address, "/api/info", &host, &carried).0, 200);
+    let wrong = "Cookie: ember_token=00000000000000000000000000000000\r\n";
+    assert_eq!(get_as(address, "/api/info", &host, wrong).0, 403);
 }
 
 #[test]
