@@ -72,32 +72,45 @@ pub fn parse_ply(bytes: &[u8], path: &Path) -> Result<PointCloud> {
         }
         _ => None,
     };
+    // Where each vertex property goes, looked up once rather than per value.
+    let mut slots = vec![Slot::Skip; vertex.properties.len()];
+    for (c, &p) in xyz.iter().enumerate() {
+        slots[p] = Slot::Position(c);
+    }
+    for (c, &p) in rgb
+        .iter()
+        .flat_map(|(channels, _)| channels.iter().enumerate())
+    {
+        slots[p] = Slot::Color(c);
+    }
+    let scale = rgb.map_or(1.0, |(_, full)| 255.0 / full);
     let mut positions = vec![[0.0f32; 3]; vertex.count];
-    let mut colors = vec![[0.0f64; 3]; if rgb.is_some() { vertex.count } else { 0 }];
+    let mut colors = vec![[0u8; 3]; if rgb.is_some() { vertex.count } else { 0 }];
     read_vertex(
         bytes,
         path,
         &header,
         vertex_index,
-        |record, property, value| {
-            if let Some(c) = xyz.iter().position(|&p| p == property) {
-                positions[record][c] = value as f32;
+        |record, property, value| match slots[property] {
+            Slot::Position(c) => positions[record][c] = value as f32,
+            Slot::Color(c) => {
+                colors[record][c] = (value * scale).round().clamp(0.0, 255.0) as u8;
             }
-            if let Some((channels, _)) = rgb
-                && let Some(c) = channels.iter().position(|&p| p == property)
-            {
-                colors[record][c] = value;
-            }
+            Slot::Skip => {}
         },
     )?;
-    let colors = rgb.map(|(_, full)| {
-        let scale = 255.0 / full;
-        colors
-            .iter()
-            .map(|c| c.map(|v| (v * scale).round().clamp(0.0, 255.0) as u8))
-            .collect()
-    });
-    Ok(PointCloud { positions, colors })
+    Ok(PointCloud {
+        positions,
+        colors: rgb.map(|_| colors),
+    })
+}
+
+/// Where a vertex property goes.
+#[derive(Debug, Clone, Copy)]
+enum Slot {
+    Position(usize),
+    Color(usize),
+    Skip,
 }
 
 /// The full-intensity value of a colour stored in `ty`: 65535 for `ushort`, 1 for floats, 255

@@ -111,7 +111,8 @@ impl Access {
             .iter()
             .filter_map(|c| c.to_str().ok())
             .flat_map(|c| c.split(';'))
-            .any(|pair| pair.trim().strip_prefix("ember_token=") == Some(token.as_str()));
+            .filter_map(|pair| pair.trim().split_once('='))
+            .any(|(name, value)| name == COOKIE && value == token);
         if in_cookie {
             Ok(Grant::Plain)
         } else {

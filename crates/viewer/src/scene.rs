@@ -139,23 +139,20 @@ mod tests {
     use super::*;
 
     fn camera_at(position: [f64; 3], rotation: [f64; 9]) -> DatasetCamera {
-        let r = &rotation;
-        let t = [0, 1, 2].map(|i| {
-            -(r[3 * i] * position[0] + r[3 * i + 1] * position[1] + r[3 * i + 2] * position[2])
-        });
         DatasetCamera {
             name: "c".into(),
             split: Split::Train,
             camera: CameraParams {
                 rotation,
-                translation: t,
+                translation: [0.0; 3],
                 fx: 100.0,
                 fy: 100.0,
                 cx: 50.0,
                 cy: 50.0,
                 width: 100,
                 height: 100,
-            },
+            }
+            .with_center(position),
         }
     }
 
