@@ -23,7 +23,7 @@ data=${EMBER_DATA_DIR:-$root/../shared/data}
 triple=$(rustc -vV | sed -n 's/^host: //p')
 bin_dir=$target_dir/$triple/release
 targets=(splat_ply dot_splat spz ply colmap_binary colmap_text transforms_json camera_json
-  config_toml checkpoint)
+  camera_path config_toml checkpoint)
 
 build() {
   local flags=(
@@ -64,7 +64,7 @@ seed() {
   seed_from colmap_text 300000 -name '*.txt' -path '*sparse*'
   seed_from transforms_json 300000 -name 'transforms*.json'
   # Formats with no real files in the data: the seeds in fuzz/seeds and the presets.
-  for target in camera_json checkpoint colmap_text; do
+  for target in camera_json camera_path checkpoint colmap_text; do
     mkdir -p "$corpus_root/$target"
     cp "$root/fuzz/seeds/$target"/* "$corpus_root/$target/"
   done

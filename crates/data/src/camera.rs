@@ -323,6 +323,14 @@ pub fn parse_camera_file(bytes: &[u8], path: &Path) -> Result<CameraParams> {
         path: path.to_path_buf(),
         cause,
     })?;
+    check_camera(&camera, path, "camera")?;
+    Ok(camera)
+}
+
+/// The check [`parse_camera_file`] makes of a camera read from `path`, where `name` (`camera`,
+/// `keyframes[2].camera`) says which camera of the file it is: an orthonormal rotation with
+/// determinant +1 (to `1e-3`), finite values, positive focal lengths and size.
+pub(crate) fn check_camera(camera: &CameraParams, path: &Path, name: &str) -> Result<()> {
     let pose = Pose {
         rotation: camera.rotation,
         translation: camera.translation,
@@ -330,7 +338,7 @@ pub fn parse_camera_file(bytes: &[u8], path: &Path) -> Result<CameraParams> {
     if let Some(problem) = pose.problem() {
         return Err(DataError::InvalidPose {
             path: path.to_path_buf(),
-            view: "camera".to_string(),
+            view: name.to_string(),
             problem,
         });
     }
@@ -345,11 +353,11 @@ pub fn parse_camera_file(bytes: &[u8], path: &Path) -> Result<CameraParams> {
     if let Some(problem) = intrinsics.problem() {
         return Err(DataError::InvalidIntrinsics {
             path: path.to_path_buf(),
-            camera: "camera".to_string(),
+            camera: name.to_string(),
             problem,
         });
     }
-    Ok(camera)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -110,6 +110,17 @@ pub enum DataError {
         /// What is wrong.
         problem: String,
     },
+    /// A camera path (`trainer render --path`) with a value it cannot hold: times that do not
+    /// increase, keyframes of different sizes, a frame rate out of range, too many frames.
+    #[error("{path}: {field}: {problem}")]
+    CameraPath {
+        /// The path file.
+        path: PathBuf,
+        /// The field, as JSON would reach it: `fps`, `keyframes`, `keyframes[2].time`.
+        field: String,
+        /// What is wrong.
+        problem: String,
+    },
     /// An image refers to a camera id the model does not have.
     #[error("{path}: image `{image}` refers to camera {camera_id}, which is not in the model")]
     MissingCamera {

@@ -9,6 +9,7 @@
 //! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2` (`k1..k4` for OPENCV_FISHEYE), global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path` |
 //! | point clouds | COLMAP `points3D`, PLY | [`PointCloud`]: ASCII and binary PLY, `x y z` + optional `red green blue` |
 //! | trained splats | 3DGS PLY, `.splat`, SPZ, PlayCanvas compressed PLY | [`Splats`], see [`splats`]: read and write by extension, [`convert`], [`transform`], [`info`] |
+//! | camera paths | JSON: `fps`, `keyframes` of `time` + camera | [`CameraPath`], see [`camera_path`]: the cameras of every video frame between key views (`trainer render --path`) |
 //!
 //! Camera models: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE
 //! (COLMAP), and nerfstudio's OPENCV, PINHOLE and OPENCV_FISHEYE. Distorted images are **undistorted when decoded** (remapped to
@@ -51,6 +52,7 @@
 #![warn(missing_docs)]
 
 pub mod camera;
+pub mod camera_path;
 pub mod colmap;
 mod dataset;
 mod error;
@@ -64,6 +66,7 @@ pub mod transforms_json;
 use std::path::Path;
 
 pub use camera::{Distortion, Intrinsics, Pose, opengl_c2w_to_opencv_w2c, parse_camera_file};
+pub use camera_path::{CameraPath, Keyframe, parse_camera_path};
 pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View};
 pub use error::{DataError, Result};
 pub use images::{DecodedImage, ImageSource};

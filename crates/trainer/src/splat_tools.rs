@@ -9,10 +9,11 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use ember_data::{
-    Dataset, DatasetOptions, SplatInfo, convert, info, parse_camera_file, read_splats, transform,
+    CameraPath, Dataset, DatasetOptions, SplatInfo, convert, info, parse_camera_file,
+    parse_camera_path, read_splats, transform,
 };
 use ember_field::splats::field_from_splats;
-use ember_field::{RenderOptions, render};
+use ember_field::{GaussianField, RenderOptions, render};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
 use ember_train::write_atomically;
@@ -37,12 +38,13 @@ pub enum SplatCommand {
         /// The file.
         input: PathBuf,
     },
-    /// Render a splat file through a camera into a PNG or JPEG (on the `--backend` given before
-    /// the subcommand).
+    /// Render a splat file through a camera into a PNG or JPEG, or along a camera path into
+    /// numbered PNGs and an animated PNG (on the `--backend` given before the subcommand).
     Render(RenderArgs),
 }
 
-/// `trainer render IN (--camera CAM.json | --data PATH --view I) --out IMG.png`.
+/// `trainer render IN (--camera CAM.json | --data PATH --view I) --out IMG.png`, or
+/// `trainer render IN --path PATH.json --out DIR`.
 #[derive(Args, Debug)]
 pub struct RenderArgs {
     /// Splat file to render.
@@ -52,19 +54,25 @@ pub struct RenderArgs {
     #[arg(
         long,
         value_name = "CAMERA.json",
-        conflicts_with = "data",
-        required_unless_present = "data"
+        conflicts_with_all = ["data", "path"],
+        required_unless_present_any = ["data", "path"]
     )]
     camera: Option<PathBuf>,
     /// A dataset (COLMAP, NeRF-Synthetic, nerfstudio) whose view `--view` to render.
-    #[arg(long, value_name = "PATH", requires = "view")]
+    #[arg(long, value_name = "PATH", requires = "view", conflicts_with = "path")]
     data: Option<PathBuf>,
     /// Index of the view among the dataset's train, then val, then test views.
     #[arg(long, value_name = "I")]
     view: Option<usize>,
-    /// Output image: PNG (`.png`) or JPEG (`.jpg`, `.jpeg`).
-    #[arg(long, value_name = "IMG.png", default_value = "render.png")]
-    out: PathBuf,
+    /// A camera path as JSON: `fps` (default 30) and `keyframes`, each a `time` in seconds and a
+    /// `camera` as in `--camera`. Every frame is rendered into the folder `--out`.
+    #[arg(long, value_name = "PATH.json", requires = "out")]
+    path: Option<PathBuf>,
+    /// Output image: PNG (`.png`) or JPEG (`.jpg`, `.jpeg`); `render.png` when not given. With
+    /// `--path`, a folder (created if missing) for `frame_00000.png`, `frame_00001.png`, ...
+    /// and `path.apng`, all frames as an animated PNG.
+    #[arg(long, value_name = "IMG.png|DIR")]
+    out: Option<PathBuf>,
     /// Background colour, RGB in [0, 1].
     #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
     background: Option<[f64; 3]>,
@@ -88,6 +96,12 @@ impl RenderArgs {
             None => bail!("--view {view}: {} has {count} views", data.display()),
         }
     }
+
+    /// The render options: the default ones over `--background` (black when not given).
+    fn options(&self) -> RenderOptions {
+        let background = self.background.unwrap_or([0.0; 3]).map(|c| c as f32);
+        RenderOptions::default().with_background(background)
+    }
 }
 
 /// Bytes of host memory a render needs per pixel: the image in f32 on the device and read
@@ -110,61 +124,242 @@ fn image_format(out: &Path) -> Result<ImageFormat> {
     }
 }
 
-/// `trainer render`: the splat file drawn on backend `B`, written as PNG or JPEG.
-pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Result<()> {
-    let format = image_format(&args.out)?;
-    let inputs: Vec<&Path> = [Some(&args.input), args.camera.as_ref(), args.data.as_ref()]
-        .into_iter()
-        .flatten()
-        .map(PathBuf::as_path)
-        .collect();
-    not_an_input("--out", &args.out, &inputs)?;
-    let camera = args.camera()?;
+/// Refuses a render of `camera`'s size whose buffers exceed the memory this machine has.
+fn render_fits_in_memory(camera: &CameraParams) -> Result<()> {
     fits_in_memory(
         &format!("a {}x{} render", camera.width, camera.height),
         u128::from(camera.width) * u128::from(camera.height) * RENDER_BYTES_PER_PIXEL,
-    )?;
-    let splats =
-        read_splats(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
+    )
+}
+
+/// The splat file `input` as a field on `device`, and its number of Gaussians; Gaussians with
+/// NaN or infinite values are refused.
+fn load_field<B: SplatBackend>(
+    input: &Path,
+    device: &B::Device,
+) -> Result<(GaussianField<B>, usize)> {
+    let splats = read_splats(input).with_context(|| format!("reading {}", input.display()))?;
     if let Some(bad) = splats.non_finite() {
         bail!(
             "{}: {} of {} Gaussians hold NaN or infinite values (the first is index {}): \
              refusing to render them",
-            args.input.display(),
+            input.display(),
             bad.count,
             splats.len(),
             bad.first
         );
     }
     let field = field_from_splats::<B>(&splats, device)
-        .with_context(|| format!("{} as a field", args.input.display()))?;
-    let background = args.background.unwrap_or([0.0; 3]).map(|c| c as f32);
-    let options = RenderOptions::default().with_background(background);
-    let started = Instant::now();
-    let out = render(&field, &camera, &options).context("rendering")?;
+        .with_context(|| format!("{} as a field", input.display()))?;
+    Ok((field, splats.len()))
+}
+
+/// `field` through `camera` as 8-bit RGB, `[height, width, 3]` row-major, read back to the host.
+fn render_rgb8<B: SplatBackend>(
+    field: &GaussianField<B>,
+    camera: &CameraParams,
+    options: &RenderOptions,
+) -> Result<Vec<u8>> {
+    let out = render(field, camera, options).context("rendering")?;
     let rgb = ember_field::to_host(out.rgb, "the rendered image")?;
-    let ms = started.elapsed().as_secs_f64() * 1e3;
-    let bytes: Vec<u8> = rgb
+    Ok(rgb
         .iter()
         .map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)
-        .collect();
-    let image = image::RgbImage::from_raw(camera.width, camera.height, bytes)
+        .collect())
+}
+
+/// Encodes 8-bit RGB `[height, width, 3]` as `format` and writes it to `out` atomically.
+fn write_image(
+    rgb: Vec<u8>,
+    width: u32,
+    height: u32,
+    format: ImageFormat,
+    out: &Path,
+) -> Result<()> {
+    let image = image::RgbImage::from_raw(width, height, rgb)
         .context("the image size does not match the camera")?;
     let mut encoded = Vec::new();
     image
         .write_to(&mut std::io::Cursor::new(&mut encoded), format)
-        .with_context(|| format!("encoding {}", args.out.display()))?;
-    write_atomically(&args.out, &encoded)
-        .with_context(|| format!("writing {}", args.out.display()))?;
+        .with_context(|| format!("encoding {}", out.display()))?;
+    write_atomically(out, &encoded).with_context(|| format!("writing {}", out.display()))?;
+    Ok(())
+}
+
+/// `trainer render`: the splat file drawn on backend `B`, written as PNG or JPEG; with
+/// `--path`, every frame of the camera path ([`render_path`]).
+pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Result<()> {
+    if let Some(path_file) = &args.path {
+        return render_path::<B>(args, path_file, device);
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("render.png"));
+    let format = image_format(&out)?;
+    let inputs: Vec<&Path> = [Some(&args.input), args.camera.as_ref(), args.data.as_ref()]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
+        .collect();
+    not_an_input("--out", &out, &inputs)?;
+    let camera = args.camera()?;
+    render_fits_in_memory(&camera)?;
+    let (field, count) = load_field::<B>(&args.input, device)?;
+    let started = Instant::now();
+    let rgb = render_rgb8(&field, &camera, &args.options())?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    write_image(rgb, camera.width, camera.height, format, &out)?;
     println!(
-        "{}: {} Gaussians rendered at {}x{} on {} in {ms:.1} ms (with the read-back)",
-        args.out.display(),
-        splats.len(),
+        "{}: {count} Gaussians rendered at {}x{} on {} in {ms:.1} ms (with the read-back)",
+        out.display(),
         camera.width,
         camera.height,
         B::name(device)
     );
     Ok(())
+}
+
+/// The animated PNG `trainer render --path` writes into its `--out` folder.
+const ANIMATION_NAME: &str = "path.apng";
+
+/// The file name of frame `index` in the `--out` folder: `frame_00000.png`, ...
+fn frame_name(index: usize) -> String {
+    format!("frame_{index:05}.png")
+}
+
+/// `trainer render IN --path PATH.json --out DIR`: every frame of the camera path in
+/// `path_file`, rendered once the splat file is loaded, written as `DIR/frame_NNNNN.png` and
+/// streamed into `DIR/path.apng` (through `path.apng.tmp`, removed on an error).
+fn render_path<B: SplatBackend>(
+    args: &RenderArgs,
+    path_file: &Path,
+    device: &B::Device,
+) -> Result<()> {
+    let Some(dir) = &args.out else {
+        bail!("--path needs --out DIR, the folder for the frames");
+    };
+    let bytes = std::fs::read(path_file)
+        .with_context(|| format!("reading the camera path {}", path_file.display()))?;
+    let camera_path = parse_camera_path(&bytes, path_file)?;
+    let inputs = [args.input.as_path(), path_file];
+    not_an_input("--out", dir, &inputs)?;
+    if dir.exists() && !dir.is_dir() {
+        bail!(
+            "--out {} is a file: with --path, --out is the folder for the frames (created if \
+             missing)",
+            dir.display()
+        );
+    }
+    let frame_count = camera_path.frame_count();
+    for index in 0..frame_count {
+        not_an_input("the frame", &dir.join(frame_name(index)), &inputs)?;
+    }
+    let animation = dir.join(ANIMATION_NAME);
+    not_an_input("the animation", &animation, &inputs)?;
+    let first = camera_path.keyframes()[0].camera;
+    render_fits_in_memory(&first)?;
+    let (field, count) = load_field::<B>(&args.input, device)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+
+    let mut partial = animation.clone().into_os_string();
+    partial.push(".tmp");
+    let partial = PathBuf::from(partial);
+    let started = Instant::now();
+    let written =
+        write_frames(&field, &camera_path, &args.options(), dir, &partial).and_then(|()| {
+            std::fs::rename(&partial, &animation)
+                .with_context(|| format!("writing {}", animation.display()))
+        });
+    if written.is_err() {
+        // Nothing to report if the temporary file was never created.
+        let _ = std::fs::remove_file(&partial);
+    }
+    written?;
+    let ms = started.elapsed().as_secs_f64() * 1e3 / frame_count as f64;
+    let (width, height) = camera_path.size();
+    println!(
+        "{}: {frame_count} frames of {width}x{height} at {} fps ({} to {} and {ANIMATION_NAME}), \
+         {count} Gaussians rendered on {} in {ms:.1} ms per frame (with the read-back and \
+         encoding)",
+        dir.display(),
+        camera_path.fps(),
+        frame_name(0),
+        frame_name(frame_count - 1),
+        B::name(device)
+    );
+    Ok(())
+}
+
+/// Renders every frame of `camera_path`, writes each as a PNG in `dir` and streams it into the
+/// animated PNG `partial` (looping forever, one frame per `1 / fps` seconds). Progress goes to
+/// stderr every tenth of the frames.
+fn write_frames<B: SplatBackend>(
+    field: &GaussianField<B>,
+    camera_path: &CameraPath,
+    options: &RenderOptions,
+    dir: &Path,
+    partial: &Path,
+) -> Result<()> {
+    let frame_count = camera_path.frame_count();
+    let (width, height) = camera_path.size();
+    let file = std::fs::File::create(partial)
+        .with_context(|| format!("creating {}", partial.display()))?;
+    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    let frames = u32::try_from(frame_count).context("too many frames for an animated PNG")?;
+    encoder.set_animated(frames, 0)?;
+    let (numerator, denominator) = frame_delay(camera_path.fps());
+    encoder.set_frame_delay(numerator, denominator)?;
+    let mut animation = encoder
+        .write_header()
+        .with_context(|| format!("writing {}", partial.display()))?;
+    let progress_every = frame_count.div_ceil(10);
+    for (index, camera) in camera_path.frames().enumerate() {
+        let rgb = render_rgb8(field, &camera, options)
+            .with_context(|| format!("frame {index} of {frame_count}"))?;
+        animation
+            .write_image_data(&rgb)
+            .with_context(|| format!("writing {}", partial.display()))?;
+        write_image(
+            rgb,
+            width,
+            height,
+            ImageFormat::Png,
+            &dir.join(frame_name(index)),
+        )?;
+        let done = index + 1;
+        if frame_count >= 20 && done % progress_every == 0 && done < frame_count {
+            eprintln!("{done}/{frame_count} frames");
+        }
+    }
+    animation
+        .finish()
+        .with_context(|| format!("writing {}", partial.display()))?;
+    Ok(())
+}
+
+/// The animated PNG frame delay `numerator / denominator` seconds (both 16-bit) nearest to
+/// `1 / fps`: exact for whole frame rates and for rates such as 30000/1001.
+fn frame_delay(fps: f64) -> (u16, u16) {
+    let seconds = 1.0 / fps;
+    let mut best = (1, 1);
+    let mut best_error = f64::INFINITY;
+    for denominator in 1..=u16::MAX {
+        let numerator = (f64::from(denominator) * seconds)
+            .round()
+            .clamp(1.0, f64::from(u16::MAX));
+        let error = (numerator / f64::from(denominator) - seconds).abs();
+        if error < best_error {
+            best = (numerator as u16, denominator);
+            best_error = error;
+            if error == 0.0 {
+                break;
+            }
+        }
+    }
+    best
 }
 
 /// `trainer transform IN OUT ...`: `x' = s R (x - c) + c + t`.
@@ -303,4 +498,19 @@ pub fn run(command: &SplatCommand) -> Result<()> {
         SplatCommand::Render(_) => bail!("render needs a backend: call render_png"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_delays_are_exact_for_common_rates() {
+        assert_eq!(frame_delay(30.0), (1, 30));
+        assert_eq!(frame_delay(240.0), (1, 240));
+        assert_eq!(frame_delay(0.5), (2, 1));
+        assert_eq!(frame_delay(30000.0 / 1001.0), (1001, 30000));
+        let (numerator, denominator) = frame_delay(12.5);
+        assert_eq!(f64::from(numerator) / f64::from(denominator), 0.08);
+    }
 }

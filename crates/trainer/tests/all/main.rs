@@ -3,5 +3,6 @@
 mod bad_inputs;
 mod bench_commands;
 mod common;
+mod render_path;
 mod splat_commands;
 mod viewer;
