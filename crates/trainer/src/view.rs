@@ -22,8 +22,8 @@ use ember_train::{
     TrainScene, Trainer,
 };
 use ember_viewer::{
-    DatasetCamera, EvalViews, Frame, LiveAction, LiveRenderer, Mode, PhotoSource, SceneInfo, Split,
-    Status, Viewer, ViewerConfig, serve_field,
+    DatasetCamera, EVALS_KEPT, EvalViews, Frame, LiveAction, LiveRenderer, Mode, PhotoSource,
+    SceneInfo, Split, Status, Viewer, ViewerConfig, serve_field,
 };
 use signal_hook::consts::SIGINT;
 
@@ -262,10 +262,133 @@ pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> 
         B::name(device),
         started.elapsed().as_secs_f64()
     );
+    if let Some(folder) = run_folder(&args.scene) {
+        publish_run_record(&viewer, &folder)?;
+    }
     println!("viewer: open {} (Ctrl-C stops)", viewer.url());
     let interrupted = interrupt_flag()?;
     serve_field(&viewer, &scene.field, || interrupted.load(Ordering::SeqCst));
+    // The open pages are told, rather than left reconnecting to nothing.
+    let text = format!(
+        "the viewer was stopped; to open it again: trainer view {}",
+        args.scene.display()
+    );
+    viewer.end(&text, Duration::from_secs(2));
     Ok(())
+}
+
+/// The run folder a SCENE argument is or lies in (a checkpoint beside its `metrics.jsonl`).
+fn run_folder(scene: &Path) -> Option<PathBuf> {
+    let folder = if scene.is_dir() {
+        scene
+    } else {
+        scene.parent()?
+    };
+    folder
+        .join("metrics.jsonl")
+        .is_file()
+        .then(|| folder.to_path_buf())
+}
+
+/// Gives the pages what a finished run recorded (`metrics.jsonl` in `folder`): its curves, its
+/// last state and its held-out evaluations, with the images of the latest [`EVALS_KEPT`] from
+/// `eval/`. Lines that do not parse are skipped with a note: a run killed mid-write leaves one.
+fn publish_run_record(viewer: &Viewer, folder: &Path) -> Result<()> {
+    let path = folder.join("metrics.jsonl");
+    let text =
+        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let total_steps = TrainConfig::from_file(&folder.join("config.toml"))
+        .map(|config| config.steps)
+        .ok();
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .filter_map(|(i, line)| match serde_json::from_str(line) {
+            Ok(row) => Some(row),
+            Err(e) => {
+                println!("note: {} line {}: {e}: skipped", path.display(), i + 1);
+                None
+            }
+        })
+        .collect();
+    let number = |row: &serde_json::Value, key: &str| row[key].as_f64();
+    let last_step = rows
+        .iter()
+        .filter_map(|row| row["step"].as_u64())
+        .max()
+        .unwrap_or(0) as usize;
+    for row in rows.iter().filter(|row| row["kind"] == "train") {
+        let Some(step) = row["step"].as_u64() else {
+            continue;
+        };
+        viewer.set_status(Status {
+            step: step as usize,
+            total_steps: total_steps.unwrap_or(last_step),
+            gaussians: row["gaussians"].as_u64().unwrap_or(0) as usize,
+            loss: number(row, "loss").map(|v| v as f32),
+            psnr: number(row, "psnr").map(|v| v as f32),
+            paused: false,
+            steps_per_second: 0.0,
+        });
+    }
+    let evals: Vec<&serde_json::Value> = rows.iter().filter(|row| row["kind"] == "eval").collect();
+    let with_images = evals.len().saturating_sub(EVALS_KEPT);
+    for (i, row) in evals.iter().enumerate() {
+        let (Some(step), Some(psnr), Some(ssim)) = (
+            row["step"].as_u64(),
+            number(row, "psnr"),
+            number(row, "ssim"),
+        ) else {
+            continue;
+        };
+        let step = step as usize;
+        let views = if i >= with_images {
+            eval_images(&folder.join("eval"), step)
+        } else {
+            Vec::new()
+        };
+        viewer.publish_eval(EvalViews {
+            step,
+            psnr: psnr as f32,
+            ssim: ssim as f32,
+            views,
+        })?;
+    }
+    Ok(())
+}
+
+/// The images a run saved for its evaluation at `step` (`eval/step_NNNNNN_<view>.png`), by
+/// name; one that does not decode is left out with a note.
+fn eval_images(folder: &Path, step: usize) -> Vec<(String, Frame)> {
+    let prefix = format!("step_{step:06}_");
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    let mut files: Vec<(String, PathBuf)> = entries
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter_map(|path| {
+            let name = path.file_name()?.to_str()?;
+            let view = name.strip_prefix(&prefix)?.strip_suffix(".png")?;
+            Some((view.to_string(), path.clone()))
+        })
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .filter_map(|(view, path)| match image::open(&path) {
+            Ok(image) => {
+                let rgb = image.to_rgb8();
+                let mut frame = Frame::from_rgb(rgb.width(), rgb.height(), rgb.into_raw());
+                frame.step = Some(step);
+                Some((view, frame))
+            }
+            Err(e) => {
+                println!("note: {}: {e}: left out", path.display());
+                None
+            }
+        })
+        .collect()
 }
 
 /// The share of the training time the live viewer may render in: the targets are 15% on the
@@ -368,13 +491,8 @@ impl<B: SplatAutodiffBackend, O: RunObserver<B>> RunObserver<B> for LiveObserver
             .images
             .iter()
             .map(|image| {
-                let frame = Frame {
-                    width: image.width,
-                    height: image.height,
-                    rgb: image.rgb.clone(),
-                    render_ms: 0.0,
-                    step: Some(report.step),
-                };
+                let mut frame = Frame::from_rgb(image.width, image.height, image.rgb.clone());
+                frame.step = Some(report.step);
                 (image.name.clone(), frame)
             })
             .collect();

@@ -1,4 +1,11 @@
-'use strict';
+import {
+  add, sub, mul, dot, cross, length, normalize, row, apply, centerOf, translationOf, clamp, radians,
+  axisRotation, lookAt, orthonormalize, rollOf, withRoll,
+} from '/geometry.js';
+import { decodeFrame } from '/frame.js';
+import { drawCurve, smoothedLog } from '/curves.js';
+import { cameraAt, drawFrustums, projectFrustums } from '/overlay.js';
+import { KeyViews } from '/path.js';
 
 // The Ember viewer page. It speaks the protocol in crates/viewer/PROTOCOL.md over one
 // WebSocket: it owns the camera, asks the server for frames and draws what comes back.
@@ -23,50 +30,15 @@
   const RETRY_MIN_MS = 500;
   const RETRY_MAX_MS = 10000;
   const LIVE_REFRESH_MS = 1000;    // during training, a still view is redrawn at least this often
+  const HOME_ELEVATION = (20 * Math.PI) / 180;  // a scene without cameras is first seen from above by this much
+  const FIT_MARGIN = 1.05;         // "fit" leaves this much room around the scene's sphere
+  const LOSS_SMOOTHING = 0.9;      // weight of the past in the loss curve's moving average
+  const FRUSTUM_RADII = 0.12;      // a drawn camera's depth, in scene radii
+  const HOVER_PX = 14;             // how near a drawn camera the pointer picks it
+  const PATH_FPS = 30;
+  const CLICK_SLOP_PX = 3;         // a press that moves less than this is a click, not a drag
+  const AXES = { '+x': [1, 0, 0], '-x': [-1, 0, 0], '+y': [0, 1, 0], '-y': [0, -1, 0], '+z': [0, 0, 1], '-z': [0, 0, -1] };
   const MOVE_KEYS = new Set(['KeyW', 'KeyA', 'KeyS', 'KeyD', 'KeyQ', 'KeyE']);
-
-  // ---- vectors (arrays of 3) and 3x3 row-major matrices (arrays of 9) ----
-  const add = (a, b) => [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
-  const sub = (a, b) => [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
-  const mul = (a, s) => [a[0] * s, a[1] * s, a[2] * s];
-  const dot = (a, b) => a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
-  const cross = (a, b) => [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]];
-  const length = (a) => Math.hypot(a[0], a[1], a[2]);
-  const normalize = (a) => { const l = length(a); return l > 1e-12 ? mul(a, 1 / l) : a.slice(); };
-  const row = (m, i) => [m[3 * i], m[3 * i + 1], m[3 * i + 2]];
-  const apply = (m, v) => [dot(row(m, 0), v), dot(row(m, 1), v), dot(row(m, 2), v)];
-  // A camera's centre from its world-to-camera rotation and translation (-R^T t), and back.
-  const centerOf = (c) => mul(add(add(mul(row(c.rotation, 0), c.translation[0]),
-    mul(row(c.rotation, 1), c.translation[1])), mul(row(c.rotation, 2), c.translation[2])), -1);
-  const translationOf = (r, eye) => mul(apply(r, eye), -1);
-  const clamp = (x, lo, hi) => Math.min(hi, Math.max(lo, x));
-  const radians = (deg) => (deg * Math.PI) / 180;
-
-  // Right-handed rotation by `angle` about the unit `axis` (Rodrigues).
-  function axisRotation([x, y, z], angle) {
-    const c = Math.cos(angle), s = Math.sin(angle), t = 1 - c;
-    return [
-      t * x * x + c, t * x * y - s * z, t * x * z + s * y,
-      t * x * y + s * z, t * y * y + c, t * y * z - s * x,
-      t * x * z - s * y, t * y * z + s * x, t * z * z + c,
-    ];
-  }
-
-  // Rows x (right), y (down), z (forward) of a world-to-camera rotation looking at `target`.
-  function lookAt(eye, target, up) {
-    const z = normalize(sub(target, eye));
-    let x = cross(z, up);
-    if (length(x) < 1e-9) x = cross(z, Math.abs(z[0]) < 0.9 ? [1, 0, 0] : [0, 1, 0]);
-    x = normalize(x);
-    return [...x, ...cross(z, x), ...z];
-  }
-
-  // Repeated small rotations drift; the server rejects R whose rows are off by 1e-3.
-  function orthonormalize(r) {
-    const z = normalize(row(r, 2));
-    const x = normalize(cross(row(r, 1), z));
-    return [...x, ...cross(z, x), ...z];
-  }
 
   // ---- state ----
   const ember = (window.ember = {
@@ -80,9 +52,14 @@
     requestFrame,
     cameraState,
     lastFramePng,
+    viewCamera: () => renderCamera('full'),
+    setCamera,
+    cameraOverlay: () => overlayCameras.map(({ index, x, y }) => ({ index, x, y })),
+    pathJson: () => pathJson(),
+    curves: () => curveSeries(),
   });
 
-  let scene = null;                // from hello: {target, up, radius, cameras, home}
+  let scene = null;                // from hello: {target, up, sceneUp, radius, bounds, front, cameras, home}
   // The camera: centre, world-to-camera rotation and the distance to the orbit target, which
   // lies on the forward axis; keeping the target implicit keeps it in front whatever moves.
   const cam = { eye: [0, 0, 0], rot: [1, 0, 0, 0, 1, 0, 0, 0, 1], dist: 1 };
@@ -107,11 +84,17 @@
   let shotId = null;
   const frameTimes = [];
 
+  let overlayCameras = [];         // the dataset cameras drawn: {index, x, y, corners} in CSS pixels
+  let hovered = null;              // the drawn camera under the pointer
+  let press = null;                // where a press began, to tell a click from a drag
+  const path = new KeyViews();     // the camera path being recorded
+
   let history = [];                // {step, loss, psnr}
   let evals = [];                  // eval messages, by step
   let curveTimer = 0;
 
   const canvas = $('view');
+  const overlay = $('overlay');
   // Tests read the view's pixels back; this keeps Chrome from warning about repeated reads.
   const ctx = canvas.getContext('2d', { willReadFrequently: true });
   const stage = $('stage');
@@ -190,22 +173,83 @@
     updateCameraUi();
   }
 
+  // A scene without dataset cameras: from the side the server names (`front`), a little above,
+  // framing the whole scene.
   function orbitHome() {
-    const { up, target: t } = scene;
-    const seed = Math.abs(up[0]) < 0.9 ? [1, 0, 0] : [0, 1, 0];
-    const side = normalize(sub(seed, mul(up, dot(seed, up))));
-    const e = radians(25);
-    cam.dist = Math.max(minDist(), 2 * scene.radius);
-    cam.eye = add(t, mul(add(mul(side, Math.cos(e)), mul(up, Math.sin(e))), cam.dist));
-    cam.rot = lookAt(cam.eye, t, up);
-    datasetIndex = null;
+    const { up } = scene;
+    const front = normalize(sub(scene.front, mul(up, dot(scene.front, up))));
+    const look = mul(add(mul(front, Math.cos(HOME_ELEVATION)), mul(up, Math.sin(HOME_ELEVATION))), -1);
     setFov(DEFAULT_FOV);
+    cam.rot = lookAt([0, 0, 0], look, up);
+    datasetIndex = null;
+    fitScene();
+  }
+
+  // The first training camera's view, levelled when its photo is stored turned (a quarter
+  // turn, most often) against the scene's up.
+  function resetCamera() {
+    if (scene.home === null) { orbitHome(); return; }
+    jumpTo(scene.home);
+    if (Math.abs(rollOf(cam.rot, scene.up)) > radians(20)) {
+      setRoll(0);
+      datasetIndex = null;
+      updateCameraUi();
+    }
+  }
+
+  // The sphere around the scene's Gaussians (outliers left out), else around the orbit target.
+  function sceneSphere() {
+    const b = scene.bounds;
+    if (!b) return { centre: scene.target, r: scene.radius };
+    return { centre: mul(add(b.min, b.max), 0.5), r: Math.max(1e-6, length(sub(b.max, b.min)) / 2) };
+  }
+
+  // Frames the scene's sphere from the current direction.
+  function fitScene() {
+    const { centre, r } = sceneSphere();
+    const { w, h } = viewSize();
+    const vertical = radians(fovDeg);
+    const horizontal = 2 * Math.atan(Math.tan(vertical / 2) * (w / h));
+    cam.dist = Math.max(minDist(), (FIT_MARGIN * r) / Math.sin(Math.min(vertical, horizontal) / 2));
+    cam.eye = sub(centre, mul(row(cam.rot, 2), cam.dist));
+    datasetIndex = null;
     updateCameraUi();
   }
 
-  function resetCamera() {
-    if (scene.home === null) orbitHome();
-    else jumpTo(scene.home);
+  function setRoll(angle) { cam.rot = withRoll(cam.rot, scene.up, angle); }
+
+  // A new up: the view keeps its eye and target and is levelled; remembered for this scene.
+  function setUp(choice) {
+    const up = choice === 'scene' ? scene.sceneUp : choice === 'view' ? mul(row(cam.rot, 1), -1) : AXES[choice];
+    if (!up || length(up) < 1e-9) return;
+    scene.up = normalize(up);
+    scene.upChoice = choice;
+    const t = target();
+    cam.rot = lookAt(cam.eye, t, scene.up);
+    try {
+      localStorage.setItem(`ember.up:${ember.hello.name}`, JSON.stringify({ choice, up: scene.up }));
+    } catch { /* storage refused (private mode): the choice lasts for this page */ }
+    $('up-axis').value = choice;
+    moved();
+  }
+
+  // Sets the view from an eye and a point to look at (level with up).
+  function setCamera(eye, at) {
+    cam.eye = eye.slice();
+    cam.rot = lookAt(eye, at, scene.up);
+    cam.dist = Math.max(minDist(), length(sub(at, eye)));
+    datasetIndex = null;
+    updateCameraUi();
+    return sendNow('full');
+  }
+
+  // The orbit centre moves to `point`: the view turns to it (keeping its roll).
+  function orbitAround(point) {
+    const roll = rollOf(cam.rot, scene.up);
+    cam.rot = lookAt(cam.eye, point, scene.up);
+    setRoll(roll);
+    cam.dist = Math.max(minDist(), length(sub(point, cam.eye)));
+    moved();
   }
 
   function setFov(deg) {
@@ -256,7 +300,9 @@
     return true;
   }
 
-  function sendRender(kind) {
+  // `pick`, if given, maps the frame's camera to a pixel of it whose surface point the server
+  // should find (a double click).
+  function sendRender(kind, pick = null) {
     if (!scene) return null;
     syncCanvasSize();
     const bg = $('background').value;
@@ -269,6 +315,7 @@
       centres: $('centres').checked,
       format: kind === 'shot' ? 'png' : 'jpeg',
     };
+    if (pick) message.pick = pick(message.camera);
     if (!send(message)) return null;
     nextId = message.id;
     lastSentAt = performance.now();
@@ -276,16 +323,17 @@
   }
 
   // Sends now, dropping whatever the animation frame would have sent.
-  function sendNow(kind) {
+  function sendNow(kind, pick = null) {
     clearTimeout(sched.settle);
     sched.settle = 0;
     sched.quick = sched.full = false;
-    return sendRender(kind);
+    return sendRender(kind, pick);
   }
 
   // The camera moved: small frames each animation frame, a full one once it rests.
   function moved() {
-    if (datasetIndex !== null) { datasetIndex = null; updateCameraUi(); }
+    datasetIndex = null;
+    updateCameraUi();
     sched.quick = true;
     clearTimeout(sched.settle);
     sched.settle = setTimeout(() => { sched.settle = 0; invalidate(); }, SETTLE_MS);
@@ -327,30 +375,6 @@
     ctx.drawImage(lastBitmap, (canvas.width - w) / 2, (canvas.height - h) / 2, w, h);
   }
 
-  // A frame is one image, or horizontal strips encoded in parallel by the server (`strips`:
-  // their byte lengths, top first, `strip_height` rows each), decoded in parallel here and
-  // stacked into one bitmap.
-  async function decodeFrame(header, bytes) {
-    const type = `image/${header.format}`;
-    const lengths = header.strips || [];
-    if (lengths.length === 0) return createImageBitmap(new Blob([bytes], { type }));
-    let offset = 0;
-    const parts = lengths.map((length) => {
-      const part = bytes.subarray(offset, offset + length);
-      offset += length;
-      return createImageBitmap(new Blob([part], { type }));
-    });
-    if (offset > bytes.length) throw new Error('frame shorter than its strips');
-    const strips = await Promise.all(parts);
-    const stacked = new OffscreenCanvas(header.width, header.height);
-    const context = stacked.getContext('2d');
-    strips.forEach((strip, i) => {
-      context.drawImage(strip, 0, i * header.strip_height);
-      strip.close();
-    });
-    return stacked.transferToImageBitmap();
-  }
-
   async function onFrame(buffer) {
     const n = buffer.byteLength >= 4 ? new DataView(buffer).getUint32(0, true) : -1;
     if (n < 0 || 4 + n > buffer.byteLength) throw new Error('frame shorter than its header');
@@ -361,6 +385,7 @@
       log('screenshot skipped: the view moved before it was rendered', 'error');
       shotId = null;
     }
+    if (header.pick) onPick(header.pick);
     if (header.id < lastDrawnId) return;
     const bitmap = await decodeFrame(header, bytes);
     // Decoding is asynchronous, so a newer frame may have been drawn meanwhile.
@@ -376,17 +401,43 @@
     updateStatusLine();
   }
 
-  function saveScreenshot(bytes) {
-    shotId = null;
-    const url = URL.createObjectURL(new Blob([bytes], { type: 'image/png' }));
+  // A double click's answer: orbit around the surface point, if the pixel showed one.
+  function onPick(pick) {
+    if (pick.point) {
+      orbitAround(pick.point);
+      log('orbit centre set on the surface under the cursor');
+    } else {
+      log('nothing under the cursor to orbit around', 'error');
+    }
+  }
+
+  // The pixel of a frame through `camera` at the CSS point (x, y) of the view, which shows
+  // the frame letterboxed.
+  function framePixel(camera, x, y) {
+    const dpr = window.devicePixelRatio || 1;
+    const s = Math.min(canvas.width / camera.width, canvas.height / camera.height);
+    const left = (canvas.width - camera.width * s) / 2, top = (canvas.height - camera.height * s) / 2;
+    const px = clamp((x * dpr - left) / s, 0, camera.width - 0.001);
+    const py = clamp((y * dpr - top) / s, 0, camera.height - 0.001);
+    return [px, py];
+  }
+
+  // Hands `blob` to the browser as a download named `name`.
+  function download(blob, name) {
+    const url = URL.createObjectURL(blob);
     const a = document.createElement('a');
     a.href = url;
-    a.download = 'ember-screenshot.png';
+    a.download = name;
     document.body.append(a);
     a.click();
     a.remove();
     // The download reads the URL asynchronously; give it time before freeing the blob.
     setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  function saveScreenshot(bytes) {
+    shotId = null;
+    download(new Blob([bytes], { type: 'image/png' }), 'ember-screenshot.png');
     log('screenshot saved');
   }
 
@@ -469,13 +520,19 @@
     const fresh = !ember.hello || ember.hello.name !== h.name;
     ember.hello = h;
     retryMs = RETRY_MIN_MS;
-    const up = h.up && length(h.up) > 1e-9 ? normalize(h.up) : [0, 0, 1];
+    const sceneUp = h.up && length(h.up) > 1e-9 ? normalize(h.up) : [0, 0, 1];
     const cameras = h.cameras || [];
     const train = cameras.find((c) => c.split === 'train') || cameras[0];
-    scene = { target: h.target, up, radius: h.radius > 0 ? h.radius : 1, cameras,
-      home: train ? train.index : null };
+    const kept = fresh ? storedUp(h.name) : { choice: scene.upChoice, up: scene.up };
+    scene = { target: h.target, up: kept ? kept.up : sceneUp, upChoice: kept ? kept.choice : 'scene', sceneUp,
+      radius: h.radius > 0 ? h.radius : 1, bounds: h.bounds || null,
+      front: h.front && length(h.front) > 1e-9 ? h.front : [1, 0, 0], cameras, home: train ? train.index : null };
+    $('up-axis').value = scene.upChoice;
+    $('up-axis').options[0].textContent = cameras.length ? 'from the cameras' : 'scene (−Y)';
 
-    $('scene-name').textContent = h.name;
+    // The file's name; the whole path on hover.
+    $('scene-name').textContent = h.name.split(/[\\/]/).filter(Boolean).pop() || h.name;
+    $('scene-name').title = h.name;
     $('scene-mode').textContent = h.mode;
     $('scene-gaussians').textContent = h.gaussians.toLocaleString('en-US');
     $('scene-sh').textContent = String(h.sh_degree);
@@ -489,6 +546,12 @@
     ember.lastStatus = null;
     if (h.status) onStatus(h.status);
     $('training').hidden = !(h.mode === 'training' || ember.lastStatus);
+    // A fixed scene (a finished run's record) has no training to pause or checkpoint.
+    $('pause').hidden = $('checkpoint').hidden = h.mode !== 'training';
+    // During training the curves come first, in view on a laptop's screen.
+    if (h.mode === 'training') $('panel').prepend($('training'), $('evals'));
+    $('show-cameras').disabled = $('compare').disabled = !cameras.length;
+    $('compare').parentElement.title = cameras.length ? '' : 'this scene has no dataset photos';
     renderEvals();
     scheduleCurves();
 
@@ -496,6 +559,17 @@
     else updateCameraUi();
     log(`connected to ${h.name}`);
     sendNow('full');
+  }
+
+  // The up a user chose for this scene before (see setUp), if any.
+  function storedUp(name) {
+    try {
+      const kept = JSON.parse(localStorage.getItem(`ember.up:${name}`) || 'null');
+      if (kept && Array.isArray(kept.up) && kept.up.length === 3 && kept.up.every(Number.isFinite) && length(kept.up) > 1e-9) {
+        return { choice: String(kept.choice), up: normalize(kept.up) };
+      }
+    } catch { /* unreadable: not kept */ }
+    return null;
   }
 
   function fillSelects(h) {
@@ -588,11 +662,19 @@
     if (!curveTimer) curveTimer = setTimeout(() => { curveTimer = 0; drawCurves(); }, CURVE_REDRAW_MS);
   }
 
+  // The loss as logged, and its moving average.
+  function curveSeries() {
+    const raw = history.filter((p) => Number.isFinite(p.loss) && p.loss > 0).map((p) => [p.step, p.loss]);
+    return { loss: { raw, smoothed: smoothedLog(raw, LOSS_SMOOTHING) } };
+  }
+
   function drawCurves() {
     const css = getComputedStyle(document.documentElement);
     const colour = (name) => css.getPropertyValue(name).trim();
+    const { loss } = curveSeries();
     drawCurve($('loss-curve'), [
-      { points: history.map((p) => [p.step, p.loss]), colour: colour('--loss') },
+      { points: loss.raw, colour: colour('--loss'), faint: true },
+      { points: loss.smoothed, colour: colour('--loss') },
     ], true, (y) => y.toPrecision(3));
     drawCurve($('psnr-curve'), [
       { points: history.filter((p) => p.psnr !== null).map((p) => [p.step, p.psnr]), colour: colour('--train') },
@@ -600,46 +682,95 @@
     ], false, (y) => y.toFixed(1));
   }
 
-  function drawCurve(el, series, logY, label) {
+  // ---- the dataset cameras over the render ----
+  // World point -> CSS pixel of the view through the camera the full frame uses (letterboxed
+  // as `draw` shows frames), or null behind it.
+  function projector() {
+    const c = renderCamera('full');
+    const t = translationOf(c.rotation, cam.eye);
     const dpr = window.devicePixelRatio || 1;
-    const w = Math.round(el.clientWidth * dpr), h = Math.round(el.clientHeight * dpr);
-    if (!w || !h) return;
-    if (el.width !== w || el.height !== h) { el.width = w; el.height = h; }
-    const g = el.getContext('2d');
-    g.clearRect(0, 0, w, h);
-    g.font = `${10 * dpr}px system-ui, sans-serif`;
-    g.fillStyle = '#8a93a3';
-    const ty = logY ? Math.log10 : (y) => y;
-    const lines = series.map((s) => ({ ...s,
-      points: s.points.filter(([, y]) => Number.isFinite(y) && (!logY || y > 0)).map(([x, y]) => [x, ty(y)]) }));
-    const all = lines.flatMap((s) => s.points);
-    if (!all.length) { g.fillText('no data yet', 6 * dpr, h / 2); return; }
-    let [x0, x1, y0, y1] = [Infinity, -Infinity, Infinity, -Infinity];
-    for (const [x, y] of all) { x0 = Math.min(x0, x); x1 = Math.max(x1, x); y0 = Math.min(y0, y); y1 = Math.max(y1, y); }
-    const stepText = `step ${x1}`;
-    if (x1 === x0) x1 = x0 + 1;
-    if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
-    const pad = 6 * dpr, top = 14 * dpr;
-    const px = (x) => pad + ((x - x0) / (x1 - x0)) * (w - 2 * pad);
-    const py = (y) => h - pad - ((y - y0) / (y1 - y0)) * (h - pad - top);
-    const untransform = logY ? (y) => 10 ** y : (y) => y;
-    g.fillText(`${label(untransform(y0))} – ${label(untransform(y1))}`, pad, 10 * dpr);
-    g.fillText(stepText, w - pad - g.measureText(stepText).width, 10 * dpr);
-    g.lineWidth = 1.5 * dpr;
-    for (const s of lines) {
-      g.strokeStyle = g.fillStyle = s.colour;
-      if (s.dots) {
-        for (const [x, y] of s.points) { g.beginPath(); g.arc(px(x), py(y), 2.5 * dpr, 0, 2 * Math.PI); g.fill(); }
-        continue;
-      }
-      g.beginPath();
-      s.points.forEach(([x, y], i) => (i ? g.lineTo(px(x), py(y)) : g.moveTo(px(x), py(y))));
-      g.stroke();
+    const s = Math.min(canvas.width / c.width, canvas.height / c.height);
+    const left = (canvas.width - c.width * s) / 2, top = (canvas.height - c.height * s) / 2;
+    const near = 1e-3 * scene.radius;
+    return (p) => {
+      const q = add(apply(c.rotation, p), t);
+      if (q[2] <= near) return null;
+      return [(left + (c.fx * q[0] / q[2] + c.cx) * s) / dpr, (top + (c.fy * q[1] / q[2] + c.cy) * s) / dpr, q[2]];
+    };
+  }
+
+  // Each dataset camera as a frustum, FRUSTUM_RADII scene radii deep.
+  function drawOverlay() {
+    if (overlay.width !== canvas.width || overlay.height !== canvas.height) {
+      overlay.width = canvas.width;
+      overlay.height = canvas.height;
     }
+    const g = overlay.getContext('2d');
+    g.clearRect(0, 0, overlay.width, overlay.height);
+    overlayCameras = [];
+    if (!scene || !$('show-cameras').checked) return;
+    const project = projector();
+    const shown = scene.cameras.filter((c) => c.index !== datasetIndex);
+    overlayCameras = projectFrustums(shown, FRUSTUM_RADII * scene.radius, project);
+    const css = getComputedStyle(document.documentElement);
+    const colour = (index) => {
+      if (index === hovered) return '#ffffff';
+      const c = scene.cameras.find((cc) => cc.index === index);
+      return css.getPropertyValue(c.split === 'test' ? '--eval' : '--train').trim();
+    };
+    drawFrustums(g, overlayCameras, colour, hovered, window.devicePixelRatio || 1);
+  }
+
+  function hover(index, x, y) {
+    const changed = hovered !== index;
+    hovered = index;
+    const tip = $('camera-tip');
+    tip.hidden = index === null;
+    if (index !== null) {
+      const c = scene.cameras.find((cc) => cc.index === index);
+      if ($('camera-tip-img').getAttribute('src') !== `/thumb/${index}`) $('camera-tip-img').src = `/thumb/${index}`;
+      $('camera-tip-name').textContent = `${c.split}: ${c.name}`;
+      const pane = canvas.getBoundingClientRect();
+      tip.style.left = `${Math.min(x + 14, pane.width - 200)}px`;
+      tip.style.top = `${Math.min(y + 14, pane.height - 220)}px`;
+    }
+    canvas.style.cursor = index === null ? '' : 'pointer';
+    if (changed) drawOverlay();
+  }
+
+  // ---- camera path ----
+  function pathSeconds() {
+    const v = Number($('path-seconds').value);
+    return Number.isFinite(v) && v > 0 ? v : 2;
+  }
+
+  function addKeyView() {
+    if (!scene) return;
+    path.add(cam.rot, translationOf(cam.rot, cam.eye), fovDeg, viewSize(), pathSeconds());
+    updatePathUi();
+  }
+
+  const pathJson = () => path.json(PATH_FPS);
+
+  function updatePathUi() {
+    const n = path.keys.length;
+    $('path-summary').textContent = n === 0 ? 'no key views'
+      : `${n} key view${n === 1 ? '' : 's'} · ${path.duration().toFixed(1)} s · ${path.width}×${path.height}`;
+    $('path-undo').disabled = $('path-clear').disabled = $('path-save').disabled = n === 0;
+  }
+
+  function savePath() {
+    download(new Blob([JSON.stringify(pathJson(), null, 1)], { type: 'application/json' }), 'path.json');
+    log(`path of ${path.keys.length} key views saved: trainer render SCENE --path path.json --out DIR`);
   }
 
   // ---- panel, status line, log ----
   function updateCameraUi() {
+    if (!scene) return;
+    const roll = Math.round((rollOf(cam.rot, scene.up) * 180) / Math.PI);
+    $('roll').value = String(roll);
+    $('roll-value').textContent = `${roll}°`;
+    drawOverlay();
     cameraSelect.value = datasetIndex === null ? '' : String(datasetIndex);
     const show = $('compare').checked && datasetIndex !== null;
     stage.classList.toggle('compare', show);
@@ -685,6 +816,9 @@
     if (!panning && e.button !== 0) return;
     // Let the keys reach the view again after a control had the focus.
     if (document.activeElement instanceof HTMLElement) document.activeElement.blur();
+    hideHelp();
+    press = { x: e.clientX, y: e.clientY, camera: hovered };
+    hover(null, 0, 0);
     drag = { id: e.pointerId, x: e.clientX, y: e.clientY, mode: panning ? 'pan' : flyMode ? 'look' : 'orbit' };
     // Synthetic pointers (scripted events) cannot be captured; the drag still works inside.
     try { canvas.setPointerCapture(e.pointerId); } catch { /* not a live pointer */ }
@@ -692,6 +826,11 @@
   });
 
   canvas.addEventListener('pointermove', (e) => {
+    if (!drag && scene && $('show-cameras').checked) {
+      const box = canvas.getBoundingClientRect();
+      const x = e.clientX - box.left, y = e.clientY - box.top;
+      hover(cameraAt(overlayCameras, x, y, HOVER_PX), x, y);
+    }
     if (!drag || e.pointerId !== drag.id) return;
     const dx = e.clientX - drag.x, dy = e.clientY - drag.y;
     if (!dx && !dy) return;
@@ -707,17 +846,35 @@
     if (!drag || e.pointerId !== drag.id) return;
     drag = null;
     canvas.classList.remove('dragging');
+    // A click (no drag) on a drawn camera flies to it.
+    const still = press && Math.hypot(e.clientX - press.x, e.clientY - press.y) < CLICK_SLOP_PX;
+    if (e.type === 'pointerup' && still && press.camera !== null) {
+      jumpTo(press.camera);
+      sendNow('full');
+    }
+    press = null;
   };
   canvas.addEventListener('pointerup', endDrag);
   canvas.addEventListener('pointercancel', endDrag);
   canvas.addEventListener('lostpointercapture', endDrag);
   canvas.addEventListener('contextmenu', (e) => e.preventDefault());
+  canvas.addEventListener('pointerleave', () => { if (!drag) hover(null, 0, 0); });
+
+  // Double click: the orbit centre goes to the surface under the cursor (the server finds it
+  // in the depth of a frame rendered for the purpose).
+  canvas.addEventListener('dblclick', (e) => {
+    if (!scene) return;
+    const box = canvas.getBoundingClientRect();
+    const x = e.clientX - box.left, y = e.clientY - box.top;
+    if (sendNow('full', (camera) => framePixel(camera, x, y)) === null) log('not connected', 'error');
+  });
 
   canvas.addEventListener('wheel', (e) => {
     e.preventDefault();
     if (!scene) return;
     const unit = e.deltaMode === 1 ? 16 : e.deltaMode === 2 ? canvas.clientHeight : 1;
     zoom(Math.exp(e.deltaY * unit * ZOOM_PER_PX));
+    hideHelp();
     moved();
   }, { passive: false });
 
@@ -737,10 +894,23 @@
     if (e.repeat) return;
     if (e.code === 'KeyF') setFly(!flyMode);
     else if (e.code === 'KeyR' && scene) { resetCamera(); sendNow('full'); }
-    else if (e.code === 'KeyH') $('help').hidden = !$('help').hidden;
+    else if (e.code === 'KeyG' && scene) { fitScene(); sendNow('full'); }
+    else if (e.code === 'KeyH') toggleHelp();
   });
   window.addEventListener('keyup', (e) => { fast = e.shiftKey; held.delete(e.code); });
   window.addEventListener('blur', () => held.clear());
+
+  // The help shows until the view is first used, then stays away (on this browser) until asked.
+  function hideHelp() {
+    if ($('help').hidden) return;
+    $('help').hidden = true;
+    try { localStorage.setItem('ember.helpSeen', '1'); } catch { /* not kept */ }
+  }
+
+  function toggleHelp() {
+    if ($('help').hidden) $('help').hidden = false;
+    else hideHelp();
+  }
 
   function setFly(on) {
     flyMode = on;
@@ -759,7 +929,31 @@
   $('camera-prev').addEventListener('click', () => stepCamera(-1));
   $('camera-next').addEventListener('click', () => stepCamera(1));
   $('reset').addEventListener('click', () => { if (scene) { resetCamera(); sendNow('full'); } });
-  $('compare').addEventListener('change', updateCameraUi);
+  $('compare').addEventListener('change', () => {
+    // The photos belong to the dataset cameras: from a free view, go to the nearest one.
+    if ($('compare').checked && datasetIndex === null && scene && scene.cameras.length) {
+      const forward = row(cam.rot, 2);
+      const score = (c) => length(sub(centerOf(c), cam.eye)) / scene.radius + (1 - dot(row(c.rotation, 2), forward));
+      const nearest = scene.cameras.reduce((a, b) => (score(b) < score(a) ? b : a));
+      jumpTo(nearest.index);
+      sendNow('full');
+      log(`compare: moved to the nearest dataset camera, ${nearest.name}`);
+    }
+    updateCameraUi();
+  });
+  $('fit').addEventListener('click', () => { if (scene) { fitScene(); sendNow('full'); } });
+  $('show-cameras').addEventListener('change', () => { hover(null, 0, 0); drawOverlay(); });
+  $('up-axis').addEventListener('change', () => { if (scene) setUp($('up-axis').value); $('up-axis').blur(); });
+  $('roll').addEventListener('input', () => {
+    if (!scene) return;
+    setRoll(radians(Number($('roll').value)));
+    moved();
+  });
+  $('help-toggle').addEventListener('click', toggleHelp);
+  $('path-add').addEventListener('click', addKeyView);
+  $('path-undo').addEventListener('click', () => { path.keys.pop(); updatePathUi(); });
+  $('path-clear').addEventListener('click', () => { path.clear(); updatePathUi(); });
+  $('path-save').addEventListener('click', savePath);
   $('fly').addEventListener('change', (e) => setFly(e.target.checked));
   fovInput.addEventListener('input', () => {
     setFov(Number(fovInput.value));
@@ -783,7 +977,7 @@
   });
 
   // Layout changes (window, panel, compare split) resize the canvas: re-request at the new size.
-  new ResizeObserver(() => { if (syncCanvasSize() && scene) invalidate(); }).observe(canvas);
+  new ResizeObserver(() => { if (syncCanvasSize() && scene) { drawOverlay(); invalidate(); } }).observe(canvas);
   new ResizeObserver(scheduleCurves).observe($('psnr-curve'));
   setInterval(updateStatusLine, 1000);
 
@@ -809,8 +1003,11 @@
   }
 
   function cameraState() {
-    return { position: cam.eye.slice(), rotation: cam.rot.slice(), target: target(), datasetCamera: datasetIndex };
+    return { position: cam.eye.slice(), rotation: cam.rot.slice(), target: target(), datasetCamera: datasetIndex,
+      up: scene ? scene.up.slice() : null, roll: scene ? rollOf(cam.rot, scene.up) : 0, fov: fovDeg };
   }
 
+  try { $('help').hidden = localStorage.getItem('ember.helpSeen') === '1'; } catch { /* shown */ }
+  updatePathUi();
   connect();
 })();

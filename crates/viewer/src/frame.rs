@@ -6,13 +6,13 @@ use std::time::Instant;
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use ember_field::{GaussianField, RenderOptions, render_batch_images};
+use ember_field::{GaussianField, RenderOptions, render, render_batch_images};
 use ember_kernels::{CameraParams, SplatBackend};
 use image::{ExtendedColorType, ImageEncoder};
 use rayon::prelude::*;
 
 use crate::ViewerError;
-use crate::protocol::{FrameFormat, FrameRequest};
+use crate::protocol::{FrameFormat, FrameRequest, Pick};
 
 /// A rendered frame, before encoding.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,7 +27,26 @@ pub struct Frame {
     pub render_ms: f64,
     /// Training steps done when it was rendered (live mode).
     pub step: Option<usize>,
+    /// The surface under the request's `pick` pixel, when it asked.
+    pub pick: Option<Pick>,
 }
+
+impl Frame {
+    /// A frame of `rgb` (`height * width * 3` bytes, RGB, top row first) with nothing else.
+    pub fn from_rgb(width: u32, height: u32, rgb: Vec<u8>) -> Frame {
+        Frame {
+            width,
+            height,
+            rgb,
+            render_ms: 0.0,
+            step: None,
+            pick: None,
+        }
+    }
+}
+
+/// How far from the picked pixel a covered pixel is looked for, pixels.
+const PICK_REACH: i64 = 4;
 
 /// The colour of the centre dots: saturated yellow, rare in photos.
 const CENTRE_COLOUR: [u8; 3] = [255, 214, 0];
@@ -45,15 +64,29 @@ pub fn render_frame<B: SplatBackend>(
     let options = RenderOptions::default()
         .with_background(request.background)
         .with_sh_degree(degree);
-    // A batch of one camera: its `[1, H, W, 3]` image is read back as it is, where `render`'s
-    // `[H, W, 3]` would be a reshape, which copies the frame on ndarray. The images alone: the
-    // depth and the per-Gaussian by-products are nothing a page shows.
-    let out = render_batch_images(field, core::slice::from_ref(&request.camera), &options)
-        .map_err(|e| ViewerError::Render(e.to_string()))?;
+    let (values, pick) = match request.pick {
+        // The depth and coverage images too: a single-camera render.
+        Some(pixel) => {
+            let out = render(field, &request.camera, &options)
+                .map_err(|e| ViewerError::Render(e.to_string()))?;
+            let depth = host_values(out.depth)?;
+            let alpha = host_values(out.alpha)?;
+            let point = surface_point(&request.camera, pixel, &depth, &alpha);
+            (host_values(out.rgb)?, Some(Pick { pixel, point }))
+        }
+        // A batch of one camera: its `[1, H, W, 3]` image is read back as it is, where
+        // `render`'s `[H, W, 3]` would be a reshape, which copies the frame on ndarray. The
+        // images alone: the depth and the per-Gaussian by-products are nothing a page shows.
+        None => {
+            let out = render_batch_images(field, core::slice::from_ref(&request.camera), &options)
+                .map_err(|e| ViewerError::Render(e.to_string()))?;
+            (host_values(out.rgb)?, None)
+        }
+    };
     // `+ 0.5` and truncation round as `round` does on [0, 255], and vectorise (`round` is a
     // libm call per value: 6% of a frame's time at 800x600 on the CPU); on all threads, as the
     // renderer's stages are (on the caller's alone it was 4% of a CPU frame).
-    let rgb: Vec<u8> = host_values(out.rgb)?
+    let rgb: Vec<u8> = values
         .par_iter()
         .with_min_len(1 << 14)
         .map(|v| (v.clamp(0.0, 1.0) * 255.0 + 0.5) as u8)
@@ -64,6 +97,7 @@ pub fn render_frame<B: SplatBackend>(
         rgb,
         render_ms: 0.0,
         step: None,
+        pick,
     };
     if request.centres {
         let means = host_values(field.means.val())?;
@@ -81,6 +115,43 @@ fn host_values<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Result<Vec<f
         .convert::<f32>()
         .into_vec::<f32>()
         .map_err(|e| ViewerError::Render(format!("reading the frame back: {e:?}")))
+}
+
+/// The world point drawn at `pixel` (`[x, y]` from the top-left corner) of a frame through
+/// `camera` with the expected depth `depth` and coverage `alpha` (`[H, W]` flattened): of the
+/// pixels within [`PICK_REACH`] whose coverage is at least one half, the nearest, its depth
+/// along its own ray; `None` when there is none.
+pub fn surface_point(
+    camera: &CameraParams,
+    pixel: [f64; 2],
+    depth: &[f32],
+    alpha: &[f32],
+) -> Option<[f64; 3]> {
+    let (w, h) = (i64::from(camera.width), i64::from(camera.height));
+    let (px, py) = (pixel[0].floor() as i64, pixel[1].floor() as i64);
+    let mut best: Option<(i64, i64, i64)> = None;
+    for y in (py - PICK_REACH).max(0)..=(py + PICK_REACH).min(h - 1) {
+        for x in (px - PICK_REACH).max(0)..=(px + PICK_REACH).min(w - 1) {
+            let at = (y * w + x) as usize;
+            let covered = alpha.get(at).is_some_and(|&a| a >= 0.5)
+                && depth.get(at).is_some_and(|&d| d.is_finite() && d > 0.0);
+            let distance = (x - px).pow(2) + (y - py).pow(2);
+            if covered && best.is_none_or(|(_, _, d)| distance < d) {
+                best = Some((x, y, distance));
+            }
+        }
+    }
+    let (x, y, _) = best?;
+    let z = f64::from(depth[(y * w + x) as usize]);
+    let cam = [
+        (x as f64 + 0.5 - camera.cx) / camera.fx * z,
+        (y as f64 + 0.5 - camera.cy) / camera.fy * z,
+        z,
+    ];
+    // p_world = R^T (p_cam - t).
+    let (r, t) = (&camera.rotation, &camera.translation);
+    let d = [0, 1, 2].map(|i| cam[i] - t[i]);
+    Some([0, 1, 2].map(|j| r[j] * d[0] + r[3 + j] * d[1] + r[6 + j] * d[2]))
 }
 
 /// Draws each centre in front of the camera (`means` `[N, 3]` flattened) as one pixel.
@@ -224,12 +295,44 @@ mod tests {
     }
 
     fn black() -> Frame {
-        Frame {
-            width: 16,
-            height: 16,
-            rgb: vec![0; 16 * 16 * 3],
-            render_ms: 0.0,
-            step: None,
+        Frame::from_rgb(16, 16, vec![0; 16 * 16 * 3])
+    }
+
+    #[test]
+    fn picked_point_is_on_the_nearest_covered_pixel() {
+        // 16x16, covered at depth 2 only in the pixel (10, 5) and at depth 4 in (12, 5).
+        let camera = camera();
+        let mut depth = vec![0.0; 256];
+        let mut alpha = vec![0.0; 256];
+        for (x, z) in [(10, 2.0), (12, 4.0)] {
+            depth[5 * 16 + x] = z;
+            alpha[5 * 16 + x] = 0.9;
+        }
+        // Pixel (10, 5)'s centre is (10.5, 5.5): x = (10.5 - 8) / 10 * 2 = 0.5, y = -0.5.
+        let point = surface_point(&camera, [9.2, 6.7], &depth, &alpha).unwrap();
+        for (got, want) in point.iter().zip([0.5, -0.5, 2.0]) {
+            assert!((got - want).abs() < 1e-12, "{point:?}");
+        }
+        // Beyond the reach, or faintly covered: nothing.
+        assert_eq!(surface_point(&camera, [2.0, 12.0], &depth, &alpha), None);
+        alpha[5 * 16 + 10] = 0.3;
+        alpha[5 * 16 + 12] = 0.3;
+        assert_eq!(surface_point(&camera, [10.0, 5.0], &depth, &alpha), None);
+        // A moved and turned camera maps back to the world.
+        let turned = CameraParams {
+            rotation: [0.0, 0.0, -1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0],
+            ..camera
+        }
+        .with_center([1.0, 2.0, 3.0]);
+        alpha[5 * 16 + 10] = 1.0;
+        let world = surface_point(&turned, [10.5, 5.5], &depth, &alpha).unwrap();
+        let r = &turned.rotation;
+        let t = &turned.translation;
+        let back = [0, 1, 2].map(|i| {
+            r[3 * i] * world[0] + r[3 * i + 1] * world[1] + r[3 * i + 2] * world[2] + t[i]
+        });
+        for (got, want) in back.iter().zip([0.5, -0.5, 2.0]) {
+            assert!((got - want).abs() < 1e-12, "{back:?}");
         }
     }
 
@@ -278,13 +381,7 @@ mod tests {
                 ]);
             }
         }
-        Frame {
-            width,
-            height,
-            rgb,
-            render_ms: 0.0,
-            step: None,
-        }
+        Frame::from_rgb(width, height, rgb)
     }
 
     #[test]
@@ -317,6 +414,7 @@ mod tests {
             step: None,
             strips: encoded.strips.clone(),
             strip_height: (!encoded.strips.is_empty()).then_some(encoded.strip_height),
+            pick: None,
         };
         let whole = header(&one).decode(&one.bytes).unwrap();
         let stacked = header(&split).decode(&split.bytes).unwrap();

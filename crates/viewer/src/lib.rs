@@ -43,7 +43,7 @@ use ember_kernels::SplatBackend;
 pub use frame::{EncodedFrame, Frame, encode_frame, render_frame, strip_height};
 pub use protocol::{FrameFormat, FrameHeader, FrameRequest};
 pub use scene::{DatasetCamera, Mode, SceneInfo, Split};
-pub use server::{DEFAULT_PORT, EvalViews, PhotoSource, Status, Viewer, ViewerConfig};
+pub use server::{DEFAULT_PORT, EVALS_KEPT, EvalViews, PhotoSource, Status, Viewer, ViewerConfig};
 
 /// What went wrong in the viewer.
 #[derive(Debug, thiserror::Error)]

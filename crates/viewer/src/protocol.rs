@@ -100,6 +100,10 @@ pub struct RenderMessage {
     /// The frame's encoding.
     #[serde(default)]
     pub format: FrameFormat,
+    /// A pixel `[x, y]` of the frame (from its top-left corner, in pixels) whose surface point
+    /// to find: the frame's header then carries a [`Pick`].
+    #[serde(default)]
+    pub pick: Option<[f64; 2]>,
 }
 
 impl RenderMessage {
@@ -116,6 +120,12 @@ impl RenderMessage {
         if let Some(degree) = self.sh_degree.filter(|&d| d > 3) {
             return Err(format!("sh_degree {degree}: at most 3"));
         }
+        if let Some([x, y]) = self.pick {
+            let (w, h) = (f64::from(self.camera.width), f64::from(self.camera.height));
+            if !(x.is_finite() && y.is_finite() && (0.0..w).contains(&x) && (0.0..h).contains(&y)) {
+                return Err(format!("pick [{x}, {y}] is outside the {w}x{h} frame"));
+            }
+        }
         Ok(FrameRequest {
             id: self.id,
             camera: self.camera,
@@ -123,6 +133,7 @@ impl RenderMessage {
             sh_degree: self.sh_degree,
             centres: self.centres,
             format: self.format,
+            pick: self.pick,
         })
     }
 }
@@ -142,6 +153,19 @@ pub struct FrameRequest {
     pub centres: bool,
     /// The frame's encoding.
     pub format: FrameFormat,
+    /// A pixel whose surface point to find, `[x, y]` from the top-left corner.
+    pub pick: Option<[f64; 2]>,
+}
+
+/// The surface under a picked pixel: where the page's double click sets the orbit centre.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Pick {
+    /// The pixel asked about, `[x, y]`.
+    pub pixel: [f64; 2],
+    /// The point drawn there, world units: the expected depth of the nearest well-covered pixel
+    /// (coverage at least one half) within a few pixels, along that pixel's ray; `None` where
+    /// the frame shows only background.
+    pub point: Option<[f64; 3]>,
 }
 
 /// The JSON header in front of a frame's image bytes.
@@ -166,6 +190,9 @@ pub struct FrameHeader {
     /// Rows per strip, the last strip holding the rest (absent for one image).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strip_height: Option<u32>,
+    /// The answer to the request's `pick` (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pick: Option<Pick>,
 }
 
 impl FrameHeader {

@@ -115,15 +115,17 @@ const MAX_PARSED_BYTES: usize = 64 << 10;
 const STATUS_EVERY: Duration = Duration::from_millis(100);
 /// Curve points kept for pages that connect later; past it every other one is dropped.
 const HISTORY_POINTS: usize = 4000;
-/// Evaluations whose images stay served.
-const EVALS_KEPT: usize = 8;
+/// Evaluations whose images stay served (the latest ones).
+pub const EVALS_KEPT: usize = 8;
+/// The long side of a photo's thumbnail (`/thumb/{index}`), pixels.
+pub const THUMBNAIL_SIDE: u32 = 192;
 /// JPEG quality of dataset photos and evaluation images (looked at closely, sent once).
 const STILL_QUALITY: u8 = 92;
 
 /// What goes to one page.
 enum Outgoing {
     Text(String),
-    Frame(FrameHeader, Frame),
+    Frame(Box<FrameHeader>, Frame),
     /// The last message: sent, then the connection is closed.
     End(String),
 }
@@ -151,7 +153,7 @@ struct Shared {
     access: Access,
     scene: Mutex<SceneInfo>,
     photos: Option<PhotoSource>,
-    photo_cache: Mutex<HashMap<usize, Arc<Vec<u8>>>>,
+    photo_cache: Mutex<PhotoCache>,
     jpeg_quality: u8,
     encode_threads: usize,
     queue: Mutex<Queue>,
@@ -165,6 +167,9 @@ struct Shared {
     checkpoint: AtomicBool,
     closed: AtomicBool,
 }
+
+/// Encoded photos by camera index and whether they are the thumbnail.
+type PhotoCache = HashMap<(usize, bool), Arc<Vec<u8>>>;
 
 /// A lock that a panicked holder left poisoned still guards consistent data here (every
 /// critical section is a plain insert or remove), so it is used as is.
@@ -212,7 +217,8 @@ impl Shared {
             "type": "hello", "mode": scene.mode, "name": scene.name,
             "gaussians": live.status.as_ref().map_or(scene.gaussians, |s| s.gaussians),
             "sh_degree": scene.sh_degree, "target": scene.target, "up": scene.up,
-            "radius": scene.radius, "cameras": cameras, "history": live.history,
+            "radius": scene.radius, "bounds": scene.bounds, "front": scene.front,
+            "cameras": cameras, "history": live.history,
             "evals": live.evals, "status": live.status,
         })
     }
@@ -278,8 +284,10 @@ impl Shared {
         }
     }
 
-    fn photo(&self, index: usize) -> Result<Arc<Vec<u8>>, StatusCode> {
-        if let Some(bytes) = lock(&self.photo_cache).get(&index) {
+    /// The photo of dataset camera `index` as JPEG, whole or (`thumbnail`) at most
+    /// [`THUMBNAIL_SIDE`] pixels a side.
+    fn photo(&self, index: usize, thumbnail: bool) -> Result<Arc<Vec<u8>>, StatusCode> {
+        if let Some(bytes) = lock(&self.photo_cache).get(&(index, thumbnail)) {
             return Ok(bytes.clone());
         }
         let photos = self.photos.as_ref().ok_or(StatusCode::NOT_FOUND)?;
@@ -287,18 +295,20 @@ impl Shared {
             return Err(StatusCode::NOT_FOUND);
         }
         let image = photos(index).map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?;
-        let frame = Frame {
-            width: image.width,
-            height: image.height,
-            rgb: image.data.clone(),
-            render_ms: 0.0,
-            step: None,
-        };
+        let mut frame = Frame::from_rgb(image.width, image.height, image.data.clone());
+        if thumbnail {
+            let whole = image::RgbImage::from_raw(frame.width, frame.height, frame.rgb)
+                .ok_or(StatusCode::INTERNAL_SERVER_ERROR)?;
+            let scale = f64::from(THUMBNAIL_SIDE) / f64::from(frame.width.max(frame.height));
+            let side = |n: u32| ((f64::from(n) * scale.min(1.0)).round() as u32).max(1);
+            let small = image::imageops::thumbnail(&whole, side(frame.width), side(frame.height));
+            frame = Frame::from_rgb(small.width(), small.height(), small.into_raw());
+        }
         let bytes = Arc::new(
             encode(&frame, FrameFormat::Jpeg, STILL_QUALITY)
                 .map_err(|_| StatusCode::INTERNAL_SERVER_ERROR)?,
         );
-        lock(&self.photo_cache).insert(index, bytes.clone());
+        lock(&self.photo_cache).insert((index, thumbnail), bytes.clone());
         Ok(bytes)
     }
 }
@@ -439,9 +449,10 @@ impl Viewer {
                     step: frame.step,
                     strips: Vec::new(),
                     strip_height: None,
+                    pick: frame.pick,
                 };
                 self.shared
-                    .send_to(pending.client, Outgoing::Frame(header, frame));
+                    .send_to(pending.client, Outgoing::Frame(Box::new(header), frame));
             }
             Err(e) => {
                 self.shared.error(pending.client, &e.to_string());
@@ -579,18 +590,30 @@ impl Drop for Viewer {
 /// The page's files, compiled in: the binary serves them without reading any file.
 const INDEX_HTML: &str = include_str!("../assets/index.html");
 const APP_JS: &str = include_str!("../assets/app.js");
+const GEOMETRY_JS: &str = include_str!("../assets/geometry.js");
+const FRAME_JS: &str = include_str!("../assets/frame.js");
+const CURVES_JS: &str = include_str!("../assets/curves.js");
+const OVERLAY_JS: &str = include_str!("../assets/overlay.js");
+const PATH_JS: &str = include_str!("../assets/path.js");
 const STYLE_CSS: &str = include_str!("../assets/style.css");
 
 fn router(shared: Arc<Shared>) -> Router {
     let asset = |mime: &'static str, body: &'static str| {
         get(move || async move { ([(header::CONTENT_TYPE, mime)], body) })
     };
+    let script = |body: &'static str| asset("text/javascript; charset=utf-8", body);
     Router::new()
         .route("/", asset("text/html; charset=utf-8", INDEX_HTML))
-        .route("/app.js", asset("text/javascript; charset=utf-8", APP_JS))
+        .route("/app.js", script(APP_JS))
+        .route("/geometry.js", script(GEOMETRY_JS))
+        .route("/frame.js", script(FRAME_JS))
+        .route("/curves.js", script(CURVES_JS))
+        .route("/overlay.js", script(OVERLAY_JS))
+        .route("/path.js", script(PATH_JS))
         .route("/style.css", asset("text/css; charset=utf-8", STYLE_CSS))
         .route("/api/info", get(info))
         .route("/photo/{index}", get(photo))
+        .route("/thumb/{index}", get(thumbnail))
         .route("/eval/{step}/{index}", get(eval_image))
         .route("/ws", get(socket))
         .fallback(|| async { (StatusCode::NOT_FOUND, "not found") })
@@ -630,7 +653,15 @@ fn jpeg(bytes: Arc<Vec<u8>>) -> Response {
 }
 
 async fn photo(State(shared): State<Arc<Shared>>, Path(index): Path<usize>) -> Response {
-    match tokio::task::spawn_blocking(move || shared.photo(index)).await {
+    photo_response(shared, index, false).await
+}
+
+async fn thumbnail(State(shared): State<Arc<Shared>>, Path(index): Path<usize>) -> Response {
+    photo_response(shared, index, true).await
+}
+
+async fn photo_response(shared: Arc<Shared>, index: usize, thumbnail: bool) -> Response {
+    match tokio::task::spawn_blocking(move || shared.photo(index, thumbnail)).await {
         Ok(Ok(bytes)) => jpeg(bytes),
         Ok(Err(status)) => (status, "no such photo").into_response(),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),

@@ -2,6 +2,7 @@
 
 mod bad_inputs;
 mod bench_commands;
+mod browser;
 mod common;
 mod render_path;
 mod splat_commands;

@@ -4,11 +4,11 @@
 //! browser tests are skipped with a message where no browser is installed, unless
 //! `EMBER_REQUIRE_BROWSER=1` (CI), where that fails.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use burn::backend::NdArray;
 use burn::tensor::{Tensor, TensorData};
@@ -18,186 +18,15 @@ use ember_field::{GaussianField, RenderOptions, render};
 use fantoccini::actions::{
     InputSource, KeyAction, KeyActions, MOUSE_BUTTON_LEFT, MouseActions, PointerAction,
 };
-use fantoccini::{Client, ClientBuilder};
 use serde_json::{Value, json};
 
+use crate::browser::{
+    browser, browser_installed, console, drag, eval, last_frame, trainer_with_viewer, wait_for,
+    wait_for_within,
+};
 use crate::common::scratch;
 
 type B = NdArray<f32>;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
-const CHROMEDRIVER: &str = "/usr/bin/chromedriver";
-
-/// Whether the browser is there; fails under `EMBER_REQUIRE_BROWSER=1` when it is not.
-fn browser_installed() -> bool {
-    if Path::new(CHROMIUM).is_file() && Path::new(CHROMEDRIVER).is_file() {
-        return true;
-    }
-    if std::env::var("EMBER_REQUIRE_BROWSER").as_deref() == Ok("1") {
-        panic!("EMBER_REQUIRE_BROWSER=1 but {CHROMIUM} or {CHROMEDRIVER} is missing");
-    }
-    println!(
-        "skipped: no {CHROMIUM} and {CHROMEDRIVER} (apt-get install chromium chromium-driver)"
-    );
-    false
-}
-
-/// A child process killed when dropped (a failing assertion leaves no server behind).
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts `trainer args...` and returns it with the URL it prints (`viewer: open URL`).
-fn trainer_with_viewer(args: &[&str]) -> (Running, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trainer"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("trainer starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let running = Running(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let url = loop {
-        let line = lines
-            .next()
-            .expect("trainer ended before printing the viewer's URL")
-            .expect("stdout");
-        if let Some(rest) = line.split("viewer: open ").nth(1) {
-            break rest.split_whitespace().next().expect("a URL").to_string();
-        }
-    };
-    // Keep draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (running, url)
-}
-
-/// Starts chromedriver on a free port and a headless Chromium session with console logging.
-async fn browser() -> (Running, Client, u16) {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
-    let driver = Running(
-        Command::new(CHROMEDRIVER)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("chromedriver starts"),
-    );
-    let started = Instant::now();
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "chromedriver does not listen"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let capabilities = json!({
-        "goog:chromeOptions": {
-            "binary": CHROMIUM,
-            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1000,700"],
-        },
-        "goog:loggingPrefs": {"browser": "ALL"},
-    });
-    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-    let client = ClientBuilder::new(connector)
-        .capabilities(capabilities.as_object().expect("an object").clone())
-        .connect(&format!("http://127.0.0.1:{port}"))
-        .await
-        .expect("a Chromium session");
-    (driver, client, port)
-}
-
-/// The browser console's entries since the last call, through chromedriver's log endpoint.
-async fn console(client: &Client, port: u16) -> Vec<Value> {
-    let session = client.session_id().await.expect("session").expect("an id");
-    let body = json!({"type": "browser"}).to_string();
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("chromedriver");
-    write!(
-        stream,
-        "POST /session/{session}/se/log HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: \
-         application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .expect("request");
-    // chromedriver keeps the connection open: read the headers, then Content-Length bytes.
-    let mut reader = BufReader::new(stream);
-    let mut length = 0;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line).expect("a header line");
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(value) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-            length = value.trim().parse().expect("a length");
-        }
-    }
-    let mut body = vec![0; length];
-    reader.read_exact(&mut body).expect("the body");
-    let value: Value = serde_json::from_slice(&body).expect("JSON");
-    value["value"].as_array().cloned().unwrap_or_default()
-}
-
-async fn eval(client: &Client, script: &str) -> Value {
-    client.execute(script, Vec::new()).await.expect(script)
-}
-
-/// Polls `script` until it returns `true` (20 s at most).
-async fn wait_for(client: &Client, script: &str) {
-    wait_for_within(client, script, Duration::from_secs(20)).await;
-}
-
-/// Polls `script` until it returns `true`, `limit` at most.
-async fn wait_for_within(client: &Client, script: &str, limit: Duration) {
-    let started = Instant::now();
-    loop {
-        if eval(client, script).await == Value::Bool(true) {
-            return;
-        }
-        assert!(started.elapsed() < limit, "timed out waiting for: {script}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// The page's last frame at its own size, decoded.
-async fn last_frame(client: &Client) -> image::RgbImage {
-    let url = eval(client, "return window.ember.lastFramePng()").await;
-    let url = url.as_str().expect("a data URL");
-    let png = decode_base64(url.split(',').nth(1).expect("base64 data"));
-    image::load_from_memory(&png).expect("a PNG").to_rgb8()
-}
-
-fn decode_base64(text: &str) -> Vec<u8> {
-    let value = |c: u8| match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'+' => 62,
-        _ => 63,
-    };
-    let digits: Vec<u8> = text.bytes().filter(|&c| c != b'=').map(value).collect();
-    digits
-        .chunks(4)
-        .flat_map(|c| {
-            let n = c
-                .iter()
-                .enumerate()
-                .fold(0u32, |n, (i, &d)| n | (u32::from(d) << (18 - 6 * i)));
-            let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-            bytes.into_iter().take(c.len() - 1)
-        })
-        .collect()
-}
 
 /// A scene the test knows: 60 coloured Gaussians on a ring around the origin, and a
 /// nerfstudio dataset of three 64x48 cameras around it (solid grey photos).
@@ -311,27 +140,24 @@ async fn the_page_in_chromium_renders_orbits_and_jumps_to_dataset_cameras() {
         .find(fantoccini::Locator::Id("view"))
         .await
         .expect("the canvas");
-    let drag = MouseActions::new("mouse".into())
-        .then(PointerAction::MoveToElement {
-            element: canvas,
-            duration: None,
-            x: 0.0,
-            y: 0.0,
-        })
-        .then(PointerAction::Down {
-            button: MOUSE_BUTTON_LEFT,
-        })
-        .then(PointerAction::MoveBy {
-            duration: Some(Duration::from_millis(300)),
-            x: 150.0,
-            y: 40.0,
-        })
-        .then(PointerAction::Up {
-            button: MOUSE_BUTTON_LEFT,
-        });
-    client.perform_actions(drag).await.expect("a drag");
+    drag(&client, &canvas, 150.0, 40.0).await;
     let after = eval(&client, "return window.ember.cameraState().position").await;
     assert_ne!(before, after, "the drag did not move the camera");
+    // The help made way for the view once it was used.
+    assert_eq!(
+        eval(&client, "return document.getElementById('help').hidden").await,
+        json!(true)
+    );
+    // The scene's name is the file's, on one line; the whole path is its tooltip.
+    let name = eval(
+        &client,
+        "const e = document.getElementById('scene-name');
+         return [e.textContent, e.title, e.scrollWidth <= e.clientWidth + 1, e.getClientRects().length];",
+    )
+    .await;
+    assert_eq!(name[0], json!("scene.ply"), "{name}");
+    assert_eq!(name[1], json!(ply.to_str().expect("path")), "{name}");
+    assert_eq!((&name[2], &name[3]), (&json!(true), &json!(1)), "{name}");
     wait_for(
         &client,
         &format!("return window.ember.framesReceived > {frames}"),
@@ -383,25 +209,112 @@ async fn the_page_in_chromium_renders_orbits_and_jumps_to_dataset_cameras() {
     let state = eval(&client, "return window.ember.cameraState().datasetCamera").await;
     assert_eq!(state, json!(1));
 
+    // "Compare with photo" from a free view goes to the nearest dataset camera (photo 0's, at
+    // (0, 0, 4)) and shows its photo beside the render.
+    eval(
+        &client,
+        "return window.ember.setCamera([0.3, 0.2, 3.5], [0, 0, 0])",
+    )
+    .await;
+    let compare = client
+        .find(fantoccini::Locator::Id("compare"))
+        .await
+        .expect("the compare box");
+    compare.click().await.expect("compare ticked");
+    wait_for(
+        &client,
+        "const at = window.ember.hello.cameras.find((c) => c.name.endsWith('/0.png')).index;
+         return window.ember.cameraState().datasetCamera === at \
+           && !document.getElementById('photo-pane').hidden",
+    )
+    .await;
+    compare.click().await.expect("compare unticked");
+
+    // The dataset cameras drawn as frustums: hovering one shows its photo, a click flies there.
+    eval(
+        &client,
+        "return window.ember.setCamera([7, 6, 8], [0, 0, 0])",
+    )
+    .await;
+    client
+        .find(fantoccini::Locator::Id("show-cameras"))
+        .await
+        .expect("the cameras box")
+        .click()
+        .await
+        .expect("cameras shown");
+    let drawn = eval(&client, "return window.ember.cameraOverlay()").await;
+    let drawn = drawn.as_array().expect("a list");
+    assert_eq!(drawn.len(), 3, "{drawn:?}");
+    let size = eval(
+        &client,
+        "const c = document.getElementById('view'); return [c.clientWidth, c.clientHeight]",
+    )
+    .await;
+    let target = drawn
+        .iter()
+        .find(|c| c["index"] == json!(2))
+        .expect("camera 2 drawn");
+    let (x, y) = (
+        target["x"].as_f64().expect("x") - size[0].as_f64().expect("width") / 2.0,
+        target["y"].as_f64().expect("y") - size[1].as_f64().expect("height") / 2.0,
+    );
+    let canvas = client
+        .find(fantoccini::Locator::Id("view"))
+        .await
+        .expect("the canvas");
+    let point = MouseActions::new("mouse".into()).then(PointerAction::MoveToElement {
+        element: canvas.clone(),
+        duration: None,
+        x,
+        y,
+    });
+    client.perform_actions(point).await.expect("hover");
+    wait_for(
+        &client,
+        "const tip = document.getElementById('camera-tip');
+         return !tip.hidden && document.getElementById('camera-tip-img').getAttribute('src') === '/thumb/2'
+           && document.getElementById('camera-tip-img').complete
+           && document.getElementById('camera-tip-img').naturalWidth > 0",
+    )
+    .await;
+    let click = MouseActions::new("mouse".into())
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    client.perform_actions(click).await.expect("click");
+    wait_for(
+        &client,
+        "return window.ember.cameraState().datasetCamera === 2",
+    )
+    .await;
+    client.release_actions().await.expect("released");
+
     // Choosing a camera from the list leaves the keys to the view: R resets it at once.
     let list = client
         .find(fantoccini::Locator::Id("camera-select"))
         .await
         .expect("the camera list");
-    list.select_by_value("2").await.expect("camera 2 chosen");
+    list.select_by_value("1").await.expect("camera 1 chosen");
     wait_for(
         &client,
-        "return window.ember.cameraState().datasetCamera === 2",
+        "return window.ember.cameraState().datasetCamera === 1",
     )
     .await;
     let press_r = KeyActions::new("keyboard".into())
         .then(KeyAction::Down { value: 'r' })
         .then(KeyAction::Up { value: 'r' });
     client.perform_actions(press_r).await.expect("R pressed");
-    let home = "window.ember.hello.cameras.find((c) => c.split === 'train').index";
+    // Home is the first training camera's place (its view levelled if it is not).
     wait_for(
         &client,
-        &format!("return window.ember.cameraState().datasetCamera === {home}"),
+        "const c = window.ember.hello.cameras.find((c) => c.split === 'train');
+         const r = c.rotation, t = c.translation, p = window.ember.cameraState().position;
+         const centre = [0, 1, 2].map((j) => -(r[j] * t[0] + r[3 + j] * t[1] + r[6 + j] * t[2]));
+         return Math.hypot(p[0] - centre[0], p[1] - centre[1], p[2] - centre[2]) < 1e-6",
     )
     .await;
 
@@ -434,12 +347,26 @@ async fn the_live_page_shows_the_step_advancing() {
         out.to_str().expect("path"),
     ]);
     let (_driver, client, port) = browser().await;
+    client
+        .set_window_size(1280, 800)
+        .await
+        .expect("a laptop's window");
     client.goto(&url).await.expect("the page loads");
     wait_for(
         &client,
         "return !!window.ember && !!window.ember.lastStatus",
     )
     .await;
+    // On a laptop's screen the curves are in view without scrolling.
+    let fold = eval(
+        &client,
+        "return [document.getElementById('psnr-curve').getBoundingClientRect().bottom, window.innerHeight]",
+    )
+    .await;
+    assert!(
+        fold[0].as_f64().expect("bottom") <= fold[1].as_f64().expect("height"),
+        "the curves are below the fold: {fold}"
+    );
     wait_for(&client, "return window.ember.framesReceived > 0").await;
     let step = eval(&client, "return window.ember.lastStatus.step").await;
     wait_for(
@@ -459,6 +386,24 @@ async fn the_live_page_shows_the_step_advancing() {
     )
     .await;
     assert_ne!(first, last_frame(&client).await, "the live picture froze");
+    // The loss curve is drawn with its moving average, steadier than the loss itself.
+    let curves = eval(&client, "return window.ember.curves().loss").await;
+    let variation = |series: &Value| -> f64 {
+        let values: Vec<f64> = series
+            .as_array()
+            .expect("points")
+            .iter()
+            .map(|p| p[1].as_f64().expect("a value").ln())
+            .collect();
+        values.windows(2).map(|w| (w[1] - w[0]).abs()).sum()
+    };
+    let raw = curves["raw"].as_array().map_or(0, Vec::len);
+    assert!(raw > 3, "{curves}");
+    assert_eq!(curves["smoothed"].as_array().map(Vec::len), Some(raw));
+    assert!(
+        variation(&curves["smoothed"]) < variation(&curves["raw"]),
+        "{curves}"
+    );
     // The PSNR readout keeps the last measured value between the steps that measure it.
     wait_for(
         &client,
@@ -525,6 +470,318 @@ async fn the_live_page_shows_the_step_advancing() {
     client.close().await.expect("session closed");
 }
 
+/// A bare splat file the test knows: a "figure" 1 wide (x), 2 tall (along -y, the default up)
+/// and 0.2 deep (z), as 400 Gaussians on its surfaces, and two far outliers (0.5%).
+fn write_figure(dir: &Path) -> (PathBuf, Vec<[f32; 3]>) {
+    std::fs::create_dir_all(dir).expect("folder");
+    let mut points = Vec::new();
+    for i in 0..10 {
+        for j in 0..20 {
+            for z in [-0.1, 0.1] {
+                points.push([-0.5 + i as f32 / 9.0, -2.0 + 2.0 * j as f32 / 19.0, z]);
+            }
+        }
+    }
+    let n = points.len() + 2;
+    let means: Vec<f32> = points
+        .iter()
+        .flatten()
+        .copied()
+        .chain([900.0, -700.0, 800.0, -1000.0, 50.0, 600.0])
+        .collect();
+    let device = Default::default();
+    let rows =
+        |v: Vec<f32>, c: usize| Tensor::<B, 2>::from_data(TensorData::new(v, [n, c]), &device);
+    let dc: Vec<f32> = (0..n)
+        .flat_map(|i| [0.4, (i % 7) as f32 / 7.0 - 0.3, -0.2])
+        .collect();
+    let field = GaussianField::from_tensors(
+        rows(means, 3),
+        rows((0..n).flat_map(|_| [1.0, 0.0, 0.0, 0.0]).collect(), 4),
+        rows(vec![-3.0; n * 3], 3),
+        Tensor::from_data(TensorData::new(vec![4.0f32; n], [n]), &device),
+        Tensor::from_data(TensorData::new(dc, [n, 1, 3]), &device),
+        Tensor::zeros([n, 0, 3], &device),
+        None,
+    )
+    .expect("a field");
+    let ply = dir.join("figure.ply");
+    write_field(&field, &ply).expect("PLY written");
+    (ply, points)
+}
+
+/// `point` through the page's full-frame camera (`window.ember.viewCamera()`): pixel and depth.
+fn project(camera: &Value, point: [f32; 3]) -> ([f64; 2], f64) {
+    let number = |key: &str| camera[key].as_f64().expect(key);
+    let r: Vec<f64> = serde_json::from_value(camera["rotation"].clone()).expect("rotation");
+    let t: Vec<f64> = serde_json::from_value(camera["translation"].clone()).expect("translation");
+    let p = point.map(f64::from);
+    let q: Vec<f64> = (0..3)
+        .map(|i| r[3 * i] * p[0] + r[3 * i + 1] * p[1] + r[3 * i + 2] * p[2] + t[i])
+        .collect();
+    (
+        [
+            number("fx") * q[0] / q[2] + number("cx"),
+            number("fy") * q[1] / q[2] + number("cy"),
+        ],
+        q[2],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bare_splat_is_framed_turned_and_recorded_along_a_path() {
+    if !browser_installed() {
+        return;
+    }
+    let dir = scratch("viewer-bare");
+    let (ply, points) = write_figure(&dir);
+    let (server, url) = trainer_with_viewer(&["view", ply.to_str().expect("path"), "--port", "0"]);
+    let (_driver, client, port) = browser().await;
+    client.goto(&url).await.expect("the page loads");
+    wait_for(
+        &client,
+        "return !!window.ember && window.ember.framesReceived > 0",
+    )
+    .await;
+    // Framed without its outliers, seen from its broad side (-z: the origin is inside it),
+    // the whole figure in view and filling most of its height.
+    let hello = eval(&client, "return window.ember.hello").await;
+    assert!(
+        hello["bounds"]["max"][0].as_f64().expect("bounds") < 1.0,
+        "{}",
+        hello["bounds"]
+    );
+    let state = eval(&client, "return window.ember.cameraState()").await;
+    assert!(
+        state["position"][2].as_f64().expect("z") < -1.0,
+        "not in front: {state}"
+    );
+    let camera = eval(&client, "return window.ember.viewCamera()").await;
+    let (width, height) = (
+        camera["width"].as_f64().expect("width"),
+        camera["height"].as_f64().expect("height"),
+    );
+    let (mut top, mut bottom) = (f64::INFINITY, f64::NEG_INFINITY);
+    for &point in &points {
+        let ([x, y], depth) = project(&camera, point);
+        assert!(
+            depth > 0.0 && (0.0..width).contains(&x) && (0.0..height).contains(&y),
+            "{point:?} is out of the first view: ({x}, {y})"
+        );
+        (top, bottom) = (top.min(y), bottom.max(y));
+    }
+    assert!(
+        bottom - top > 0.5 * height,
+        "the figure fills {:.0}% of the view's height",
+        100.0 * (bottom - top) / height
+    );
+
+    // Up: +Z levels the view about z, is kept for the scene across a reload, and "scene"
+    // brings back -y.
+    let up = client
+        .find(fantoccini::Locator::Id("up-axis"))
+        .await
+        .expect("the up control");
+    up.select_by_value("+z").await.expect("+z chosen");
+    let level = "const s = window.ember.cameraState(); const r = s.rotation, u = s.up;
+                 return [u, r[0] * u[0] + r[1] * u[1] + r[2] * u[2]]";
+    let got = eval(&client, level).await;
+    assert_eq!(
+        serde_json::from_value::<Vec<f64>>(got[0].clone()).expect("up"),
+        [0.0, 0.0, 1.0],
+        "{got}"
+    );
+    assert!(
+        got[1].as_f64().expect("a dot").abs() < 1e-6,
+        "not level: {got}"
+    );
+    client.refresh().await.expect("reloaded");
+    wait_for(
+        &client,
+        "return !!window.ember && window.ember.framesReceived > 0",
+    )
+    .await;
+    let kept = eval(
+        &client,
+        "return [window.ember.cameraState().up, document.getElementById('up-axis').value]",
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_value::<Vec<f64>>(kept[0].clone()).expect("up"),
+        [0.0, 0.0, 1.0],
+        "{kept}"
+    );
+    assert_eq!(kept[1], json!("+z"));
+    let up = client
+        .find(fantoccini::Locator::Id("up-axis"))
+        .await
+        .expect("the up control");
+    up.select_by_value("scene").await.expect("scene up chosen");
+    let got = eval(&client, "return window.ember.cameraState().up").await;
+    assert_eq!(
+        serde_json::from_value::<Vec<f64>>(got).expect("up"),
+        [0.0, -1.0, 0.0]
+    );
+    // Roll turns the view about its axis; "this view's" up then keeps that as level.
+    let roll = eval(
+        &client,
+        "const r = document.getElementById('roll'); r.value = '30';
+         r.dispatchEvent(new Event('input')); return window.ember.cameraState().roll",
+    )
+    .await;
+    assert!(
+        (roll.as_f64().expect("roll") - 30f64.to_radians()).abs() < 0.02,
+        "{roll}"
+    );
+    let up = client
+        .find(fantoccini::Locator::Id("up-axis"))
+        .await
+        .expect("the up control");
+    up.select_by_value("view")
+        .await
+        .expect("the view's up chosen");
+    let got = eval(&client, "return window.ember.cameraState()").await;
+    assert!(got["roll"].as_f64().expect("roll").abs() < 1e-6, "{got}");
+    let tilted = got["up"][0].as_f64().expect("up x").abs();
+    assert!(tilted > 0.3, "the view's up is not the rolled one: {got}");
+    up.select_by_value("scene").await.expect("scene up chosen");
+
+    // Double click on the figure: the orbit centre moves onto its surface.
+    client
+        .find(fantoccini::Locator::Id("reset"))
+        .await
+        .expect("reset")
+        .click()
+        .await
+        .expect("reset clicked");
+    let camera = eval(&client, "return window.ember.viewCamera()").await;
+    let aim = [0.3, -1.4, -0.1];
+    let ([x, y], _) = project(&camera, aim);
+    let dpr = eval(&client, "return window.devicePixelRatio").await;
+    let dpr = dpr.as_f64().expect("a ratio");
+    let size = eval(
+        &client,
+        "const c = document.getElementById('view'); return [c.clientWidth, c.clientHeight]",
+    )
+    .await;
+    let canvas = client
+        .find(fantoccini::Locator::Id("view"))
+        .await
+        .expect("the canvas");
+    let double_click = MouseActions::new("mouse".into())
+        .then(PointerAction::MoveToElement {
+            element: canvas.clone(),
+            duration: None,
+            x: x / dpr - size[0].as_f64().expect("width") / 2.0,
+            y: y / dpr - size[1].as_f64().expect("height") / 2.0,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Down {
+            button: MOUSE_BUTTON_LEFT,
+        })
+        .then(PointerAction::Up {
+            button: MOUSE_BUTTON_LEFT,
+        });
+    client
+        .perform_actions(double_click)
+        .await
+        .expect("double click");
+    wait_for(
+        &client,
+        &format!(
+            "const t = window.ember.cameraState().target;
+             return Math.hypot(t[0] - {}, t[1] - {}, t[2] - {}) < 0.25",
+            aim[0], aim[1], aim[2]
+        ),
+    )
+    .await;
+    client.release_actions().await.expect("released");
+
+    // A path of three key views, 0.2 s apart, downloaded as JSON and rendered by
+    // `trainer render --path`.
+    eval(
+        &client,
+        "const s = document.getElementById('path-seconds'); s.value = '0.2';
+         s.dispatchEvent(new Event('input')); return null",
+    )
+    .await;
+    let add = client
+        .find(fantoccini::Locator::Id("path-add"))
+        .await
+        .expect("the add button");
+    for turn in 0..3 {
+        if turn > 0 {
+            drag(&client, &canvas, 80.0, 0.0).await;
+        }
+        add.click().await.expect("view added");
+    }
+    let path = eval(&client, "return window.ember.pathJson()").await;
+    let times: Vec<f64> = path["keyframes"]
+        .as_array()
+        .expect("keyframes")
+        .iter()
+        .map(|k| k["time"].as_f64().expect("a time"))
+        .collect();
+    assert_eq!(times, [0.0, 0.2, 0.4], "{path}");
+    // Ctrl-C stops `trainer view`: the page says so, with the command that reopens it.
+    let signalled = Command::new("kill")
+        .args(["-INT", &server.0.id().to_string()])
+        .status();
+    assert!(
+        signalled.is_ok_and(|s| s.success()),
+        "SIGINT to trainer view"
+    );
+    wait_for(
+        &client,
+        "return window.ember.ended !== null && window.ember.ended.includes('trainer view')",
+    )
+    .await;
+    let problems: Vec<Value> = console(&client, port)
+        .await
+        .into_iter()
+        .filter(|entry| entry["level"] != "INFO" && entry["level"] != "DEBUG")
+        .collect();
+    assert!(problems.is_empty(), "console: {problems:?}");
+    client.close().await.expect("session closed");
+
+    let file = dir.join("path.json");
+    std::fs::write(&file, path.to_string()).expect("path written");
+    let frames = dir.join("frames");
+    let out = crate::common::trainer(&[
+        "render",
+        ply.to_str().expect("path"),
+        "--path",
+        file.to_str().expect("path"),
+        "--out",
+        frames.to_str().expect("path"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = image::open(frames.join("frame_00000.png")).expect("the first frame");
+    let last = image::open(frames.join("frame_00012.png")).expect("frame 12 (0.4 s at 30 fps)");
+    assert_eq!(
+        (first.width(), first.height()),
+        (
+            path["keyframes"][0]["camera"]["width"]
+                .as_u64()
+                .expect("width") as u32,
+            path["keyframes"][0]["camera"]["height"]
+                .as_u64()
+                .expect("height") as u32
+        )
+    );
+    assert_ne!(first.to_rgb8(), last.to_rgb8(), "the path does not move");
+    assert!(!frames.join("frame_00013.png").exists());
+}
+
 /// A plain HTTP/1.1 GET against the viewer: status and body.
 fn http_get(url: &str, path: &str) -> (u16, Vec<u8>) {
     let host = url
@@ -561,7 +818,7 @@ fn view_serves_a_run_folder_and_a_checkpoint_with_the_runs_field() {
         "--set",
         "data.procedural.resolution=16",
         "--set",
-        "eval.every=0",
+        "eval.every=6",
         "--out",
         run.to_str().expect("path"),
     ]);
@@ -588,6 +845,19 @@ fn view_serves_a_run_folder_and_a_checkpoint_with_the_runs_field() {
         assert_eq!(info["cameras"], json!([]));
         assert_eq!(http_get(&url, "/photo/0").0, 404);
         assert_eq!(http_get(&url, "/").0, 200);
+        // The run's record: its curves, its last state, its evaluations and their images.
+        assert!(
+            info["history"].as_array().is_some_and(|h| !h.is_empty()),
+            "{info}"
+        );
+        assert_eq!(info["status"]["step"], json!(12), "{info}");
+        let evals = info["evals"].as_array().expect("evals");
+        let steps: Vec<&Value> = evals.iter().map(|e| &e["step"]).collect();
+        assert_eq!(steps, [&json!(6), &json!(12)], "{info}");
+        let url_of = evals[1]["views"][0]["url"].as_str().expect("an image URL");
+        let (status, image) = http_get(&url, url_of);
+        assert_eq!(status, 200, "{url_of}");
+        assert!(image.starts_with(&[0xFF, 0xD8]), "{url_of} is not a JPEG");
     }
 }
 

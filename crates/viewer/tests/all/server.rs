@@ -209,7 +209,19 @@ fn routes_serve_the_page_and_refuse_everything_else() {
         !page.contains("http://") && !page.contains("https://"),
         "{page}"
     );
-    assert!(get(address, "/app.js").1.starts_with("text/javascript"));
+    for script in [
+        "/app.js",
+        "/geometry.js",
+        "/frame.js",
+        "/curves.js",
+        "/overlay.js",
+        "/path.js",
+    ] {
+        let (status, mime, body) = get(address, script);
+        assert_eq!(status, 200, "{script}");
+        assert!(mime.starts_with("text/javascript"), "{script}: {mime}");
+        assert!(!body.is_empty(), "{script}");
+    }
     assert!(get(address, "/style.css").1.starts_with("text/css"));
     let (status, mime, body) = get(address, "/api/info");
     assert_eq!((status, mime.as_str()), (200, "application/json"));
@@ -226,8 +238,16 @@ fn routes_serve_the_page_and_refuse_everything_else() {
             .pixels()
             .all(|p| p.0.iter().all(|&c| (c as i32 - 40).abs() <= 2))
     );
+    // Its thumbnail: no larger than the photo, at most 192 pixels a side.
+    let (status, mime, body) = get(address, "/thumb/1");
+    assert_eq!((status, mime.as_str()), (200, "image/jpeg"));
+    let thumb = image::load_from_memory(&body).unwrap();
+    assert_eq!((thumb.width(), thumb.height()), (8, 4));
+    assert_eq!(info["front"].as_array().map(Vec::len), Some(3), "{info}");
+    assert_eq!(info["bounds"]["min"], json!([0.0, 0.0, 0.0]), "{info}");
     for path in [
         "/photo/2",
+        "/thumb/2",
         "/photo/../../etc/passwd",
         "/eval/0/0",
         "/Cargo.toml",
@@ -263,6 +283,7 @@ async fn a_render_request_gets_the_renderers_frame() {
         sh_degree: None,
         centres: false,
         format: ember_viewer::FrameFormat::Png,
+        pick: None,
     };
     let want = render_frame(&field(), &request).unwrap();
     assert_eq!(got, want.rgb, "the PNG frame is the render, bit for bit");
@@ -274,11 +295,52 @@ async fn a_render_request_gets_the_renderers_frame() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pick_finds_the_surface_under_the_pixel() {
+    let viewer = Arc::new(start(Mode::Scene));
+    let (stop, handle) = serve(&viewer);
+    let (mut socket, _) = connect(&viewer).await;
+    let camera = camera(40, 30);
+    // Gaussian 0 sits at (0.6, 0, -0.1): pixel (40 * 0.6 / 3.1 + 20, 15) = (27.7, 15). The
+    // frame's corner shows the background: nothing to pick there.
+    for (id, pixel) in [(1, [27.7, 15.2]), (2, [0.5, 0.5])] {
+        let message = json!({"type": "render", "id": id, "camera": camera, "pick": pixel});
+        socket
+            .send(Message::Text(message.to_string().into()))
+            .await
+            .unwrap();
+        let (header, _) = next_frame(&mut socket).await;
+        let pick = header.pick.expect("the header answers the pick");
+        assert_eq!(pick.pixel, pixel);
+        match (id, pick.point) {
+            (1, Some(point)) => {
+                let error: f64 = [0.6, 0.0, -0.1]
+                    .iter()
+                    .zip(point)
+                    .map(|(want, got)| (want - got).powi(2))
+                    .sum();
+                assert!(error.sqrt() < 0.2, "picked {point:?}");
+            }
+            (2, None) => {}
+            _ => panic!("pick {id}: {:?}", pick.point),
+        }
+    }
+    // A frame without a pick has none in its header.
+    socket
+        .send(render_message(3, &camera, "jpeg"))
+        .await
+        .unwrap();
+    assert_eq!(next_frame(&mut socket).await.0.pick, None);
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_messages_get_an_error_and_the_connection_stays_up() {
     let viewer = Arc::new(start(Mode::Scene));
     let (stop, handle) = serve(&viewer);
     let (mut socket, _) = connect(&viewer).await;
     let mut camera = camera(32, 32);
+    let good = camera;
     let mut too_big = camera;
     too_big.width = 100_000;
     let mut with_position = json!(camera);
@@ -291,6 +353,7 @@ async fn bad_messages_get_an_error_and_the_connection_stays_up() {
         json!({"type": "render", "id": 1, "camera": camera}).to_string(),
         json!({"type": "render", "id": 1, "camera": too_big}).to_string(),
         json!({"type": "render", "id": 1, "camera": with_position}).to_string(),
+        json!({"type": "render", "id": 1, "camera": good, "pick": [32.0, 1.0]}).to_string(),
         json!({"type": "pause"}).to_string(),
         json!({"type": "checkpoint"}).to_string(),
     ];
@@ -412,13 +475,8 @@ async fn live_mode_pauses_checkpoints_and_publishes_progress() {
         (got["step"].as_u64(), got["gaussians"].as_u64()),
         (Some(1), Some(20))
     );
-    let frame = Frame {
-        width: 16,
-        height: 8,
-        rgb: vec![200; 16 * 8 * 3],
-        render_ms: 0.0,
-        step: Some(5),
-    };
+    let mut frame = Frame::from_rgb(16, 8, vec![200; 16 * 8 * 3]);
+    frame.step = Some(5);
     viewer
         .publish_eval(EvalViews {
             step: 5,
