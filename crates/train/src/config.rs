@@ -337,6 +337,10 @@ pub struct EvalConfig {
     /// MiB of rendered eval views (RGB `f32`) kept between evaluations of an unchanged field
     /// ([`crate::view_cache::ViewCache`]); `0` turns the cache off.
     pub cache_mib: usize,
+    /// The LPIPS weights (safetensors, `scripts/lpips-weights.py`), relative to the config
+    /// file's folder; unset: the file `EMBER_LPIPS_WEIGHTS` names. Without weights the
+    /// evaluation measures PSNR and SSIM alone, and says so once.
+    pub lpips_weights: Option<std::path::PathBuf>,
 }
 
 impl Default for EvalConfig {
@@ -346,6 +350,7 @@ impl Default for EvalConfig {
             max_views: None,
             save_images: 4,
             cache_mib: 256,
+            lpips_weights: None,
         }
     }
 }
@@ -441,7 +446,7 @@ pub struct OptionalKey {
 }
 
 /// Every optional key of [`TrainConfig`].
-pub const OPTIONAL_KEYS: [OptionalKey; 7] = [
+pub const OPTIONAL_KEYS: [OptionalKey; 8] = [
     OptionalKey {
         section: "data",
         key: "path",
@@ -484,6 +489,12 @@ pub const OPTIONAL_KEYS: [OptionalKey; 7] = [
         example: "8",
         unset: "every held-out view",
     },
+    OptionalKey {
+        section: "eval",
+        key: "lpips_weights",
+        example: "\"alex.safetensors\"",
+        unset: "the file EMBER_LPIPS_WEIGHTS names, else no LPIPS",
+    },
 ];
 
 impl TrainConfig {
@@ -497,15 +508,22 @@ impl TrainConfig {
         Ok(config)
     }
 
-    /// Reads and parses a TOML file. A relative `data.path` in it is relative to the file's
-    /// folder (as cargo and docker compose resolve paths in their files), so a preset works
-    /// from any working directory.
+    /// Reads and parses a TOML file. A relative `data.path` or `eval.lpips_weights` in it is
+    /// relative to the file's folder (as cargo and docker compose resolve paths in their
+    /// files), so a preset works from any working directory.
     pub fn from_file(path: &Path) -> Result<TrainConfig, TrainError> {
         let text = std::fs::read_to_string(path).map_err(|e| TrainError::io(path, e))?;
         let mut config = Self::from_toml_str(&text, &path.display().to_string())?;
-        if let Some(data) = config.data.path.as_mut().filter(|p| p.is_relative()) {
-            let folder = path.parent().unwrap_or(Path::new(""));
-            *data = folder.join(&*data);
+        let folder = path.parent().unwrap_or(Path::new(""));
+        for file in [
+            config.data.path.as_mut(),
+            config.eval.lpips_weights.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
+        .filter(|p| p.is_relative())
+        {
+            *file = folder.join(&*file);
         }
         Ok(config)
     }

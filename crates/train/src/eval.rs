@@ -1,5 +1,5 @@
-//! Held-out evaluation: PSNR and SSIM of renders against the eval views, and side-by-side
-//! images. An [`Evaluator`] keeps its renders in a [`ViewCache`] while the field is unchanged
+//! Held-out evaluation: PSNR, SSIM and LPIPS (when its weights are there, [`crate::lpips`]) of
+//! renders against the eval views, and side-by-side images. An [`Evaluator`] keeps its renders in a [`ViewCache`] while the field is unchanged
 //! (the same generation), so evaluating twice at the same step renders once. It knows the scene
 //! and a field, not the trainer: [`Trainer::evaluate`](crate::Trainer::evaluate) calls it.
 
@@ -14,6 +14,7 @@ use serde::Serialize;
 use crate::config::EvalConfig;
 use crate::error::{TrainError, write_atomically};
 use crate::loss::{psnr_from_mse, ssim};
+use crate::lpips::{Lpips, weights_path};
 use crate::scene::TrainScene;
 use crate::view_cache::{CacheStats, ViewCache};
 use ember_field::to_host;
@@ -27,6 +28,8 @@ pub struct ViewMetrics {
     pub psnr: f32,
     /// SSIM (11x11 Gaussian window).
     pub ssim: f32,
+    /// LPIPS (v0.1, AlexNet); `None` without its weights.
+    pub lpips: Option<f32>,
 }
 
 /// An evaluation render as the trainer's cache keeps it.
@@ -38,6 +41,8 @@ pub struct EvalRender<B: Backend> {
     pub psnr: f32,
     /// SSIM against it.
     pub ssim: f32,
+    /// LPIPS against it, when measured.
+    pub lpips: Option<f32>,
 }
 
 /// A render next to its ground truth, 8-bit RGB, `[H, 2W, 3]` (render left).
@@ -79,6 +84,11 @@ pub struct EvalReport {
     pub psnr: f32,
     /// Mean SSIM over the views.
     pub ssim: f32,
+    /// Mean LPIPS over the views; `None` without its weights.
+    pub lpips: Option<f32>,
+    /// Why LPIPS is off, on the first evaluation that went without it (said once).
+    #[serde(skip)]
+    pub lpips_off: Option<String>,
     /// Gaussians.
     pub gaussians: usize,
     /// Wall time of the evaluation, seconds.
@@ -103,6 +113,20 @@ pub fn evenly_spaced(n: usize, max: Option<usize>) -> Vec<usize> {
 pub struct Evaluator<B: Backend> {
     config: EvalConfig,
     cache: ViewCache<EvalRender<B>>,
+    lpips: LpipsState<B>,
+}
+
+/// Whether the evaluator measures LPIPS: its network is loaded at the first evaluation (on the
+/// field's device).
+#[derive(Debug)]
+enum LpipsState<B: Backend> {
+    NotLoaded,
+    On(Lpips<B>),
+    /// Off, and whether that was said.
+    Off {
+        said: bool,
+        why: String,
+    },
 }
 
 impl<B: SplatBackend> Evaluator<B> {
@@ -111,6 +135,43 @@ impl<B: SplatBackend> Evaluator<B> {
         Evaluator {
             config: config.clone(),
             cache: ViewCache::new(config.cache_mib << 20),
+            lpips: LpipsState::NotLoaded,
+        }
+    }
+
+    /// The LPIPS network, loading it on `device` the first time; `None` when it is off.
+    fn lpips(&mut self, device: &B::Device) -> Option<&Lpips<B>> {
+        if matches!(self.lpips, LpipsState::NotLoaded) {
+            self.lpips = match weights_path(self.config.lpips_weights.as_deref()) {
+                None => LpipsState::Off {
+                    said: false,
+                    why: "no weights (set eval.lpips_weights or EMBER_LPIPS_WEIGHTS; \
+                          scripts/lpips-weights.py writes the file)"
+                        .to_string(),
+                },
+                Some(path) => match Lpips::load(&path, device) {
+                    Ok(net) => LpipsState::On(net),
+                    Err(e) => LpipsState::Off {
+                        said: false,
+                        why: e.to_string(),
+                    },
+                },
+            };
+        }
+        match &self.lpips {
+            LpipsState::On(net) => Some(net),
+            _ => None,
+        }
+    }
+
+    /// Why LPIPS is off, the first time it is asked after the network failed to load.
+    fn lpips_off_note(&mut self) -> Option<String> {
+        match &mut self.lpips {
+            LpipsState::Off { said, why } if !*said => {
+                *said = true;
+                Some(format!("LPIPS is off: {why}"))
+            }
+            _ => None,
         }
     }
 
@@ -120,7 +181,7 @@ impl<B: SplatBackend> Evaluator<B> {
     }
 
     /// Renders the held-out views of `scene` (at most `eval.max_views`, evenly spaced) with
-    /// `sh_degree` bands and measures PSNR and SSIM against them. Views rendered by an earlier
+    /// `sh_degree` bands and measures PSNR, SSIM and (with its weights) LPIPS against them. Views rendered by an earlier
     /// evaluation of the same `generation` of `field` come from the cache. `step` is reported
     /// as given.
     pub fn evaluate(
@@ -139,6 +200,7 @@ impl<B: SplatBackend> Evaluator<B> {
         }
         let started = Instant::now();
         let device = field.means.device();
+        self.lpips(&device);
         let options = RenderOptions::default()
             .with_background(scene.background)
             .with_sh_degree(sh_degree as u32);
@@ -165,17 +227,25 @@ impl<B: SplatBackend> Evaluator<B> {
                         .mean()
                         .into_scalar()
                         .elem();
-                    let s: f32 = ssim(rgb.clone(), target)
+                    let s: f32 = ssim(rgb.clone(), target.clone())
                         .map_err(|cause| TrainError::Loss {
                             view: view.name.clone(),
                             cause,
                         })?
                         .into_scalar()
                         .elem();
+                    let lpips = match &self.lpips {
+                        LpipsState::On(net) => Some(
+                            net.image_distance(rgb.clone(), target)
+                                .map_err(|e| TrainError::Scene(format!("{}: {e}", view.name)))?,
+                        ),
+                        _ => None,
+                    };
                     let evaluated = EvalRender {
                         rgb,
                         psnr: psnr_from_mse(mse),
                         ssim: s,
+                        lpips,
                     };
                     let bytes = evaluated.rgb.shape().num_elements() * size_of::<f32>();
                     self.cache
@@ -187,6 +257,7 @@ impl<B: SplatBackend> Evaluator<B> {
                 name: view.name.clone(),
                 psnr: evaluated.psnr,
                 ssim: evaluated.ssim,
+                lpips: evaluated.lpips,
             });
             if k < self.config.save_images {
                 let truth = scene.eval_image(index)?;
@@ -211,10 +282,17 @@ impl<B: SplatBackend> Evaluator<B> {
             }
         }
         let n = views.len() as f32;
+        let lpips = views
+            .iter()
+            .map(|v| v.lpips)
+            .sum::<Option<f32>>()
+            .map(|sum| sum / n);
         Ok(EvalReport {
             step,
             psnr: views.iter().map(|v| v.psnr).sum::<f32>() / n,
             ssim: views.iter().map(|v| v.ssim).sum::<f32>() / n,
+            lpips,
+            lpips_off: self.lpips_off_note(),
             gaussians: field.num_gaussians(),
             seconds: started.elapsed().as_secs_f64(),
             views,

@@ -54,6 +54,7 @@ pub mod densify;
 mod error;
 pub mod eval;
 pub mod loss;
+pub mod lpips;
 pub mod parallel;
 pub mod params;
 pub mod pass;

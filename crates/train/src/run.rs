@@ -2,8 +2,9 @@
 //!
 //! Files in the output folder: `config.toml` (the effective config, its `data.path` made
 //! absolute so that the folder names its dataset wherever it is read from), `metrics.jsonl` (one JSON
-//! object per logged step, `"kind": "train"`, and per evaluation, `"kind": "eval"`), `train.csv`
-//! and `eval.csv` (the same rows as CSV), `curve.svg` (loss and PSNR against the step),
+//! object per logged step, `"kind": "train"`, and per evaluation, `"kind": "eval"`, with each
+//! view's PSNR, SSIM and LPIPS), `train.csv` and `eval.csv` (the same rows as CSV, the means;
+//! `lpips` empty where it was off), `curve.svg` (loss and PSNR against the step),
 //! `eval/step_NNNNNN_<view>.png` (render left, ground truth right), `checkpoint.safetensors`
 //! (every `output.checkpoint_every` steps and at the end) and `splats.ply` (3DGS PLY, at the
 //! end). The three logs get each row appended as it is logged, so a killed run keeps them up to
@@ -154,7 +155,7 @@ impl Logs {
     fn start(out: &Path, resume: Option<usize>) -> Result<Logs, TrainError> {
         let mut rows = StartRows {
             train_csv: vec!["step,loss,psnr,gaussians,sh_degree,lr_means,seconds".to_string()],
-            eval_csv: vec!["step,psnr,ssim,gaussians,seconds".to_string()],
+            eval_csv: vec!["step,psnr,ssim,lpips,gaussians,seconds".to_string()],
             ..StartRows::default()
         };
         if let Some(step) = resume {
@@ -207,9 +208,13 @@ impl StartRows {
                 }
                 Some("eval") => {
                     self.eval_csv.push(format!(
-                        "{row_step},{},{},{},{}",
+                        "{row_step},{},{},{},{},{}",
                         num("psnr"),
                         num("ssim"),
+                        value["lpips"]
+                            .as_f64()
+                            .map(|v| v.to_string())
+                            .unwrap_or_default(),
                         num("gaussians"),
                         num("seconds")
                     ));
@@ -255,13 +260,19 @@ impl Logs {
         self.jsonl.append(
             &json!({
                 "kind": "eval", "step": e.step, "psnr": e.psnr, "ssim": e.ssim,
-                "gaussians": e.gaussians, "seconds": e.seconds, "views": e.views,
+                "lpips": e.lpips, "gaussians": e.gaussians, "seconds": e.seconds,
+                "views": e.views,
             })
             .to_string(),
         )?;
         self.eval_csv.append(&format!(
-            "{},{},{},{},{}",
-            e.step, e.psnr, e.ssim, e.gaussians, e.seconds
+            "{},{},{},{},{},{}",
+            e.step,
+            e.psnr,
+            e.ssim,
+            e.lpips.map(|v| v.to_string()).unwrap_or_default(),
+            e.gaussians,
+            e.seconds
         ))?;
         self.curve.push(CurvePoint::eval(e.step, e.psnr));
         Ok(())
@@ -336,6 +347,9 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
             return Ok(());
         }
         let report = trainer.evaluate()?;
+        if let Some(note) = &report.lpips_off {
+            observer.on_message(note);
+        }
         let t = Instant::now();
         for image in &report.images {
             // Runs of other characters become one `_` (`./test/r_0` -> `test_r_0`).

@@ -5,9 +5,10 @@
 //! scene folder, `--set key=value` overrides any config field, `--view` serves the live
 //! viewer during training. The subcommands `convert`, `transform`, `info` and `render` work on
 //! splat files (3DGS PLY, `.splat`, SPZ); `view` serves a splat file, checkpoint or run folder
-//! to the browser; `bench render|train|data|view` time renders, training steps, the image
-//! pipeline and the viewer and write JSON (`ember_bench::BenchFile`), `compare` puts two such
-//! files side by side. See `--help`.
+//! to the browser; `metrics` gives PSNR, SSIM and LPIPS of two images; `bench
+//! render|train|data|view` time renders, training steps, the image pipeline and the viewer and
+//! write JSON (`ember_bench::BenchFile`), `compare` puts two such files side by side. See
+//! `--help`.
 
 mod bench;
 mod bench_allreduce;
@@ -15,6 +16,7 @@ mod bench_data;
 mod bench_train;
 mod bench_view;
 mod guard;
+mod metrics;
 mod splat_tools;
 mod view;
 
@@ -101,6 +103,10 @@ pub struct ConfigArgs {
     /// shares the default device.
     #[arg(long, value_name = "I,..", value_delimiter = ',')]
     devices: Option<Vec<usize>>,
+    /// The LPIPS weights for the held-out evaluation (safetensors, scripts/lpips-weights.py);
+    /// overrides `eval.lpips_weights` (whose default is the file EMBER_LPIPS_WEIGHTS names).
+    #[arg(long, value_name = "FILE")]
+    lpips_weights: Option<PathBuf>,
     /// The backend the run uses (the global `--backend`), which picks the built-in preset.
     #[arg(skip = Backend::default_compiled())]
     backend: Backend,
@@ -204,6 +210,8 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// PSNR, SSIM and LPIPS of two images of one size (PNG or JPEG).
+    Metrics(metrics::MetricsArgs),
     /// Two `trainer bench` result files side by side, with B's speed-up over A.
     Compare {
         /// The baseline's JSON.
@@ -233,6 +241,11 @@ enum BenchCommand {
     /// data-parallel training adds per step): ms per all-reduce by peers and Gaussian count;
     /// JSON out.
     Allreduce(bench_allreduce::AllReduceBenchArgs),
+}
+
+/// `, LPIPS x` when it was measured.
+fn lpips_text(lpips: Option<f32>) -> String {
+    lpips.map_or(String::new(), |v| format!(", LPIPS {v:.4}"))
 }
 
 /// Runs `f` on the backend `backend` names (among the compiled ones).
@@ -400,10 +413,11 @@ impl<B: ember_train::SplatAutodiffBackend> RunObserver<B> for Progress {
     fn on_eval(&mut self, report: &EvalReport) {
         self.last_eval = Some(report.psnr);
         self.line(&format!(
-            "eval @ {:>6}: PSNR {:.2} dB, SSIM {:.4}, {} Gaussians ({} views, {:.1} s)",
+            "eval @ {:>6}: PSNR {:.2} dB, SSIM {:.4}{}, {} Gaussians ({} views, {:.1} s)",
             report.step,
             report.psnr,
             report.ssim,
+            lpips_text(report.lpips),
             report.gaussians,
             report.views.len(),
             report.seconds
@@ -441,6 +455,9 @@ fn load_config(args: &ConfigArgs) -> Result<TrainConfig> {
     }
     if let Some(devices) = &args.devices {
         config.distributed.devices = devices.clone();
+    }
+    if let Some(weights) = &args.lpips_weights {
+        config.eval.lpips_weights = Some(weights.clone());
     }
     config.validate()?;
     Ok(config)
@@ -571,9 +588,10 @@ where
     progress.bar.finish();
     let held_out = match &summary.final_eval {
         Some(eval) => format!(
-            "held-out PSNR {:.2} dB, SSIM {:.4} over {} views",
+            "held-out PSNR {:.2} dB, SSIM {:.4}{} over {} views",
             eval.psnr,
             eval.ssim,
+            lpips_text(eval.lpips),
             eval.views.len()
         ),
         None => "no held-out views to evaluate".to_string(),
@@ -676,6 +694,10 @@ fn run_command() -> Result<()> {
             Command::Bench(BenchCommand::Data(bench)) => {
                 use bench_data::bench_data;
                 on_backend!(args.backend, bench_data, bench)
+            }
+            Command::Metrics(pair) => {
+                use metrics::metrics;
+                on_backend!(args.backend, metrics, pair)
             }
             Command::Compare { a, b } => bench::compare(a, b),
         };

@@ -400,7 +400,7 @@ fn parse_numbers<const N: usize>(text: &str) -> Result<[f64; N], String> {
     Ok(array)
 }
 
-fn parse_triple(text: &str) -> Result<[f64; 3], String> {
+pub(crate) fn parse_triple(text: &str) -> Result<[f64; 3], String> {
     parse_numbers::<3>(text)
 }
 

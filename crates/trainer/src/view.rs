@@ -352,6 +352,7 @@ fn publish_run_record(viewer: &Viewer, folder: &Path) -> Result<()> {
             step,
             psnr: psnr as f32,
             ssim: ssim as f32,
+            lpips: number(row, "lpips").map(|v| v as f32),
             views,
         })?;
     }
@@ -500,6 +501,7 @@ impl<B: SplatAutodiffBackend, O: RunObserver<B>> RunObserver<B> for LiveObserver
             step: report.step,
             psnr: report.psnr,
             ssim: report.ssim,
+            lpips: report.lpips,
             views,
         };
         if let Err(e) = self.viewer.publish_eval(eval) {

@@ -637,7 +637,8 @@ import { KeyViews } from '/path.js';
     $('evals').hidden = evals.length === 0;
     if (!evals.length) return;
     const latest = evals[evals.length - 1];
-    $('eval-summary').textContent = `step ${latest.step} · PSNR ${fmt(latest.psnr, 2)} dB · SSIM ${fmt(latest.ssim, 4)}`;
+    const lpips = (e) => (Number.isFinite(e.lpips) ? ` · LPIPS ${fmt(e.lpips, 4)}` : '');
+    $('eval-summary').textContent = `step ${latest.step} · PSNR ${fmt(latest.psnr, 2)} dB · SSIM ${fmt(latest.ssim, 4)}${lpips(latest)}`;
     $('eval-views').replaceChildren(...(latest.views || []).map((v) => {
       const a = document.createElement('a');
       a.href = v.url;
@@ -653,7 +654,7 @@ import { KeyViews } from '/path.js';
     }));
     $('eval-list').replaceChildren(...evals.slice(0, -1).reverse().slice(0, 8).map((e) => {
       const li = document.createElement('li');
-      li.textContent = `step ${e.step}: ${fmt(e.psnr, 2)} dB, SSIM ${fmt(e.ssim, 4)}`;
+      li.textContent = `step ${e.step}: ${fmt(e.psnr, 2)} dB, SSIM ${fmt(e.ssim, 4)}${lpips(e).replace(' ·', ',')}`;
       return li;
     }));
   }

@@ -92,6 +92,8 @@ pub struct EvalViews {
     pub psnr: f32,
     /// Mean SSIM.
     pub ssim: f32,
+    /// Mean LPIPS, when measured.
+    pub lpips: Option<f32>,
     /// `(name, frame)` per saved view.
     pub views: Vec<(String, Frame)>,
 }
@@ -512,7 +514,7 @@ impl Viewer {
             .collect();
         let message = json!({
             "type": "eval", "step": eval.step, "psnr": eval.psnr, "ssim": eval.ssim,
-            "views": views,
+            "lpips": eval.lpips, "views": views,
         });
         let mut live = lock(&self.shared.live);
         for (i, (_, bytes)) in images.into_iter().enumerate() {

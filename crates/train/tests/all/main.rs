@@ -6,6 +6,7 @@ mod config_files;
 mod densify;
 mod eval_cache;
 mod lego;
+mod lpips;
 mod parallel;
 mod procedural;
 mod resume;

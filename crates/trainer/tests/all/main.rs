@@ -4,6 +4,7 @@ mod bad_inputs;
 mod bench_commands;
 mod browser;
 mod common;
+mod metrics;
 mod render_path;
 mod splat_commands;
 mod viewer;

@@ -482,11 +482,13 @@ async fn live_mode_pauses_checkpoints_and_publishes_progress() {
             step: 5,
             psnr: 21.5,
             ssim: 0.8,
+            lpips: Some(0.25),
             views: vec![("r_0".into(), frame)],
         })
         .unwrap();
     let eval = next_of(&mut socket, "eval").await;
     assert_eq!(eval["views"][0]["url"], "/eval/5/0");
+    assert_eq!(eval["lpips"], json!(0.25));
     let (code, mime, _) = get(viewer.address(), "/eval/5/0");
     assert_eq!((code, mime.as_str()), (200, "image/jpeg"));
 
