@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::config::EvalConfig;
 use crate::error::{TrainError, write_atomically};
 use crate::loss::{psnr_from_mse, ssim};
-use crate::lpips::{Lpips, weights_path};
+use crate::lpips::{Lpips, load_configured};
 use crate::scene::TrainScene;
 use crate::view_cache::{CacheStats, ViewCache};
 use ember_field::to_host;
@@ -139,31 +139,6 @@ impl<B: SplatBackend> Evaluator<B> {
         }
     }
 
-    /// The LPIPS network, loading it on `device` the first time; `None` when it is off.
-    fn lpips(&mut self, device: &B::Device) -> Option<&Lpips<B>> {
-        if matches!(self.lpips, LpipsState::NotLoaded) {
-            self.lpips = match weights_path(self.config.lpips_weights.as_deref()) {
-                None => LpipsState::Off {
-                    said: false,
-                    why: "no weights (set eval.lpips_weights or EMBER_LPIPS_WEIGHTS; \
-                          scripts/lpips-weights.py writes the file)"
-                        .to_string(),
-                },
-                Some(path) => match Lpips::load(&path, device) {
-                    Ok(net) => LpipsState::On(net),
-                    Err(e) => LpipsState::Off {
-                        said: false,
-                        why: e.to_string(),
-                    },
-                },
-            };
-        }
-        match &self.lpips {
-            LpipsState::On(net) => Some(net),
-            _ => None,
-        }
-    }
-
     /// Why LPIPS is off, the first time it is asked after the network failed to load.
     fn lpips_off_note(&mut self) -> Option<String> {
         match &mut self.lpips {
@@ -200,7 +175,12 @@ impl<B: SplatBackend> Evaluator<B> {
         }
         let started = Instant::now();
         let device = field.means.device();
-        self.lpips(&device);
+        if matches!(self.lpips, LpipsState::NotLoaded) {
+            self.lpips = match load_configured(self.config.lpips_weights.as_deref(), &device) {
+                Ok(net) => LpipsState::On(net),
+                Err(why) => LpipsState::Off { said: false, why },
+            };
+        }
         let options = RenderOptions::default()
             .with_background(scene.background)
             .with_sh_degree(sh_degree as u32);

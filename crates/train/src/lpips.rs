@@ -57,6 +57,21 @@ pub fn weights_path(configured: Option<&Path>) -> Option<PathBuf> {
         .or_else(|| std::env::var_os(WEIGHTS_ENV).map(PathBuf::from))
 }
 
+/// The network from the weights [`weights_path`] finds for `configured`, on `device`; the error
+/// is why LPIPS is off (no file named, or one that does not load), for the user to read.
+pub fn load_configured<B: Backend>(
+    configured: Option<&Path>,
+    device: &B::Device,
+) -> Result<Lpips<B>, String> {
+    let path = weights_path(configured).ok_or_else(|| {
+        format!(
+            "no weights (give --lpips-weights FILE, set eval.lpips_weights or {WEIGHTS_ENV}; \
+             scripts/lpips-weights.py writes the file)"
+        )
+    })?;
+    Lpips::load(&path, device).map_err(|e| e.to_string())
+}
+
 /// The smallest image side AlexNet's stages take: the last max pool needs a 3x3 input.
 pub const MIN_SIDE: usize = 32;
 

@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use burn::tensor::{ElementConversion, Tensor, TensorData};
 use clap::Args;
+use ember_data::images::decode_rgb;
 use ember_kernels::SplatBackend;
 use ember_train::loss::{psnr, ssim};
-use ember_train::lpips::{Lpips, WEIGHTS_ENV, weights_path};
+use ember_train::lpips::load_configured;
 use ember_train::write_atomically;
 use serde_json::json;
 
@@ -35,47 +36,22 @@ pub struct MetricsArgs {
     json: Option<PathBuf>,
 }
 
-/// The LPIPS network from `weights` on `device`, or `None` after saying why LPIPS is off.
-pub fn load_lpips<B: SplatBackend>(weights: Option<&Path>, device: &B::Device) -> Option<Lpips<B>> {
-    let Some(path) = weights else {
-        eprintln!(
-            "note: LPIPS is off: no weights (give --lpips-weights FILE, set {WEIGHTS_ENV} or \
-             eval.lpips_weights; scripts/lpips-weights.py writes the file)"
-        );
-        return None;
-    };
-    match Lpips::load(path, device) {
-        Ok(lpips) => Some(lpips),
-        Err(e) => {
-            eprintln!("note: LPIPS is off: {e}");
-            None
-        }
-    }
-}
-
-/// An image file as `[H, W, 3]` RGB in `[0, 1]`, its alpha (if any) composited on `background`.
+/// An image file (PNG or JPEG) as `[H, W, 3]` RGB in `[0, 1]`, its alpha (if any) composited on
+/// `background` as the dataset loaders do.
 fn read_rgb<B: SplatBackend>(
     path: &Path,
     background: [f32; 3],
     device: &B::Device,
 ) -> Result<Tensor<B, 3>> {
-    let image = image::open(path).with_context(|| format!("reading {}", path.display()))?;
-    let (width, height) = (image.width() as usize, image.height() as usize);
-    let rgba = image.to_rgba32f();
-    let values: Vec<f32> = rgba
-        .pixels()
-        .flat_map(|p| {
-            let [r, g, b, a] = p.0;
-            [r, g, b]
-                .into_iter()
-                .zip(background)
-                .map(move |(c, under)| c * a + under * (1.0 - a))
-        })
+    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let rgb = decode_rgb(&bytes, path, background)?;
+    let shape = [rgb.height() as usize, rgb.width() as usize, 3];
+    let values: Vec<f32> = rgb
+        .into_raw()
+        .iter()
+        .map(|&v| f32::from(v) / 255.0)
         .collect();
-    Ok(Tensor::from_data(
-        TensorData::new(values, [height, width, 3]),
-        device,
-    ))
+    Ok(Tensor::from_data(TensorData::new(values, shape), device))
 }
 
 /// `trainer metrics`: prints the metrics, and writes them to `--json` when given.
@@ -99,10 +75,12 @@ pub fn metrics<B: SplatBackend>(args: &MetricsArgs, device: &B::Device) -> Resul
         .context("SSIM")?
         .into_scalar()
         .elem();
-    let weights = weights_path(args.lpips_weights.as_deref());
-    let lpips = match load_lpips::<B>(weights.as_deref(), device) {
-        Some(net) => Some(net.image_distance(a, b).context("LPIPS")?),
-        None => None,
+    let lpips = match load_configured::<B>(args.lpips_weights.as_deref(), device) {
+        Ok(net) => Some(net.image_distance(a, b).context("LPIPS")?),
+        Err(why) => {
+            eprintln!("note: LPIPS is off: {why}");
+            None
+        }
     };
     let lpips_text = lpips.map_or("- (off)".to_string(), |v| format!("{v:.4}"));
     println!(

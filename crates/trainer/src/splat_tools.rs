@@ -13,7 +13,7 @@ use ember_data::{
     parse_camera_path, read_splats, transform,
 };
 use ember_field::splats::field_from_splats;
-use ember_field::{GaussianField, RenderOptions, render};
+use ember_field::{GaussianField, RenderOptions, render_batch_images};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
 use ember_train::write_atomically;
@@ -155,12 +155,15 @@ fn load_field<B: SplatBackend>(
 }
 
 /// `field` through `camera` as 8-bit RGB, `[height, width, 3]` row-major, read back to the host.
+/// The images alone ([`render_batch_images`] of one camera): no depth image, and a
+/// `[1, H, W, 3]` read back as it is (`render`'s `[H, W, 3]` is a copy on ndarray).
 fn render_rgb8<B: SplatBackend>(
     field: &GaussianField<B>,
     camera: &CameraParams,
     options: &RenderOptions,
 ) -> Result<Vec<u8>> {
-    let out = render(field, camera, options).context("rendering")?;
+    let out =
+        render_batch_images(field, core::slice::from_ref(camera), options).context("rendering")?;
     let rgb = ember_field::to_host(out.rgb, "the rendered image")?;
     Ok(rgb
         .iter()

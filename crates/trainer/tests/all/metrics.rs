@@ -30,6 +30,18 @@ fn picture(shift: i16) -> image::RgbImage {
     })
 }
 
+/// `trainer metrics args... --json JSON`, which must succeed: its output and the JSON.
+fn measured(args: &[&str], json: &Path) -> (Output, Value) {
+    let out = metrics(&[args, &["--json", path(json)]].concat());
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let value = serde_json::from_slice(&std::fs::read(json).expect("JSON")).expect("JSON");
+    (out, value)
+}
+
 #[test]
 fn metrics_of_two_images_with_json_and_alpha() {
     let dir = scratch("metrics");
@@ -38,17 +50,11 @@ fn metrics_of_two_images_with_json_and_alpha() {
     picture(0).save(&a).expect("a");
     picture(12).save(&b).expect("b");
     let json = dir.join("metrics.json");
-    let out = metrics(&[path(&a), path(&b), "--json", path(&json)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (out, value) = measured(&[path(&a), path(&b)], &json);
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("LPIPS is off"),
         "no notice without weights"
     );
-    let value: Value = serde_json::from_slice(&std::fs::read(&json).expect("JSON")).expect("JSON");
     // Half the pixels off by 12/255 in every channel (none clamped): MSE = (12/255)^2 / 2.
     let want = -10.0 * ((12.0f64 / 255.0).powi(2) / 2.0).log10();
     let psnr = value["psnr"].as_f64().expect("psnr");
@@ -82,21 +88,13 @@ fn metrics_of_two_images_with_json_and_alpha() {
     let (with_alpha, composited) = (dir.join("alpha.png"), dir.join("white.png"));
     rgba.save(&with_alpha).expect("rgba");
     flat.save(&composited).expect("flat");
-    let json = dir.join("alpha.json");
-    let out = metrics(&[
+    let args = [
         path(&with_alpha),
         path(&composited),
         "--background",
         "1,1,1",
-        "--json",
-        path(&json),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let value: Value = serde_json::from_slice(&std::fs::read(&json).expect("JSON")).expect("JSON");
+    ];
+    let (_, value) = measured(&args, &dir.join("alpha.json"));
     // Rounding the composite to 8 bits leaves at most half a level per channel.
     let psnr = value["psnr"].as_f64().unwrap_or(f64::INFINITY);
     assert!(psnr > 50.0, "PSNR {psnr}");
@@ -104,34 +102,16 @@ fn metrics_of_two_images_with_json_and_alpha() {
     // With the LPIPS weights: 0 for an image against itself, a positive distance otherwise.
     if let Some(weights) = data_path("lpips/alex.safetensors") {
         let json = dir.join("lpips.json");
-        let out = metrics(&[
-            path(&a),
-            path(&b),
-            "--lpips-weights",
-            path(&weights),
-            "--json",
-            path(&json),
-        ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let (_, value) = measured(
+            &[path(&a), path(&b), "--lpips-weights", path(&weights)],
+            &json,
         );
-        let value: Value =
-            serde_json::from_slice(&std::fs::read(&json).expect("JSON")).expect("JSON");
         let lpips = value["lpips"].as_f64().expect("LPIPS with weights");
         assert!(lpips > 0.0 && lpips < 1.0, "LPIPS {lpips}");
-        let out = metrics(&[
-            path(&a),
-            path(&a),
-            "--lpips-weights",
-            path(&weights),
-            "--json",
-            path(&json),
-        ]);
-        assert!(out.status.success());
-        let value: Value =
-            serde_json::from_slice(&std::fs::read(&json).expect("JSON")).expect("JSON");
+        let (_, value) = measured(
+            &[path(&a), path(&a), "--lpips-weights", path(&weights)],
+            &json,
+        );
         assert_eq!(value["lpips"].as_f64(), Some(0.0));
         assert_eq!(value["psnr"], Value::Null);
     }

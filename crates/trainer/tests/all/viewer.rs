@@ -28,11 +28,30 @@ use crate::common::scratch;
 
 type B = NdArray<f32>;
 
+/// Writes round Gaussians as a 3DGS PLY: centres `means` (`[N, 3]` flattened), SH DC colours
+/// `dc` (`[N, 3]`), one log-scale and one opacity logit for all.
+fn write_splats(ply: &Path, means: Vec<f32>, dc: Vec<f32>, log_scale: f32, opacity: f32) {
+    let n = means.len() / 3;
+    let device = Default::default();
+    let rows =
+        |v: Vec<f32>, c: usize| Tensor::<B, 2>::from_data(TensorData::new(v, [n, c]), &device);
+    let field = GaussianField::from_tensors(
+        rows(means, 3),
+        rows((0..n).flat_map(|_| [1.0, 0.0, 0.0, 0.0]).collect(), 4),
+        rows(vec![log_scale; n * 3], 3),
+        Tensor::from_data(TensorData::new(vec![opacity; n], [n]), &device),
+        Tensor::from_data(TensorData::new(dc, [n, 1, 3]), &device),
+        Tensor::zeros([n, 0, 3], &device),
+        None,
+    )
+    .expect("a field");
+    write_field(&field, ply).expect("PLY written");
+}
+
 /// A scene the test knows: 60 coloured Gaussians on a ring around the origin, and a
 /// nerfstudio dataset of three 64x48 cameras around it (solid grey photos).
 fn write_scene(dir: &Path) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(dir.join("data/images")).expect("dataset folder");
-    let device = Default::default();
     let n = 60;
     let means: Vec<f32> = (0..n)
         .flat_map(|i| {
@@ -46,20 +65,8 @@ fn write_scene(dir: &Path) -> (PathBuf, PathBuf) {
             [a.cos(), a.sin(), -a.cos()].map(|c| 0.5 * c)
         })
         .collect();
-    let rows =
-        |v: Vec<f32>, c: usize| Tensor::<B, 2>::from_data(TensorData::new(v, [n, c]), &device);
-    let field = GaussianField::from_tensors(
-        rows(means, 3),
-        rows((0..n).flat_map(|_| [1.0, 0.0, 0.0, 0.0]).collect(), 4),
-        rows(vec![-2.3; n * 3], 3),
-        Tensor::from_data(TensorData::new(vec![3.0f32; n], [n]), &device),
-        Tensor::from_data(TensorData::new(dc, [n, 1, 3]), &device),
-        Tensor::zeros([n, 0, 3], &device),
-        None,
-    )
-    .expect("a field");
     let ply = dir.join("scene.ply");
-    write_field(&field, &ply).expect("PLY written");
+    write_splats(&ply, means, dc, -2.3, 3.0);
     // OpenGL camera-to-world matrices (x right, y up, z back), 4 units from the origin.
     let poses = [
         [
@@ -489,24 +496,11 @@ fn write_figure(dir: &Path) -> (PathBuf, Vec<[f32; 3]>) {
         .copied()
         .chain([900.0, -700.0, 800.0, -1000.0, 50.0, 600.0])
         .collect();
-    let device = Default::default();
-    let rows =
-        |v: Vec<f32>, c: usize| Tensor::<B, 2>::from_data(TensorData::new(v, [n, c]), &device);
     let dc: Vec<f32> = (0..n)
         .flat_map(|i| [0.4, (i % 7) as f32 / 7.0 - 0.3, -0.2])
         .collect();
-    let field = GaussianField::from_tensors(
-        rows(means, 3),
-        rows((0..n).flat_map(|_| [1.0, 0.0, 0.0, 0.0]).collect(), 4),
-        rows(vec![-3.0; n * 3], 3),
-        Tensor::from_data(TensorData::new(vec![4.0f32; n], [n]), &device),
-        Tensor::from_data(TensorData::new(dc, [n, 1, 3]), &device),
-        Tensor::zeros([n, 0, 3], &device),
-        None,
-    )
-    .expect("a field");
     let ply = dir.join("figure.ply");
-    write_field(&field, &ply).expect("PLY written");
+    write_splats(&ply, means, dc, -3.0, 4.0);
     (ply, points)
 }
 
