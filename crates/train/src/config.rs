@@ -76,6 +76,8 @@ pub struct DataConfig {
     pub max_images: Option<usize>,
     /// Without split files, hold out every `test_every`-th view.
     pub test_every: Option<usize>,
+    /// The views evaluation measures ([`EvalSplit`]).
+    pub eval_split: EvalSplit,
     /// Background colour, RGB in `[0, 1]`: transparent pixels of RGBA images are composited
     /// over it, and the renderer draws it behind the splats.
     pub background: [f32; 3],
@@ -104,11 +106,38 @@ impl Default for DataConfig {
             max_side: None,
             max_images: None,
             test_every: Some(8),
+            eval_split: EvalSplit::Test,
             background: [1.0, 1.0, 1.0],
             random_background: false,
             point_cloud: None,
             image_budget_mb: 4096,
             procedural: ProceduralConfig::default(),
+        }
+    }
+}
+
+/// The views an evaluation renders and measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum EvalSplit {
+    /// The held-out views: the dataset's test split (every `test_every`-th view of a capture,
+    /// `transforms_test.json` of a NeRF-Synthetic scene), else its val split when it has no
+    /// test split.
+    #[default]
+    Test,
+    /// The dataset's val split (`transforms_val.json`).
+    Val,
+    /// The training views (how well the field fits what it saw).
+    Train,
+}
+
+impl EvalSplit {
+    /// Its name in a config and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            EvalSplit::Test => "test",
+            EvalSplit::Val => "val",
+            EvalSplit::Train => "train",
         }
     }
 }
@@ -304,6 +333,11 @@ pub struct DensifyConfig {
     pub max_gaussians: usize,
     /// MCMC: scale of the noise on the centres, times the means' learning rate.
     pub noise_lr: f64,
+    /// MCMC: a Gaussian whose centre lies farther than `fence` times the radius of the region
+    /// the training cameras and initialisation points span (around the cameras' mean centre)
+    /// counts as dead at every relocation, from `start` to the end of the run (after `stop`
+    /// only these are relocated); 0 turns the fence off.
+    pub fence: f64,
 }
 
 impl Default for DensifyConfig {
@@ -320,6 +354,7 @@ impl Default for DensifyConfig {
             max_screen_size: 20.0,
             max_gaussians: 6_000_000,
             noise_lr: 5e5,
+            fence: 3.0,
         }
     }
 }
@@ -341,6 +376,10 @@ pub struct EvalConfig {
     /// file's folder; unset: the file `EMBER_LPIPS_WEIGHTS` names. Without weights the
     /// evaluation measures PSNR and SSIM alone, and says so once.
     pub lpips_weights: Option<std::path::PathBuf>,
+    /// Which evaluations measure LPIPS (with its weights): `every` one, or only the `last` of
+    /// a run (the step at `steps`). On two CPU cores LPIPS costs ~0.6 s per 400x400 view,
+    /// ten times the render and SSIM together, so the CPU presets measure it last.
+    pub lpips: LpipsWhen,
 }
 
 impl Default for EvalConfig {
@@ -351,8 +390,20 @@ impl Default for EvalConfig {
             save_images: 4,
             cache_mib: 256,
             lpips_weights: None,
+            lpips: LpipsWhen::Every,
         }
     }
+}
+
+/// Which evaluations of a run measure LPIPS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum LpipsWhen {
+    /// Every evaluation.
+    #[default]
+    Every,
+    /// The run's last evaluation only (the one its summary and a benchmark table report).
+    Last,
 }
 
 /// What the run writes into its output folder.
@@ -673,6 +724,9 @@ impl TrainConfig {
         }
         if !(self.densify.noise_lr.is_finite() && self.densify.noise_lr >= 0.0) {
             return fail("densify.noise_lr", "must be finite and >= 0");
+        }
+        if !(self.densify.fence.is_finite() && self.densify.fence >= 0.0) {
+            return fail("densify.fence", "must be finite and >= 0 (0: no fence)");
         }
         let o = &self.optim;
         for (name, lr) in [

@@ -9,18 +9,18 @@ use std::time::Instant;
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Tensor};
 use ember_field::{GaussianField, RenderOptions, SplatBackend, render};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::EvalConfig;
 use crate::error::{TrainError, write_atomically};
 use crate::loss::{psnr_from_mse, ssim};
-use crate::lpips::{Lpips, load_configured};
+use crate::lpips::{Lpips, MIN_SIDE, load_configured};
 use crate::scene::TrainScene;
 use crate::view_cache::{CacheStats, ViewCache};
 use ember_field::to_host;
 
 /// Metrics of one held-out view.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ViewMetrics {
     /// The view's name.
     pub name: String,
@@ -59,20 +59,48 @@ pub struct SideBySide {
 }
 
 impl SideBySide {
+    /// The view's name as a file stem: runs of characters other than ASCII letters, digits and
+    /// `-` become one `_` (`./test/r_0` -> `test_r_0`).
+    pub fn file_stem(&self) -> String {
+        self.name
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .join("_")
+    }
+
     /// Writes the pair as PNG (atomically).
     pub fn save_png(&self, path: &Path) -> Result<(), TrainError> {
-        let mut bytes = Vec::new();
-        image::write_buffer_with_format(
-            &mut std::io::Cursor::new(&mut bytes),
-            &self.rgb,
-            self.width,
-            self.height,
-            image::ExtendedColorType::Rgb8,
-            image::ImageFormat::Png,
-        )
-        .map_err(|e| TrainError::io(path, std::io::Error::other(e)))?;
-        write_atomically(path, &bytes)
+        write_png(path, &self.rgb, self.width, self.height)
     }
+
+    /// Writes the render alone (the pair's left half) as PNG (atomically).
+    pub fn save_render_png(&self, path: &Path) -> Result<(), TrainError> {
+        let (w, h) = (self.width as usize / 2, self.height as usize);
+        let render: Vec<u8> = self
+            .rgb
+            .chunks_exact(2 * w * 3)
+            .flat_map(|row| &row[..w * 3])
+            .copied()
+            .collect();
+        debug_assert_eq!(render.len(), w * h * 3);
+        write_png(path, &render, w as u32, h as u32)
+    }
+}
+
+/// Writes 8-bit RGB `rgb` (`[height, width, 3]`) as a PNG file, atomically.
+fn write_png(path: &Path, rgb: &[u8], width: u32, height: u32) -> Result<(), TrainError> {
+    let mut bytes = Vec::new();
+    image::write_buffer_with_format(
+        &mut std::io::Cursor::new(&mut bytes),
+        rgb,
+        width,
+        height,
+        image::ExtendedColorType::Rgb8,
+        image::ImageFormat::Png,
+    )
+    .map_err(|e| TrainError::io(path, std::io::Error::other(e)))?;
+    write_atomically(path, &bytes)
 }
 
 /// The result of one evaluation.
@@ -106,6 +134,20 @@ pub fn evenly_spaced(n: usize, max: Option<usize>) -> Vec<usize> {
         Some(m) if m < n => (0..m).map(|i| i * n / m.max(1)).collect(),
         _ => (0..n).collect(),
     }
+}
+
+/// What one evaluation asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EvalRequest {
+    /// The field's generation ([`Trainer::generation`](crate::Trainer::generation)): renders
+    /// cached for the same generation are reused.
+    pub generation: u64,
+    /// The step the report names.
+    pub step: usize,
+    /// The SH bands rendered.
+    pub sh_degree: usize,
+    /// Whether LPIPS is measured (with its weights).
+    pub lpips: bool,
 }
 
 /// Held-out evaluation with its render cache (see the module docs).
@@ -150,22 +192,70 @@ impl<B: SplatBackend> Evaluator<B> {
         }
     }
 
+    /// LPIPS of `rgb` against `target` (`[H, W, 3]`) when the network is on; views smaller
+    /// than AlexNet takes turn it off (said once).
+    fn lpips_of(
+        &mut self,
+        rgb: Tensor<B, 3>,
+        target: Tensor<B, 3>,
+        view: &str,
+    ) -> Result<Option<f32>, TrainError> {
+        let [height, width, _] = target.dims();
+        if height.min(width) < MIN_SIDE && matches!(self.lpips, LpipsState::On(_)) {
+            self.lpips = LpipsState::Off {
+                said: false,
+                why: format!(
+                    "the views ({width}x{height} pixels) are smaller than the {MIN_SIDE} pixels \
+                     a side AlexNet needs"
+                ),
+            };
+        }
+        match &self.lpips {
+            LpipsState::On(net) => net
+                .image_distance(rgb, target)
+                .map(Some)
+                .map_err(|e| TrainError::Scene(format!("{view}: {e}"))),
+            _ => Ok(None),
+        }
+    }
+
     /// Hits and misses of the render cache.
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
     }
 
     /// Renders the held-out views of `scene` (at most `eval.max_views`, evenly spaced) with
-    /// `sh_degree` bands and measures PSNR, SSIM and (with its weights) LPIPS against them. Views rendered by an earlier
-    /// evaluation of the same `generation` of `field` come from the cache. `step` is reported
-    /// as given.
+    /// `request.sh_degree` bands and measures PSNR, SSIM and (when `request.lpips` and its
+    /// weights are there) LPIPS against them. Views rendered by an earlier evaluation of the
+    /// same `request.generation` of `field` come from the cache. The first
+    /// `eval.save_images` views come back side by side with their ground truth in
+    /// [`EvalReport::images`].
     pub fn evaluate(
         &mut self,
         scene: &TrainScene,
         field: &GaussianField<B>,
-        generation: u64,
-        step: usize,
-        sh_degree: usize,
+        request: EvalRequest,
+    ) -> Result<EvalReport, TrainError> {
+        let mut images = Vec::new();
+        let pairs = self.config.save_images;
+        let mut report = self.evaluate_with(scene, field, request, pairs, &mut |pair| {
+            images.push(pair);
+            Ok(())
+        })?;
+        report.images = images;
+        Ok(report)
+    }
+
+    /// [`Evaluator::evaluate`], handing the first `pairs` views side by side with their
+    /// ground truth to `sink` as each is measured instead of keeping them (a whole test split
+    /// of full-size pairs need not fit in memory); [`EvalReport::images`] is left empty.
+    pub fn evaluate_with(
+        &mut self,
+        scene: &TrainScene,
+        field: &GaussianField<B>,
+        request: EvalRequest,
+        pairs: usize,
+        sink: &mut dyn FnMut(SideBySide) -> Result<(), TrainError>,
     ) -> Result<EvalReport, TrainError> {
         if scene.eval.is_empty() {
             return Err(TrainError::Scene(format!(
@@ -173,9 +263,15 @@ impl<B: SplatBackend> Evaluator<B> {
                 scene.name
             )));
         }
+        let EvalRequest {
+            generation,
+            step,
+            sh_degree,
+            lpips: with_lpips,
+        } = request;
         let started = Instant::now();
         let device = field.means.device();
-        if matches!(self.lpips, LpipsState::NotLoaded) {
+        if with_lpips && matches!(self.lpips, LpipsState::NotLoaded) {
             self.lpips = match load_configured(self.config.lpips_weights.as_deref(), &device) {
                 Ok(net) => LpipsState::On(net),
                 Err(why) => LpipsState::Off { said: false, why },
@@ -185,14 +281,21 @@ impl<B: SplatBackend> Evaluator<B> {
             .with_background(scene.background)
             .with_sh_degree(sh_degree as u32);
         let mut views = Vec::new();
-        let mut images = Vec::new();
         for (k, index) in evenly_spaced(scene.eval.len(), self.config.max_views)
             .into_iter()
             .enumerate()
         {
             let view = &scene.eval[index];
             let evaluated = match self.cache.get(index, generation) {
-                Some(cached) => cached,
+                Some(cached) if cached.lpips.is_some() || !with_lpips => cached,
+                Some(mut cached) => {
+                    // Rendered by an evaluation that left LPIPS out.
+                    let target = scene.eval_image(index)?.to_tensor::<B>(&device);
+                    cached.lpips = self.lpips_of(cached.rgb.clone(), target, &view.name)?;
+                    let bytes = cached.rgb.shape().num_elements() * size_of::<f32>();
+                    self.cache.insert(index, generation, cached.clone(), bytes);
+                    cached
+                }
                 None => {
                     let target = scene.eval_image(index)?.to_tensor::<B>(&device);
                     let out = render(field, &view.camera, &options).map_err(|cause| {
@@ -214,12 +317,10 @@ impl<B: SplatBackend> Evaluator<B> {
                         })?
                         .into_scalar()
                         .elem();
-                    let lpips = match &self.lpips {
-                        LpipsState::On(net) => Some(
-                            net.image_distance(rgb.clone(), target)
-                                .map_err(|e| TrainError::Scene(format!("{}: {e}", view.name)))?,
-                        ),
-                        _ => None,
+                    let lpips = if with_lpips {
+                        self.lpips_of(rgb.clone(), target, &view.name)?
+                    } else {
+                        None
                     };
                     let evaluated = EvalRender {
                         rgb,
@@ -239,7 +340,7 @@ impl<B: SplatBackend> Evaluator<B> {
                 ssim: evaluated.ssim,
                 lpips: evaluated.lpips,
             });
-            if k < self.config.save_images {
+            if k < pairs {
                 let truth = scene.eval_image(index)?;
                 let rendered = to_host(evaluated.rgb, "eval render")?;
                 let (w, h) = (truth.width as usize, truth.height as usize);
@@ -253,12 +354,12 @@ impl<B: SplatBackend> Evaluator<B> {
                         }
                     }
                 }
-                images.push(SideBySide {
+                sink(SideBySide {
                     name: view.name.clone(),
                     width: 2 * truth.width,
                     height: truth.height,
                     rgb: pair,
-                });
+                })?;
             }
         }
         let n = views.len() as f32;
@@ -276,7 +377,7 @@ impl<B: SplatBackend> Evaluator<B> {
             gaussians: field.num_gaussians(),
             seconds: started.elapsed().as_secs_f64(),
             views,
-            images,
+            images: Vec::new(),
         })
     }
 }

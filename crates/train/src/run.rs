@@ -1,9 +1,10 @@
 //! [`run`]: a whole training run with its outputs, for the `trainer` binary and for tests.
 //!
 //! Files in the output folder: `config.toml` (the effective config, its `data.path` made
-//! absolute so that the folder names its dataset wherever it is read from), `metrics.jsonl` (one JSON
-//! object per logged step, `"kind": "train"`, and per evaluation, `"kind": "eval"`, with each
-//! view's PSNR, SSIM and LPIPS), `train.csv` and `eval.csv` (the same rows as CSV, the means;
+//! absolute so that the folder names its dataset wherever it is read from), `metrics.jsonl`
+//! (one JSON object per logged step, `"kind": "train"`, and per evaluation, `"kind": "eval"`,
+//! with each view's PSNR, SSIM and LPIPS), `train.csv` and `eval.csv` (the same rows as CSV;
+//! `eval.csv` has a row per held-out view and one for their means, `view` = `mean`, with
 //! `lpips` empty where it was off), `curve.svg` (loss and PSNR against the step),
 //! `eval/step_NNNNNN_<view>.png` (render left, ground truth right), `checkpoint.safetensors`
 //! (every `output.checkpoint_every` steps and at the end) and `splats.ply` (3DGS PLY, at the
@@ -18,12 +19,13 @@ use std::time::Instant;
 
 use ember_field::SplatAutodiffBackend;
 use ember_kernels::MemoryUsage;
+use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::TrainConfig;
 use crate::curve::{CurvePoint, curve_svg};
 use crate::error::{TrainError, write_atomically};
-use crate::eval::EvalReport;
+use crate::eval::{EvalReport, ViewMetrics};
 use crate::scene::TrainScene;
 use crate::timing::{Phase, PhaseTimes};
 use crate::trainer::{StepReport, Trainer};
@@ -132,6 +134,63 @@ fn lines(rows: &[String]) -> String {
     rows.iter().map(|r| format!("{r}\n")).collect()
 }
 
+/// `eval.csv`'s header: a row per view, then the evaluation's means as the view `mean`.
+const EVAL_CSV_HEADER: &str = "step,view,psnr,ssim,lpips,gaussians,seconds";
+
+/// An evaluation as `metrics.jsonl` holds it (its `"kind": "eval"` records).
+#[derive(Debug, Deserialize)]
+struct LoggedEval {
+    step: usize,
+    psnr: f32,
+    ssim: f32,
+    lpips: Option<f32>,
+    gaussians: usize,
+    seconds: f64,
+    #[serde(default)]
+    views: Vec<ViewMetrics>,
+}
+
+impl LoggedEval {
+    /// Its `eval.csv` rows ([`EVAL_CSV_HEADER`]): one per view (without the Gaussians and the
+    /// time, which are the evaluation's), then the means.
+    fn csv_rows(&self) -> Vec<String> {
+        let lpips = |v: Option<f32>| v.map(|v| v.to_string()).unwrap_or_default();
+        let mut rows: Vec<String> = self
+            .views
+            .iter()
+            .map(|v| {
+                format!(
+                    "{},{},{},{},{},,",
+                    self.step,
+                    csv_field(&v.name),
+                    v.psnr,
+                    v.ssim,
+                    lpips(v.lpips)
+                )
+            })
+            .collect();
+        rows.push(format!(
+            "{},mean,{},{},{},{},{}",
+            self.step,
+            self.psnr,
+            self.ssim,
+            lpips(self.lpips),
+            self.gaussians,
+            self.seconds
+        ));
+        rows
+    }
+}
+
+/// `text` as one CSV field: quoted (quotes doubled) when it holds a comma, quote or line break.
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
 /// The metric logs of a run.
 struct Logs {
     out: PathBuf,
@@ -155,7 +214,7 @@ impl Logs {
     fn start(out: &Path, resume: Option<usize>) -> Result<Logs, TrainError> {
         let mut rows = StartRows {
             train_csv: vec!["step,loss,psnr,gaussians,sh_degree,lr_means,seconds".to_string()],
-            eval_csv: vec!["step,psnr,ssim,lpips,gaussians,seconds".to_string()],
+            eval_csv: vec![EVAL_CSV_HEADER.to_string()],
             ..StartRows::default()
         };
         if let Some(step) = resume {
@@ -207,19 +266,11 @@ impl StartRows {
                     ));
                 }
                 Some("eval") => {
-                    self.eval_csv.push(format!(
-                        "{row_step},{},{},{},{},{}",
-                        num("psnr"),
-                        num("ssim"),
-                        value["lpips"]
-                            .as_f64()
-                            .map(|v| v.to_string())
-                            .unwrap_or_default(),
-                        num("gaussians"),
-                        num("seconds")
-                    ));
-                    self.curve
-                        .push(CurvePoint::eval(row_step, num("psnr") as f32));
+                    let Ok(logged) = serde_json::from_value::<LoggedEval>(value.clone()) else {
+                        continue;
+                    };
+                    self.eval_csv.extend(logged.csv_rows());
+                    self.curve.push(CurvePoint::eval(row_step, logged.psnr));
                 }
                 _ => continue,
             }
@@ -236,7 +287,7 @@ impl Logs {
                 "gaussians": r.gaussians, "sh_degree": r.sh_degree, "lr_means": r.lr_means,
                 "seconds": r.seconds, "cloned": r.refine.cloned, "split": r.refine.split,
                 "pruned": r.refine.pruned, "relocated": r.refine.relocated,
-                "added": r.refine.added,
+                "added": r.refine.added, "escaped": r.refine.escaped,
             })
             .to_string(),
         )?;
@@ -265,15 +316,18 @@ impl Logs {
             })
             .to_string(),
         )?;
-        self.eval_csv.append(&format!(
-            "{},{},{},{},{},{}",
-            e.step,
-            e.psnr,
-            e.ssim,
-            e.lpips.map(|v| v.to_string()).unwrap_or_default(),
-            e.gaussians,
-            e.seconds
-        ))?;
+        let logged = LoggedEval {
+            step: e.step,
+            psnr: e.psnr,
+            ssim: e.ssim,
+            lpips: e.lpips,
+            gaussians: e.gaussians,
+            seconds: e.seconds,
+            views: e.views.clone(),
+        };
+        for row in logged.csv_rows() {
+            self.eval_csv.append(&row)?;
+        }
         self.curve.push(CurvePoint::eval(e.step, e.psnr));
         Ok(())
     }
@@ -352,16 +406,9 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
         }
         let t = Instant::now();
         for image in &report.images {
-            // Runs of other characters become one `_` (`./test/r_0` -> `test_r_0`).
-            let name = image
-                .name
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-                .filter(|part| !part.is_empty())
-                .collect::<Vec<_>>()
-                .join("_");
-            let path = out
-                .join("eval")
-                .join(format!("step_{:06}_{name}.png", report.step));
+            let path =
+                out.join("eval")
+                    .join(format!("step_{:06}_{}.png", report.step, image.file_stem()));
             image.save_png(&path)?;
         }
         logs.eval(&report)?;

@@ -11,7 +11,7 @@ use ember_field::{Camera, GaussianField, RenderOptions, SplatBackend, render};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use crate::config::{DataConfig, ProceduralConfig};
+use crate::config::{DataConfig, EvalSplit, ProceduralConfig};
 use crate::error::TrainError;
 use ember_field::to_host;
 
@@ -25,9 +25,11 @@ pub struct SceneView {
 }
 
 /// Where the images of a split come from.
+#[derive(Clone)]
 enum Images {
-    /// Decoded from files on demand, cached by `ember-data`'s loader.
-    Files(ImageLoader),
+    /// Decoded from files on demand, cached by `ember-data`'s loader (shared when the
+    /// evaluation measures the training views).
+    Files(Arc<ImageLoader>),
     /// Held in memory (the procedural scene).
     Memory(Vec<Arc<DecodedImage>>),
 }
@@ -54,7 +56,8 @@ pub struct TrainScene {
     pub name: String,
     /// Training views.
     pub train: Vec<SceneView>,
-    /// Held-out views (the dataset's test split, else its val split).
+    /// The views evaluation measures: `data.eval_split` (by default the dataset's test split,
+    /// else its val split).
     pub eval: Vec<SceneView>,
     /// Points for initialisation, `[M, 3]` flattened, with linear RGB colours `[M, 3]` in `[0, 1]`.
     pub points: Option<(Vec<f32>, Vec<f32>)>,
@@ -94,7 +97,25 @@ impl TrainScene {
     ) -> Result<TrainScene, TrainError> {
         match &config.path {
             Some(path) => Self::from_dataset(path, config),
-            None => procedural::<B>(&config.procedural, config.background, seed, device),
+            None => {
+                let mut scene =
+                    procedural::<B>(&config.procedural, config.background, seed, device)?;
+                match config.eval_split {
+                    EvalSplit::Test => {}
+                    EvalSplit::Val => {
+                        return Err(TrainError::Scene(
+                            "the procedural scene has no val split (data.eval_split = \"val\"): \
+                             evaluate on \"test\" or \"train\""
+                                .to_string(),
+                        ));
+                    }
+                    EvalSplit::Train => {
+                        scene.eval = scene.train.clone();
+                        scene.eval_images = scene.train_images.clone();
+                    }
+                }
+                Ok(scene)
+            }
         }
     }
 
@@ -110,10 +131,18 @@ impl TrainScene {
             ..DatasetOptions::default()
         };
         let dataset = Dataset::load(path, &options)?;
-        let eval_views = if dataset.test.is_empty() {
-            &dataset.val
-        } else {
-            &dataset.test
+        let eval_views = match config.eval_split {
+            EvalSplit::Test if !dataset.test.is_empty() => &dataset.test,
+            EvalSplit::Test => &dataset.val,
+            EvalSplit::Val if dataset.val.is_empty() => {
+                return Err(TrainError::Scene(format!(
+                    "{} has no val split (data.eval_split = \"val\"; a capture split by \
+                     test_every has only train and test views)",
+                    path.display()
+                )));
+            }
+            EvalSplit::Val => &dataset.val,
+            EvalSplit::Train => &dataset.train,
         };
         if dataset.train.is_empty() {
             return Err(TrainError::Scene(format!(
@@ -121,7 +150,7 @@ impl TrainScene {
                 path.display()
             )));
         }
-        let loader = |views: &[View]| -> Result<ImageLoader, TrainError> {
+        let loader = |views: &[View]| -> Result<Arc<ImageLoader>, TrainError> {
             let loader = ImageLoader::new(
                 views.iter().map(|v| v.source.clone()).collect(),
                 LoaderOptions {
@@ -130,7 +159,7 @@ impl TrainScene {
                 },
             )?;
             loader.preload()?;
-            Ok(loader)
+            Ok(Arc::new(loader))
         };
         let to_scene = |views: &[View]| -> Vec<SceneView> {
             views
@@ -171,6 +200,7 @@ impl TrainScene {
                 dataset.unregistered.len()
             ));
         }
+        let train_images = Images::Files(loader(&dataset.train)?);
         Ok(TrainScene {
             name: path.display().to_string(),
             train: to_scene(&dataset.train),
@@ -180,8 +210,12 @@ impl TrainScene {
             extent: dataset.extent,
             background: config.background,
             notes,
-            train_images: Images::Files(loader(&dataset.train)?),
-            eval_images: Images::Files(loader(eval_views)?),
+            train_images: train_images.clone(),
+            eval_images: if config.eval_split == EvalSplit::Train {
+                train_images
+            } else {
+                Images::Files(loader(eval_views)?)
+            },
         })
     }
 
@@ -193,6 +227,27 @@ impl TrainScene {
     /// Held-out image `index`.
     pub fn eval_image(&self, index: usize) -> Result<Arc<DecodedImage>, TrainError> {
         self.eval_images.get(index)
+    }
+
+    /// The region the scene's training cameras and initialisation points span: the cameras'
+    /// mean centre ([`TrainScene::center`]) and the largest distance of a camera centre or a
+    /// point from it, world units.
+    pub fn region(&self) -> ([f64; 3], f64) {
+        let center = self.center;
+        let distance = |p: [f64; 3]| {
+            ((p[0] - center[0]).powi(2) + (p[1] - center[1]).powi(2) + (p[2] - center[2]).powi(2))
+                .sqrt()
+        };
+        let cameras = self.train.iter().map(|v| distance(v.camera.center()));
+        let points = self.points.iter().flat_map(|(xyz, _)| {
+            xyz.chunks_exact(3)
+                .map(|p| distance([p[0], p[1], p[2]].map(f64::from)))
+        });
+        let radius = cameras
+            .chain(points)
+            .filter(|d| d.is_finite())
+            .fold(0.0, f64::max);
+        (center, radius)
     }
 
     /// The axis-aligned bounds of the initialisation points, as `(centre, half size)`; without

@@ -25,10 +25,10 @@ use rand::{RngExt, SeedableRng};
 use ember_kernels::MemoryUsage;
 
 use crate::adam::{AdamSettings, GroupAdam};
-use crate::config::{InitMode, TrainConfig};
+use crate::config::{InitMode, LpipsWhen, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
-use crate::eval::{EvalReport, Evaluator};
+use crate::eval::{EvalReport, EvalRequest, Evaluator};
 use crate::loss::{LossOptions, psnr_from_mse};
 use crate::params::ParamGroup;
 use crate::pass::{Forward, PassInputs, TrainingLoss, autodiff_forward, direct_forward};
@@ -401,19 +401,23 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     }
 
     /// Renders the held-out views (at most `eval.max_views`, evenly spaced) with every SH band
-    /// trained so far and measures PSNR and SSIM against them (see [`Evaluator::evaluate`]).
+    /// trained so far and measures PSNR, SSIM and LPIPS (as `eval.lpips` says) against them
+    /// (see [`Evaluator::evaluate`]).
     /// Views rendered by an earlier evaluation of the same [generation](Trainer::generation)
     /// come from the cache.
     pub fn evaluate(&mut self) -> Result<EvalReport, TrainError> {
         let started = Instant::now();
         let sh_degree = self.sh_degree_at(self.step.saturating_sub(1));
-        let report = self.evaluator.evaluate(
-            &self.scene,
-            &self.field,
-            self.generation,
-            self.step,
+        let request = EvalRequest {
+            generation: self.generation,
+            step: self.step,
             sh_degree,
-        )?;
+            lpips: match self.config.eval.lpips {
+                LpipsWhen::Every => true,
+                LpipsWhen::Last => self.step >= self.config.steps,
+            },
+        };
+        let report = self.evaluator.evaluate(&self.scene, &self.field, request)?;
         self.times.add(Phase::Eval, started.elapsed());
         Ok(report)
     }
@@ -736,6 +740,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             extent: self.scene.extent,
             seed: derive_seed(self.config.seed, STREAM_DENSIFY, step as u64 + 1),
             lr_means: self.learning_rate(ParamGroup::Means, step),
+            region: self.scene.region(),
         };
         let report = self
             .strategy

@@ -47,6 +47,34 @@ pub fn not_an_input(flag: &str, output: &Path, inputs: &[&Path]) -> Result<()> {
     Ok(())
 }
 
+/// Refuses an `output` (named `flag` in the message) inside one of the input folders `inputs`
+/// (a run folder, a dataset): a command that reads them leaves them as they were.
+pub fn not_inside(flag: &str, output: &Path, inputs: &[&Path]) -> Result<()> {
+    // The output's deepest existing ancestor, resolved, with the rest of the path after it.
+    let absolute = std::path::absolute(output)?;
+    let Some((base, rest)) = absolute
+        .ancestors()
+        .find_map(|a| Some((a.canonicalize().ok()?, absolute.strip_prefix(a).ok()?)))
+    else {
+        return Ok(());
+    };
+    let out = base.join(rest);
+    for input in inputs {
+        if let Some(folder) = resolved(input)
+            && folder.is_dir()
+            && out.starts_with(&folder)
+        {
+            bail!(
+                "{flag} {} lies inside the input {}: refusing to write into it (choose an \
+                 output outside it)",
+                output.display(),
+                input.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The memory this machine can still give (Linux: `MemAvailable` of `/proc/meminfo`), bytes;
 /// `None` where it cannot be read.
 fn available_memory() -> Option<u64> {

@@ -5,16 +5,19 @@
 //! scene folder, `--set key=value` overrides any config field, `--view` serves the live
 //! viewer during training. The subcommands `convert`, `transform`, `info` and `render` work on
 //! splat files (3DGS PLY, `.splat`, SPZ); `view` serves a splat file, checkpoint or run folder
-//! to the browser; `metrics` gives PSNR, SSIM and LPIPS of two images; `bench
-//! render|train|data|view` time renders, training steps, the image pipeline and the viewer and
-//! write JSON (`ember_bench::BenchFile`), `compare` puts two such files side by side. See
-//! `--help`.
+//! to the browser; `metrics` gives PSNR, SSIM and LPIPS of two images, `eval` of a run or a
+//! splat file on a dataset split; `benchmark` trains a suite of scenes into a paper-style
+//! table; `bench render|train|data|view` time renders, training steps, the image pipeline and
+//! the viewer and write JSON (`ember_bench::BenchFile`), `compare` puts two such files side by
+//! side. See `--help`.
 
 mod bench;
 mod bench_allreduce;
 mod bench_data;
 mod bench_train;
 mod bench_view;
+mod benchmark;
+mod eval;
 mod guard;
 mod metrics;
 mod splat_tools;
@@ -212,6 +215,11 @@ enum Command {
     Bench(BenchCommand),
     /// PSNR, SSIM and LPIPS of two images of one size (PNG or JPEG).
     Metrics(metrics::MetricsArgs),
+    /// PSNR, SSIM and LPIPS of a run (or a splat file) on a dataset split, per view and mean.
+    Eval(eval::EvalArgs),
+    /// Train and evaluate a suite of scenes (configs/suites/*.toml): a paper-style table of
+    /// PSNR, SSIM, LPIPS, training time, Gaussians and peak memory, markdown and JSON.
+    Benchmark(benchmark::BenchmarkArgs),
     /// Two `trainer bench` result files side by side, with B's speed-up over A.
     Compare {
         /// The baseline's JSON.
@@ -662,6 +670,7 @@ fn run_command() -> Result<()> {
     match &mut args.command {
         Some(Command::Bench(BenchCommand::Train(bench))) => bench.run.backend = args.backend,
         Some(Command::Bench(BenchCommand::View(bench))) => bench.run.backend = args.backend,
+        Some(Command::Benchmark(suite)) => suite.backend = args.backend,
         _ => {}
     }
     if let Some(command) = &args.command {
@@ -698,6 +707,14 @@ fn run_command() -> Result<()> {
             Command::Metrics(pair) => {
                 use metrics::metrics;
                 on_backend!(args.backend, metrics, pair)
+            }
+            Command::Eval(measured) => {
+                use eval::eval;
+                on_backend!(args.backend, eval, measured)
+            }
+            Command::Benchmark(suite) => {
+                use benchmark::benchmark;
+                on_backend!(args.backend, benchmark, suite)
             }
             Command::Compare { a, b } => bench::compare(a, b),
         };

@@ -85,8 +85,9 @@ pub struct ViewArgs {
     listen: ListenArgs,
 }
 
-/// The field a SCENE argument names, and where its dataset is when it says.
-fn load_field<B: SplatBackend>(
+/// The field a SCENE argument names (a splat file, a checkpoint or a run folder, see
+/// [`ViewArgs`]), and the run's data config when it is a run's.
+pub fn load_field<B: SplatBackend>(
     scene: &Path,
     device: &B::Device,
 ) -> Result<(GaussianField<B>, Option<DataConfig>)> {

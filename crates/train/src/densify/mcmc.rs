@@ -8,12 +8,22 @@
 //!   copies share its contribution: with `n` copies in total, opacity `1 - (1 - o)^(1/n)` and
 //!   scales multiplied by `o / sum_{i=1..n} sum_{k<i} C(i-1, k) (-1)^k o'^(k+1) / sqrt(k+1)`
 //!   (the paper's moment-matching rule), so that the rendered sum is unchanged;
-//! - **add**: `min(max_gaussians, 1.05 N) - N` more copies are drawn the same way.
+//! - **add**: `min(max_gaussians, 1.05 N) - N` more copies are drawn the same way;
+//! - **fence**: a Gaussian whose centre lies farther than `fence` times the radius of the region
+//!   the training cameras and initialisation points span counts as dead, at every relocation
+//!   from `start` to the end of the run (after `stop`, only these are relocated). Nothing but the
+//!   noise below moves a Gaussian that far, and nothing the cameras saw is there.
 //!
 //! Moments of every Gaussian touched (sources and copies) restart at zero. After every step,
 //! centres receive noise shaped by their own covariance and scaled by
-//! `lr_means x noise_lr x sigmoid(100 (1 - opacity - 0.995))`, which explores with nearly
-//! transparent Gaussians and leaves opaque ones alone. The paper's opacity and scale
+//! `lr_means x noise_lr x sigmoid(100 (1 - opacity - 0.995)) / extent^2`, which explores with
+//! nearly transparent Gaussians and leaves opaque ones alone. The paper states the noise for a
+//! scene normalised to an extent of about 1; the covariance is an area and `lr_means` (a
+//! fraction of the extent times the extent) a length, so without the division a scene in other
+//! units gets `extent^2` times the noise relative to its size: at cup_colmap's extent of 6.3,
+//! 40 times, enough for large transparent Gaussians (whose noise grows with the square of their
+//! size) to random-walk to 10^5 times the scene's size. Divided, a scene moves the same
+//! whatever its units. The paper's opacity and scale
 //! regularisers are `loss.opacity_reg` and `loss.scale_reg` (0.01 each in its experiments).
 //!
 //! The noise is one op on the parameters' device ([`ember_kernels::perturb_means`]: a rayon pass
@@ -22,6 +32,7 @@
 //! a resume, and their integer bits are the same on every backend (the float transforms after
 //! them may round differently).
 
+use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -96,6 +107,28 @@ fn draw(weights: &[(usize, f32)], count: usize, rng: &mut StdRng) -> Vec<usize> 
         .collect()
 }
 
+/// Whether each Gaussian's centre lies farther than `fence` times the region's radius from its
+/// centre (a non-finite centre counts as escaped); all `false` when `fence` is 0.
+fn escaped<B: Backend>(
+    field: &GaussianField<B>,
+    (center, radius): ([f64; 3], f64),
+    fence: f64,
+) -> Result<Vec<bool>, TrainError> {
+    let n = field.num_gaussians();
+    if fence <= 0.0 || radius <= 0.0 {
+        return Ok(vec![false; n]);
+    }
+    let limit = (fence * radius).powi(2);
+    let means = to_host(field.means.val(), "centres")?;
+    Ok(means
+        .chunks_exact(3)
+        .map(|p| {
+            let d2: f64 = (0..3).map(|a| (f64::from(p[a]) - center[a]).powi(2)).sum();
+            d2.is_nan() || d2 > limit
+        })
+        .collect())
+}
+
 fn logit(o: f32) -> f32 {
     (o / (1.0 - o)).ln()
 }
@@ -143,20 +176,26 @@ impl<B: NoiseOps> Strategy<B> for McmcDensity {
         let s = context.step;
         let mut report = RefineReport::default();
         let mut rng = StdRng::seed_from_u64(context.seed);
-        if s > c.start && s < c.stop && s.is_multiple_of(c.interval) && field.num_gaussians() > 0 {
+        let relocating = s > c.start && s.is_multiple_of(c.interval) && field.num_gaussians() > 0;
+        // After `stop` only the escaped are relocated (when the fence is on).
+        let densifying = relocating && s < c.stop;
+        if relocating && (densifying || c.fence > 0.0) {
             let device = field.means.device();
             let n = field.num_gaussians();
             let min_opacity = c.min_opacity as f32;
             let mut logits = to_host(field.opacity_logits.val(), "opacities")?;
             let mut log_scales = to_host(field.log_scales.val(), "scales")?;
             let opacity: Vec<f32> = logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect();
+            let escaped = escaped(field, context.region, c.fence)?;
 
-            // Relocate the dead onto live Gaussians drawn by opacity.
-            let dead: Vec<usize> = (0..n).filter(|&i| opacity[i] <= min_opacity).collect();
+            // Relocate the dead (and the escaped) onto live Gaussians drawn by opacity.
+            let is_dead = |i: usize| escaped[i] || (densifying && opacity[i] <= min_opacity);
+            let dead: Vec<usize> = (0..n).filter(|&i| is_dead(i)).collect();
             let alive: Vec<(usize, f32)> = (0..n)
-                .filter(|&i| opacity[i] > min_opacity)
+                .filter(|&i| !is_dead(i) && opacity[i] > min_opacity)
                 .map(|i| (i, opacity[i]))
                 .collect();
+            report.escaped = escaped.iter().filter(|&&e| e).count();
             let sources = draw(&alive, dead.len(), &mut rng);
             if !sources.is_empty() {
                 let mut copies = std::collections::HashMap::new();
@@ -193,7 +232,11 @@ impl<B: NoiseOps> Strategy<B> for McmcDensity {
             }
 
             // Add copies up to the cap.
-            let target = c.max_gaussians.min((1.05 * n as f64) as usize);
+            let target = if densifying {
+                c.max_gaussians.min((1.05 * n as f64) as usize)
+            } else {
+                n
+            };
             let extra = target.saturating_sub(n);
             let opacity: Vec<f32> = logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect();
             let weights: Vec<(usize, f32)> = (0..n).map(|i| (i, opacity[i])).collect();
@@ -248,7 +291,13 @@ impl McmcDensity {
         field: &mut GaussianField<B>,
         rng: &mut StdRng,
     ) -> Result<(), TrainError> {
-        let scale = context.lr_means * self.config.noise_lr;
+        // See the module docs: the noise relative to the scene's size is independent of its units.
+        let extent = if context.extent.is_finite() && context.extent > 0.0 {
+            context.extent
+        } else {
+            1.0
+        };
+        let scale = context.lr_means * self.config.noise_lr / (extent * extent);
         if scale == 0.0 || field.num_gaussians() == 0 {
             return Ok(());
         }
@@ -332,6 +381,7 @@ mod tests {
             extent: 1.0,
             seed: 11,
             lr_means: 1.6e-4,
+            region: ([0.0; 3], 1.0),
         };
         let seed = StdRng::seed_from_u64(11).random::<u32>();
         let normals = standard_normals(n, seed);
@@ -367,6 +417,139 @@ mod tests {
         }
         // The test moves some Gaussians measurably.
         assert!(largest > 1e-3, "largest move {largest}");
+    }
+
+    /// The same scene in units ten times smaller (centres, scales and extent times 10) moves
+    /// ten times as far: the same move relative to its size.
+    #[test]
+    fn noise_is_the_same_in_any_units() {
+        let device = Default::default();
+        let mut rng = StdRng::seed_from_u64(5);
+        let n = 32;
+        let means: Vec<f32> = (0..3 * n).map(|_| rng.random::<f32>() - 0.5).collect();
+        let quats: Vec<f32> = (0..4 * n).map(|_| rng.random::<f32>() - 0.5).collect();
+        let log_scales: Vec<f32> = (0..3 * n).map(|_| rng.random::<f32>() - 4.0).collect();
+        let logits: Vec<f32> = (0..n).map(|_| rng.random::<f32>() * 4.0 - 8.0).collect();
+        let moved = |units: f32| -> Vec<f32> {
+            let tensor = |v: Vec<f32>, shape: [usize; 2]| {
+                Tensor::<Cpu, 2>::from_data(TensorData::new(v, shape), &device)
+            };
+            let mut field = GaussianField::from_tensors(
+                tensor(means.iter().map(|m| m * units).collect(), [n, 3]),
+                tensor(quats.clone(), [n, 4]),
+                tensor(log_scales.iter().map(|l| l + units.ln()).collect(), [n, 3]),
+                tensor(logits.clone(), [n, 1]).reshape([n]),
+                tensor(vec![0.0; 3 * n], [n, 3]).reshape([n, 1, 3]),
+                Tensor::zeros([n, 0, 3], &device),
+                None,
+            )
+            .expect("a valid field");
+            let extent = 2.0 * f64::from(units);
+            let context = RefineContext {
+                step: 1,
+                extent,
+                seed: 3,
+                // The means' rate is a fraction of the extent.
+                lr_means: 1.6e-4 * extent,
+                region: ([0.0; 3], extent),
+            };
+            McmcDensity::new(DensifyConfig::default())
+                .inject_noise(context, &mut field, &mut StdRng::seed_from_u64(3))
+                .expect("noise");
+            host(field.means.val())
+                .iter()
+                .zip(&means)
+                .map(|(after, before)| after - before * units)
+                .collect()
+        };
+        let (unit, ten) = (moved(1.0), moved(10.0));
+        let largest = unit.iter().fold(0.0f32, |m, d| m.max(d.abs()));
+        assert!(largest > 1e-4, "largest move {largest}");
+        for (a, b) in unit.iter().zip(&ten) {
+            assert!((b - 10.0 * a).abs() <= 1e-3 * largest, "{a} -> {b}");
+        }
+    }
+
+    /// Gaussians beyond the fence are relocated onto live ones inside it, also after `stop`
+    /// (where nothing else is relocated or added); the fence off, they stay.
+    #[test]
+    fn the_fence_relocates_the_escaped() {
+        let device = Default::default();
+        let n = 6;
+        // Gaussians 1 and 4 far out (10 and 40 region radii), 2 nearly transparent.
+        let means = [
+            0.1, 0.0, 0.0, 10.0, 0.0, 0.0, 0.0, 0.2, 0.0, 0.0, 0.0, 0.3, -40.0, 0.0, 0.0, 0.0,
+            -0.4, 0.0,
+        ];
+        let logits = [2.0, 2.0, -8.0, 1.0, 2.0, 0.5];
+        let field = || {
+            let tensor = |v: Vec<f32>, shape: [usize; 2]| {
+                Tensor::<Cpu, 2>::from_data(TensorData::new(v, shape), &device)
+            };
+            GaussianField::from_tensors(
+                tensor(means.to_vec(), [n, 3]),
+                tensor([1.0, 0.0, 0.0, 0.0].repeat(n), [n, 4]),
+                tensor(vec![-3.0; 3 * n], [n, 3]),
+                tensor(logits.to_vec(), [n, 1]).reshape([n]),
+                tensor(vec![0.0; 3 * n], [n, 3]).reshape([n, 1, 3]),
+                Tensor::zeros([n, 0, 3], &device),
+                None,
+            )
+            .expect("a valid field")
+        };
+        let config = DensifyConfig {
+            start: 0,
+            stop: 10,
+            interval: 5,
+            noise_lr: 0.0,
+            ..DensifyConfig::default()
+        };
+        let refine = |fence: f64, step: usize| {
+            let mut field = field();
+            let mut adam = GroupAdam::new(
+                crate::AdamSettings {
+                    beta1: 0.9,
+                    beta2: 0.999,
+                    eps: 1e-15,
+                },
+                &field,
+            );
+            let context = RefineContext {
+                step,
+                extent: 1.0,
+                seed: 4,
+                lr_means: 1.6e-4,
+                region: ([0.0; 3], 1.0),
+            };
+            let mut strategy = McmcDensity::new(DensifyConfig {
+                fence,
+                ..config.clone()
+            });
+            let report = strategy
+                .refine(context, &mut field, &mut adam)
+                .expect("refined");
+            (report, host(field.means.val()))
+        };
+        // After `stop`: only the two escaped move, onto live Gaussians inside the fence.
+        let (report, moved) = refine(3.0, 20);
+        assert_eq!((report.relocated, report.escaped, report.added), (2, 2, 0));
+        assert_eq!(moved.len(), 3 * n);
+        for i in [1, 4] {
+            let p = &moved[3 * i..3 * i + 3];
+            assert!(p.iter().map(|v| v * v).sum::<f32>() < 1.0, "{i}: {p:?}");
+        }
+        assert_eq!(
+            &moved[6..9],
+            &means[6..9],
+            "the transparent one stays after stop"
+        );
+        // Before `stop`: the escaped and the dead.
+        let (report, _) = refine(3.0, 5);
+        assert_eq!((report.relocated, report.escaped), (3, 2));
+        // Fence off: after `stop` nothing moves.
+        let (report, moved) = refine(0.0, 20);
+        assert_eq!((report.relocated, report.escaped), (0, 0));
+        assert_eq!(moved, means.to_vec());
     }
 
     #[test]

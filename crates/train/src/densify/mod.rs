@@ -52,6 +52,8 @@ pub struct RefineReport {
     pub relocated: usize,
     /// Gaussians added as copies of live ones (MCMC).
     pub added: usize,
+    /// Of the relocated, those that had left the region (MCMC, `densify.fence`).
+    pub escaped: usize,
 }
 
 /// Context of a refinement.
@@ -65,6 +67,10 @@ pub struct RefineContext {
     pub seed: u64,
     /// Learning rate of the means at this step (the MCMC noise scales with it).
     pub lr_means: f64,
+    /// The region the cameras and points span, as (centre, radius) in world units
+    /// ([`TrainScene::region`](crate::TrainScene::region)): MCMC relocates Gaussians that leave
+    /// `densify.fence` times it.
+    pub region: ([f64; 3], f64),
 }
 
 /// A densification strategy (see the module docs).

@@ -103,6 +103,7 @@ fn refine_keeps_parameters_and_moments_aligned() {
         extent: 1.0,
         seed: 9,
         lr_means: 1e-3,
+        region: ([0.0; 3], 1.0),
     };
     let report = strategy.refine(context, &mut field, &mut adam).unwrap();
     assert_eq!(

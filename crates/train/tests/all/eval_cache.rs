@@ -2,6 +2,7 @@
 //! renders nothing and reports the same numbers; any change of the parameters invalidates it.
 
 use ember_train::Trainer;
+use ember_train::eval::{EvalRequest, Evaluator};
 
 use crate::common::{self, B};
 
@@ -37,4 +38,55 @@ fn evaluating_an_unchanged_field_again_hits_the_cache() {
     trainer.replace_field(same).unwrap();
     trainer.evaluate().unwrap();
     assert_eq!(trainer.eval_cache_stats().misses, 3 * views);
+}
+
+/// `eval.lpips = "last"`: the run's evaluations before its last step leave LPIPS out, the last
+/// measures it; an evaluation asking for LPIPS of renders cached without it measures them
+/// without rendering again, to the value a fresh evaluation gives.
+#[test]
+fn lpips_last_measures_the_last_evaluation_and_completes_cached_renders() {
+    let Some(weights) = common::data_path("lpips/alex.safetensors") else {
+        return;
+    };
+    let mut config = common::tiny_config()
+        .with_overrides(&["steps=2", "eval.lpips=\"last\""])
+        .unwrap();
+    config.eval.lpips_weights = Some(weights);
+    let scene = common::scene(&config);
+    let views = scene.eval.len() as u64;
+    let mut trainer =
+        Trainer::<B>::new(config.clone(), scene.clone(), &Default::default()).unwrap();
+    trainer.step().unwrap();
+    let early = trainer.evaluate().unwrap();
+    assert!(early.lpips.is_none() && early.views.iter().all(|v| v.lpips.is_none()));
+    assert!(early.lpips_off.is_none(), "not measured is not off");
+    trainer.step().unwrap();
+    let last = trainer.evaluate().unwrap();
+    let lpips = last.lpips.expect("the last evaluation measures LPIPS");
+    assert!(lpips > 0.0 && lpips < 1.0, "{lpips}");
+
+    // The evaluator itself: without LPIPS, then with it at the same generation.
+    let field = trainer.field().clone();
+    let request = |lpips| EvalRequest {
+        generation: 7,
+        step: 2,
+        sh_degree: 1,
+        lpips,
+    };
+    let mut evaluator = Evaluator::<burn::backend::NdArray<f32>>::new(&config.eval);
+    let without = evaluator.evaluate(&scene, &field, request(false)).unwrap();
+    assert!(without.lpips.is_none());
+    let with = evaluator.evaluate(&scene, &field, request(true)).unwrap();
+    let stats = evaluator.cache_stats();
+    assert_eq!(
+        (stats.hits, stats.misses),
+        (views, views),
+        "no render again"
+    );
+    let fresh = Evaluator::new(&config.eval)
+        .evaluate(&scene, &field, request(true))
+        .unwrap();
+    assert_eq!(with.views, fresh.views);
+    assert_eq!(with.lpips, fresh.lpips);
+    assert_eq!(with.lpips, last.lpips);
 }

@@ -1,6 +1,7 @@
 //! Integration tests of `ember-train` (one binary; modules by topic).
 
 mod batch;
+mod captures;
 mod common;
 mod config_files;
 mod densify;

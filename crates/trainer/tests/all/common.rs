@@ -30,6 +30,25 @@ pub fn trainer(args: &[&str]) -> Output {
     }
 }
 
+/// Runs `trainer SUBCOMMAND args...` without LPIPS weights in the environment (a user's
+/// `EMBER_LPIPS_WEIGHTS` does not change what the tests see).
+pub fn without_lpips(subcommand: &str, args: &[&str]) -> Output {
+    match Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .arg(subcommand)
+        .args(args)
+        .env_remove("EMBER_LPIPS_WEIGHTS")
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => panic!("running trainer {subcommand} {args:?}: {e}"),
+    }
+}
+
+/// `path` as a command-line argument.
+pub fn arg(path: &Path) -> &str {
+    path.to_str().expect("a UTF-8 path")
+}
+
 /// Its standard output as text.
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()

@@ -2,8 +2,10 @@
 
 mod bad_inputs;
 mod bench_commands;
+mod benchmark;
 mod browser;
 mod common;
+mod eval;
 mod metrics;
 mod render_path;
 mod splat_commands;

@@ -2,24 +2,15 @@
 //! its refusals.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-use crate::common::{data_path, scratch, stdout};
+use crate::common::{arg as path, data_path, scratch, stdout, without_lpips};
 
 /// `trainer metrics args...` with no LPIPS weights in the environment.
 fn metrics(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainer"))
-        .arg("metrics")
-        .args(args)
-        .env_remove("EMBER_LPIPS_WEIGHTS")
-        .output()
-        .expect("trainer runs")
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
+    without_lpips("metrics", args)
 }
 
 /// A 64x48 RGB picture, `shift` added to every channel of one half (clamped).
