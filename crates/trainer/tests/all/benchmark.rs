@@ -2,10 +2,22 @@
 //! their mean; a suite that names a missing scene stops before training anything.
 
 use std::path::Path;
+use std::process::{Command, Output};
 
 use serde_json::Value;
 
-use crate::common::{arg as path, data_path, scratch, stdout, without_lpips};
+use crate::common::{arg as path, data_path, scratch, stdout};
+
+/// `trainer --backend ndarray benchmark args...` (the CPU whatever the features' default backend)
+/// with no LPIPS weights in the environment.
+fn benchmark(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .args(["--backend", "ndarray", "benchmark"])
+        .args(args)
+        .env_remove("EMBER_LPIPS_WEIGHTS")
+        .output()
+        .expect("trainer runs")
+}
 
 /// A suite of `scenes` (`(name, data, overrides)`) with the 100x100 lego smoke config.
 fn suite(file: &Path, scenes: &[(&str, &str, &str)]) {
@@ -43,20 +55,17 @@ fn a_suite_trains_each_scene_into_one_table() {
         ],
     );
     let out = dir.join("out");
-    let ran = without_lpips(
-        "benchmark",
-        &[
-            path(&file),
-            "--out",
-            path(&out),
-            "--steps",
-            "5",
-            "--data-dir",
-            path(data_dir),
-            "--machine",
-            "the test machine",
-        ],
-    );
+    let ran = benchmark(&[
+        path(&file),
+        "--out",
+        path(&out),
+        "--steps",
+        "5",
+        "--data-dir",
+        path(data_dir),
+        "--machine",
+        "the test machine",
+    ]);
     assert!(
         ran.status.success(),
         "{}",
@@ -112,34 +121,28 @@ fn a_suite_trains_each_scene_into_one_table() {
         &[("lego", "lego_400", ""), ("missing", "no_such_scene", "")],
     );
     let out = dir.join("refused");
-    let refused = without_lpips(
-        "benchmark",
-        &[
-            path(&file),
-            "--out",
-            path(&out),
-            "--steps",
-            "1",
-            "--data-dir",
-            path(data_dir),
-        ],
-    );
+    let refused = benchmark(&[
+        path(&file),
+        "--out",
+        path(&out),
+        "--steps",
+        "1",
+        "--data-dir",
+        path(data_dir),
+    ]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(
         !refused.status.success() && stderr.contains("no_such_scene") && stderr.contains("missing"),
         "{stderr}"
     );
     assert!(!out.exists(), "nothing trained");
-    let unknown = without_lpips(
-        "benchmark",
-        &[
-            path(&file),
-            "--only",
-            "lego,nope",
-            "--data-dir",
-            path(data_dir),
-        ],
-    );
+    let unknown = benchmark(&[
+        path(&file),
+        "--only",
+        "lego,nope",
+        "--data-dir",
+        path(data_dir),
+    ]);
     let stderr = String::from_utf8_lossy(&unknown.stderr);
     assert!(
         stderr.contains("--only nope") && stderr.contains("lego, missing"),
@@ -158,10 +161,7 @@ fn the_shipped_suites_name_configs_and_scenes_that_load() {
             "{}/../../configs/suites/{suite}.toml",
             env!("CARGO_MANIFEST_DIR")
         );
-        let checked = without_lpips(
-            "benchmark",
-            &[&file, "--check", "--data-dir", path(data_dir)],
-        );
+        let checked = benchmark(&[&file, "--check", "--data-dir", path(data_dir)]);
         assert!(
             checked.status.success(),
             "{suite}: {}",
