@@ -73,6 +73,8 @@ pub struct StepReport {
 pub struct Trainer<B: SplatAutodiffBackend> {
     pub(crate) config: TrainConfig,
     pub(crate) scene: Arc<TrainScene>,
+    /// [`TrainScene::region`], computed once (the scene does not change).
+    region: ([f64; 3], f64),
     /// The model being trained (on the inner backend; each step makes autodiff leaves of it).
     pub(crate) field: GaussianField<Inner<B>>,
     pub(crate) adam: GroupAdam<Inner<B>>,
@@ -248,6 +250,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let targets = TargetImages::new(scene.train.len(), config.data.image_budget_mb, device);
         Ok(Trainer {
             config,
+            region: scene.region(),
             scene,
             field,
             adam,
@@ -740,7 +743,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             extent: self.scene.extent,
             seed: derive_seed(self.config.seed, STREAM_DENSIFY, step as u64 + 1),
             lr_means: self.learning_rate(ParamGroup::Means, step),
-            region: self.scene.region(),
+            region: self.region,
         };
         let report = self
             .strategy

@@ -179,14 +179,19 @@ impl<B: NoiseOps> Strategy<B> for McmcDensity {
         let relocating = s > c.start && s.is_multiple_of(c.interval) && field.num_gaussians() > 0;
         // After `stop` only the escaped are relocated (when the fence is on).
         let densifying = relocating && s < c.stop;
-        if relocating && (densifying || c.fence > 0.0) {
+        let escaped = if relocating && (densifying || c.fence > 0.0) {
+            escaped(field, context.region, c.fence)?
+        } else {
+            Vec::new()
+        };
+        // After `stop`, a refinement with nobody escaped reads nothing more back.
+        if densifying || escaped.contains(&true) {
             let device = field.means.device();
             let n = field.num_gaussians();
             let min_opacity = c.min_opacity as f32;
             let mut logits = to_host(field.opacity_logits.val(), "opacities")?;
             let mut log_scales = to_host(field.log_scales.val(), "scales")?;
             let opacity: Vec<f32> = logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect();
-            let escaped = escaped(field, context.region, c.fence)?;
 
             // Relocate the dead (and the escaped) onto live Gaussians drawn by opacity.
             let is_dead = |i: usize| escaped[i] || (densifying && opacity[i] <= min_opacity);
