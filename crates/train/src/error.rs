@@ -123,17 +123,17 @@ pub enum TrainError {
     },
     /// The replicas of a data-parallel run no longer hold the same parameters.
     #[error(
-        "data-parallel peer {peer}: after step {step} its parameters differ from peer 0's (checksum {checksum} against {reference})"
+        "data-parallel peer {peer}: after step {step} its parameters differ from peer 0's (hash {hash:016x} against {reference:016x})"
     )]
     ReplicasDiverged {
         /// The step just completed.
         step: usize,
         /// The peer's rank.
         peer: usize,
-        /// Its checksum.
-        checksum: f64,
+        /// The hash of its parameters' bits ([`crate::parallel::parameter_hash`]).
+        hash: u64,
         /// Peer 0's.
-        reference: f64,
+        reference: u64,
     },
     /// Waiting for the device to finish its queued work failed.
     #[error("waiting for the device after the {phase} phase: {message}")]

@@ -1,36 +1,55 @@
-//! Data-parallel training on `D` devices with Burn's collective engine (`burn::collective`).
+//! Data-parallel training on `D` devices with Burn's collective engine (`burn::collective`),
+//! on one machine or across several.
 //!
-//! Every peer (one per device, a thread of this process) holds a replica of the field and its
-//! own [`Trainer`]. A step of batch `B` renders `B / D` views on each peer (peer `r` takes
+//! Every peer (one per device, a thread of its node's process) holds a replica of the field and
+//! its own [`Trainer`]. A step of batch `B` renders `B / D` views on each peer (peer `r` takes
 //! positions `r B / D ..` of the step's views), each scaling its loss by `1 / B`, so that the
 //! all-reduced **sum** of the peers' gradients is the gradient of the batch's mean loss. The
 //! densification statistics of the whole batch are summed the same way (each peer contributes
 //! its views' rows, zeros elsewhere), so every replica observes all `B` views in the batch's
 //! order, takes the same Adam step and makes the same clone/split/prune decisions: the replicas
-//! never drift, and [`TrainError::ReplicasDiverged`] says so if they ever do (a checksum of the
-//! parameters compared with peer 0's). Checkpoints, evaluation and logs are peer 0's
-//! ([`run_data_parallel`]); a checkpoint holds one replica, so a run resumes on any `D`.
+//! never drift, and [`TrainError::ReplicasDiverged`] says so if they ever do (a hash of every
+//! replica's parameter bits compared with peer 0's, gathered with an all-reduce). Checkpoints,
+//! evaluation and logs are peer 0's ([`run_data_parallel`]); a checkpoint holds one replica, so
+//! a run resumes on any `D`.
+//!
+//! **Across machines** (`distributed.nodes > 1`) each machine runs one process, a *node*, with
+//! its `devices`; node `n`'s peers are the global ranks `n D_n ..`. The nodes register with an
+//! orchestrator ([`serve_orchestrator`], `trainer orchestrator`), which tells each the others'
+//! addresses; then every all-reduce sums within the node, across the nodes (a ring over
+//! websockets, each node serving its tensors on `distributed.node_address`'s port), and back.
+//! Node 0 runs [`run_data_parallel`] (it writes the run's files), the others
+//! [`follow_data_parallel`] (they write nothing). burn-collective waits on the network without
+//! a deadline, so each collective call across nodes is watched: a node that died, never came or
+//! cannot be reached stops every other one with [`TrainError::Collective`] within
+//! `distributed.timeout_s`.
 //!
 //! Against one device rendering the same `B` views batched, the parameters agree to float
 //! rounding, not bit for bit: the batch's gradient is summed per peer and then across peers
-//! instead of over all views at once.
+//! instead of over all views at once. Summing two values is exact in either order, so two
+//! peers (on one node or two) give the same bits; with more, the engine's order of summation
+//! (a map's on one device type) may differ between runs by a rounding.
 //!
 //! Burn's collective server is one per backend type and process: run one data-parallel run
 //! per backend at a time in a process.
 
+use std::net::TcpListener;
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use burn::collective::{
-    AllReduceStrategy, CollectiveConfig, PeerId, ReduceOperation, all_reduce, broadcast,
+    AllReduceStrategy, CollectiveConfig, CollectiveError, PeerId, ReduceOperation, all_reduce,
     finish_collective, register, reset_collective,
 };
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 
 use crate::adam::FieldGradients;
-use crate::config::{ReduceStrategyKind, TrainConfig};
+use crate::config::{ReduceStrategyKind, TrainConfig, host_port};
 use crate::error::TrainError;
 use crate::params::ParamGroup;
 use crate::reduce::{OneDevice, PeerLink, ReadRequest, ReadValues, Reducer, read_together};
@@ -42,6 +61,53 @@ use ember_field::{GaussianField, SplatAutodiffBackend};
 
 /// Steps between replica checks in debug and test builds when the config sets none.
 const DEBUG_CHECK_EVERY: usize = 10;
+
+/// A 64-bit FNV-1a hash of the bits of `field`'s parameters, group by group in
+/// [`ParamGroup::ALL`]'s order: equal for two fields exactly when (but for a collision) they
+/// hold the same values, bit for bit.
+pub fn parameter_hash<B: Backend>(field: &GaussianField<B>) -> Result<u64, TrainError> {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for group in ParamGroup::ALL {
+        for value in to_host(group.columns(field), "parameters")? {
+            for byte in value.to_bits().to_le_bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    Ok(hash)
+}
+
+/// Runs `operation` (a call into the collective engine across nodes) on a helper thread and
+/// waits at most `timeout` for it: burn-collective waits on the network without a deadline and
+/// panics on a lost connection, so a node that died, never came or cannot be reached would
+/// otherwise block the caller forever. `Err` says which happened. After an error the helper may
+/// stay blocked: the process is expected to end (the engine's state is not reusable).
+pub fn watched<T: Send + 'static>(
+    what: &str,
+    timeout: Duration,
+    operation: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("ember-collective".to_string())
+        .spawn(move || {
+            // The receiver is gone only after a timeout: nobody is left to tell.
+            let _ = sender.send(operation());
+        })
+        .map_err(|e| format!("{what}: starting its thread: {e}"))?;
+    match receiver.recv_timeout(timeout) {
+        Ok(result) => Ok(result),
+        Err(RecvTimeoutError::Timeout) => Err(format!(
+            "{what}: no answer from the other nodes within {} s: a node stopped, never started, \
+             or cannot reach this one or the orchestrator (`distributed.timeout_s`)",
+            timeout.as_secs_f64()
+        )),
+        Err(RecvTimeoutError::Disconnected) => Err(format!(
+            "{what}: the collective engine failed: a node closed its connection (it stopped or \
+             crashed) or could not be reached"
+        )),
+    }
+}
 
 impl PeerLink {
     fn id(&self) -> PeerId {
@@ -55,18 +121,65 @@ impl PeerLink {
         }
     }
 
+    /// Runs `operation` of the collective engine, across nodes [`watched`] for
+    /// [`PeerLink::timeout`].
+    fn call<T: Send + 'static>(
+        &self,
+        what: &'static str,
+        operation: impl FnOnce() -> Result<T, CollectiveError> + Send + 'static,
+    ) -> Result<T, TrainError> {
+        let outcome = match self.timeout {
+            Some(timeout) => watched(what, timeout, operation),
+            None => Ok(operation()),
+        };
+        match outcome {
+            // Across nodes a lost connection panics the engine's server, and what is asked of
+            // it next finds it gone.
+            Ok(Err(CollectiveError::LocalServerMissing)) if self.timeout.is_some() => {
+                Err(TrainError::Collective {
+                    peer: self.rank,
+                    message: format!(
+                        "{what}: the collective engine stopped: a node closed its connection \
+                         (it stopped or crashed) or could not be reached"
+                    ),
+                })
+            }
+            Ok(result) => result.map_err(|e| self.error(what, e)),
+            Err(message) => Err(TrainError::Collective {
+                peer: self.rank,
+                message,
+            }),
+        }
+    }
+
     /// The element-wise sum of every peer's `tensor` (all of one shape), on every peer.
     pub(crate) fn sum<B: Backend, const D: usize>(
         &self,
         tensor: Tensor<B, D>,
     ) -> Result<Tensor<B, D>, TrainError> {
-        let reduced = all_reduce::<B>(
-            self.id(),
-            tensor.into_primitive().tensor(),
-            ReduceOperation::Sum,
-        )
-        .map_err(|e| self.error("all-reduce", e))?;
-        Ok(Tensor::from_primitive(TensorPrimitive::Float(reduced)))
+        let shape = tensor.shape();
+        let len = shape.num_elements();
+        // A ring across `nodes` splits a tensor into as many slices: pad a smaller one.
+        let padded = match self.nodes > 1 && len < self.nodes {
+            true => {
+                let device = tensor.device();
+                Tensor::cat(
+                    vec![
+                        tensor.reshape([len]),
+                        Tensor::zeros([self.nodes - len], &device),
+                    ],
+                    0,
+                )
+            }
+            false => tensor.reshape([len]),
+        };
+        let id = self.id();
+        let primitive = padded.into_primitive().tensor();
+        let reduced = self.call("all-reduce", move || {
+            all_reduce::<B>(id, primitive, ReduceOperation::Sum)
+        })?;
+        let summed = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(reduced));
+        Ok(summed.narrow(0, 0, len).reshape(shape))
     }
 
     /// The peers' gradients summed: one all-reduce of all six, flattened and joined. A
@@ -154,41 +267,28 @@ impl PeerLink {
         ))
     }
 
-    /// Compares a checksum of `field` with peer 0's.
+    /// Compares the hash of `field`'s parameters ([`parameter_hash`]) with peer 0's: every
+    /// peer's hash is gathered with one all-reduce (its four 16-bit parts at its own slots,
+    /// zeros elsewhere: sums of one value and zeros are exact).
     pub(crate) fn check_replica<B: Backend>(
         &self,
         field: &GaussianField<B>,
         step: usize,
     ) -> Result<(), TrainError> {
-        let mut checksum = 0.0f64;
-        for group in ParamGroup::ALL {
-            let values = to_host(group.columns(field), "parameters")?;
-            // Weighted by position, so that two swapped rows do not cancel out.
-            checksum += values
-                .iter()
-                .enumerate()
-                .map(|(i, v)| f64::from(*v) * (1.0 + (i % 7) as f64))
-                .sum::<f64>();
+        let hash = parameter_hash(field)?;
+        let mut slots = vec![0.0f32; 4 * self.peers];
+        for part in 0..4 {
+            slots[4 * self.rank + part] = ((hash >> (16 * part)) & 0xffff) as f32;
         }
         let device = field.means.device();
-        let mine = Tensor::<B, 1>::from_data(TensorData::new(vec![checksum], [1]), &device);
-        let shared = broadcast::<B>(
-            self.id(),
-            (self.rank == 0).then(|| mine.into_primitive().tensor()),
-        )
-        .map_err(|e| self.error("broadcast", e))?;
-        let reference: f64 = to_host(
-            Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(shared)),
-            "checksum",
-        )?[0]
-            .into();
-        // The checksum travels as the backend's float type: compare it rounded the same way.
-        let rounded = f64::from(checksum as f32);
-        if rounded != reference {
+        let shared = Tensor::<B, 1>::from_data(TensorData::new(slots, [4 * self.peers]), &device);
+        let all = to_host(self.sum(shared)?, "the replicas' hashes")?;
+        let reference = (0..4).fold(0u64, |h, part| h | ((all[part] as u64) << (16 * part)));
+        if hash != reference {
             return Err(TrainError::ReplicasDiverged {
                 step,
                 peer: self.rank,
-                checksum: rounded,
+                hash,
                 reference,
             });
         }
@@ -255,7 +355,7 @@ impl<B: Backend> Reducer<B> for PeerLink {
         } else {
             self.check_every
         };
-        if every > 0 && step.is_multiple_of(every) {
+        if step == self.last_step || (every > 0 && step.is_multiple_of(every)) {
             self.check_replica(field, step)?;
         }
         Ok(())
@@ -266,36 +366,117 @@ impl<B: Backend> Reducer<B> for PeerLink {
     }
 }
 
-/// The collective engine's settings for `peers` local peers.
-pub fn collective_config(config: &TrainConfig) -> CollectiveConfig {
-    let strategy = match config.distributed.strategy {
+/// The collective engine's settings for this node's peers: the local strategy, and across
+/// nodes the orchestrator's and this node's addresses (a ring between the nodes).
+pub fn collective_config(config: &TrainConfig) -> Result<CollectiveConfig, TrainError> {
+    let distributed = &config.distributed;
+    let strategy = match distributed.strategy {
         ReduceStrategyKind::Tree => AllReduceStrategy::Tree(2),
         ReduceStrategyKind::Ring => AllReduceStrategy::Ring,
         ReduceStrategyKind::Centralized => AllReduceStrategy::Centralized,
     };
-    CollectiveConfig::default()
-        .with_num_devices(config.distributed.peers())
-        .with_local_all_reduce_strategy(strategy)
+    let local = CollectiveConfig::default()
+        .with_num_devices(distributed.local_peers())
+        .with_local_all_reduce_strategy(strategy);
+    if !distributed.is_multi_node() {
+        return Ok(local);
+    }
+    let address = |key: &str, value: &Option<String>| {
+        let value = value.as_deref().unwrap_or_default();
+        host_port(value)
+            .map(|(_, port)| (format!("ws://{value}"), port))
+            .map_err(|why| TrainError::Config {
+                origin: "config".to_string(),
+                message: format!("`distributed.{key}` = {value:?}: {why}"),
+            })
+    };
+    let (orchestrator, _) = address("orchestrator", &distributed.orchestrator)?;
+    let (node, port) = address("node_address", &distributed.node_address)?;
+    Ok(local
+        .with_num_nodes(distributed.nodes as u32)
+        .with_global_address(
+            orchestrator
+                .parse()
+                .map_err(|why: String| TrainError::Config {
+                    origin: "config".to_string(),
+                    message: why,
+                })?,
+        )
+        .with_node_address(node.parse().map_err(|why: String| TrainError::Config {
+            origin: "config".to_string(),
+            message: why,
+        })?)
+        .with_data_service_port(port)
+        .with_global_all_reduce_strategy(AllReduceStrategy::Ring))
+}
+
+/// Keeps burn-communication from installing its own global `tracing` subscriber when a node
+/// starts serving, one that prints every tensor transfer (lines a step) at INFO: Ember's
+/// device-activity counter, which prints nothing, takes the slot first (unless the application
+/// installed a subscriber of its own, which then decides).
+pub fn quiet_network_logs() {
+    // Err: another subscriber is installed, which is all this needs.
+    let _ = ember_kernels::count_device_activity();
+}
+
+/// Fails with a clear error when `port` cannot be listened on (another program holds it):
+/// burn-collective's servers would fail in a background task and leave the nodes waiting.
+fn check_port_free(port: u16, what: &str) -> Result<(), TrainError> {
+    TcpListener::bind(("0.0.0.0", port))
+        .map(drop)
+        .map_err(|e| TrainError::Config {
+            origin: "config".to_string(),
+            message: format!("{what}: cannot listen on port {port}: {e}"),
+        })
+}
+
+/// Serves the orchestrator of a multi-node run on `port` (every interface) until the process
+/// is interrupted (Ctrl-C or SIGTERM): nodes register with it and learn each other's
+/// addresses. One orchestrator serves one run at a time.
+pub fn serve_orchestrator(port: u16) -> Result<(), TrainError> {
+    check_port_free(port, "the orchestrator")?;
+    quiet_network_logs();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| TrainError::Config {
+            origin: "orchestrator".to_string(),
+            message: format!("starting its runtime: {e}"),
+        })?;
+    runtime.block_on(burn_collective::start_global_orchestrator(port));
+    Ok(())
 }
 
 impl<B: SplatAutodiffBackend> Trainer<B> {
-    /// Makes this trainer peer `rank` of `config.distributed.peers()` (registering its device
-    /// with Burn's collective engine under `collective`): from now on each step renders this
-    /// peer's share of the batch and sums gradients and statistics with the other peers, which
-    /// must all join before their first step. Every peer must hold the same field and state
-    /// (the same config and seed, or the same checkpoint loaded).
+    /// Makes this trainer peer `rank` (a global rank, over every node) of
+    /// `config.distributed.peers()` (registering its device with Burn's collective engine
+    /// under `collective`, [`collective_config`]): from now on each step renders this peer's
+    /// share of the batch and sums gradients and statistics with the other peers, which must
+    /// all join before their first step. Every peer must hold the same field and state (the
+    /// same config and seed, or the same checkpoint loaded).
     pub fn join_peers(
         &mut self,
         rank: usize,
         collective: CollectiveConfig,
     ) -> Result<(), TrainError> {
+        let distributed = &self.config.distributed;
         let link = PeerLink {
             rank,
-            peers: self.config.distributed.peers(),
-            check_every: self.config.distributed.check_every,
+            peers: distributed.peers(),
+            nodes: distributed.nodes,
+            check_every: distributed.check_every,
+            last_step: self.config.steps,
+            timeout: distributed
+                .is_multi_node()
+                .then(|| Duration::from_secs_f64(distributed.timeout_s)),
         };
-        register::<Inner<B>>(link.id(), self.device.clone(), collective)
-            .map_err(|e| link.error("register", e))?;
+        if link.timeout.is_some() {
+            quiet_network_logs();
+        }
+        let (id, device) = (link.id(), self.device.clone());
+        link.call("register", move || {
+            register::<Inner<B>>(id, device, collective)
+        })?;
         self.set_reducer(Box::new(link));
         Ok(())
     }
@@ -304,17 +485,20 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     pub fn leave_peers(&mut self) -> Result<(), TrainError> {
         if let Some(link) = self.peer() {
             self.set_reducer(Box::new(OneDevice));
-            finish_collective::<Inner<B>>(link.id()).map_err(|e| link.error("finish", e))?;
+            let id = link.id();
+            link.call("finish", move || finish_collective::<Inner<B>>(id))?;
         }
         Ok(())
     }
 }
 
-/// Trains `scene` with `config` data-parallel on `devices` (one peer each, `D =
-/// devices.len()`, which must be `config.distributed.peers()`), writing into `out` as
-/// [`crate::run`] does: peer 0 runs the run's loop (logs, evaluations, checkpoints, the
-/// observer), the other peers are threads that only step. `resume` loads one checkpoint into
-/// every replica. When one peer fails the others are released and the first error returned.
+/// Trains `scene` with `config` data-parallel on `devices` (this node's, one peer each, as many
+/// as `config.distributed.local_peers()`), writing into `out` as [`crate::run`] does: peer 0
+/// runs the run's loop (logs, evaluations, checkpoints, the observer), the other peers are
+/// threads that only step. Across nodes this is node 0's part; the others run
+/// [`follow_data_parallel`]. `resume` loads one checkpoint into every replica (every node
+/// loads its own copy). When one peer fails the others are released and the first error
+/// returned.
 pub fn run_data_parallel<B: SplatAutodiffBackend>(
     config: &TrainConfig,
     scene: Arc<TrainScene>,
@@ -326,24 +510,112 @@ pub fn run_data_parallel<B: SplatAutodiffBackend>(
 where
     B::Device: Send + 'static,
 {
-    if devices.len() != config.distributed.peers() {
+    if config.distributed.node_rank != 0 {
+        return Err(TrainError::Config {
+            origin: "config".to_string(),
+            message: format!(
+                "node {} of a multi-node run follows node 0 (follow_data_parallel): only node 0 \
+                 writes the run",
+                config.distributed.node_rank
+            ),
+        });
+    }
+    run_peers::<B, _>(config, scene, resume, devices, |trainer| {
+        run_trainer(trainer, out, resume, observer)
+    })
+}
+
+/// What a node other than node 0 did in a multi-node run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowSummary {
+    /// Steps completed.
+    pub steps: usize,
+    /// Gaussians at the end.
+    pub gaussians: usize,
+    /// [`parameter_hash`] of its replica at the end: node 0's, unless the run failed.
+    pub parameter_hash: u64,
+}
+
+/// A node other than node 0 of a multi-node run (`config.distributed.node_rank > 0`): its
+/// peers on `devices` step with the others until the run's last step or until the peers agree
+/// to stop; nothing is written. `stop` set (Ctrl-C) votes to stop the whole run after the step
+/// in progress (node 0 then writes a checkpoint).
+pub fn follow_data_parallel<B: SplatAutodiffBackend>(
+    config: &TrainConfig,
+    scene: Arc<TrainScene>,
+    resume: Option<&Path>,
+    devices: &[B::Device],
+    stop: Arc<AtomicBool>,
+) -> Result<FollowSummary, TrainError>
+where
+    B::Device: Send + 'static,
+{
+    if config.distributed.node_rank == 0 {
+        return Err(TrainError::Config {
+            origin: "config".to_string(),
+            message: "node 0 runs the run (run_data_parallel), it does not follow".to_string(),
+        });
+    }
+    run_peers::<B, _>(config, scene, resume, devices, |mut trainer| {
+        while trainer.step_count() < config.steps {
+            trainer.request_stop(stop.load(Ordering::SeqCst));
+            if trainer.step()?.stop {
+                break;
+            }
+        }
+        let summary = FollowSummary {
+            steps: trainer.step_count(),
+            gaussians: trainer.num_gaussians(),
+            parameter_hash: parameter_hash(trainer.field())?,
+        };
+        trainer.leave_peers()?;
+        Ok(summary)
+    })
+}
+
+/// This node's peers: the first (on this thread) runs `lead`, the others are threads that
+/// step until the run ends.
+fn run_peers<B: SplatAutodiffBackend, R>(
+    config: &TrainConfig,
+    scene: Arc<TrainScene>,
+    resume: Option<&Path>,
+    devices: &[B::Device],
+    lead: impl FnOnce(Trainer<B>) -> Result<R, TrainError>,
+) -> Result<R, TrainError>
+where
+    B::Device: Send + 'static,
+{
+    let distributed = &config.distributed;
+    if devices.len() != distributed.local_peers() {
         return Err(TrainError::Config {
             origin: "config".to_string(),
             message: format!(
                 "`distributed.devices` names {} peers, {} devices were given",
-                config.distributed.peers(),
+                distributed.local_peers(),
                 devices.len()
             ),
         });
     }
     config.validate()?;
-    let collective = collective_config(config);
+    let collective = collective_config(config)?;
+    if let Some(address) = &distributed.node_address
+        && distributed.is_multi_node()
+    {
+        let (_, port) = host_port(address).map_err(|why| TrainError::Config {
+            origin: "config".to_string(),
+            message: format!("`distributed.node_address`: {why}"),
+        })?;
+        check_port_free(port, "`distributed.node_address`")?;
+    }
+    let first = distributed.first_rank();
+    let multi_node = distributed.is_multi_node();
     reset_collective::<Inner<B>>();
     let followers: Vec<_> = devices
         .iter()
         .enumerate()
         .skip(1)
-        .map(|(rank, device)| {
+        .map(|(index, device)| {
+            let rank = first + index;
             let (config, scene, collective, device) = (
                 config.clone(),
                 scene.clone(),
@@ -363,23 +635,22 @@ where
                     })
                 });
                 if result.is_err() {
-                    // Release the peers waiting for this one.
-                    reset_collective::<Inner<B>>();
+                    release_peers::<B>(multi_node);
                 }
                 result
             })
         })
         .collect();
-    let leader = start_peer::<B>(config, scene, resume, 0, &devices[0], collective)
-        .and_then(|trainer| run_trainer(trainer, out, resume, observer));
+    let leader =
+        start_peer::<B>(config, scene, resume, first, &devices[0], collective).and_then(lead);
     if leader.is_err() {
-        reset_collective::<Inner<B>>();
+        release_peers::<B>(multi_node);
     }
     let mut first_error = None;
     for (index, follower) in followers.into_iter().enumerate() {
         let outcome = follower.join().unwrap_or_else(|_| {
             Err(TrainError::Collective {
-                peer: index + 1,
+                peer: first + index + 1,
                 message: "the peer's thread panicked".to_string(),
             })
         });
@@ -387,7 +658,9 @@ where
             first_error.get_or_insert(e);
         }
     }
-    reset_collective::<Inner<B>>();
+    if leader.is_ok() && first_error.is_none() {
+        reset_collective::<Inner<B>>();
+    }
     match (leader, first_error) {
         // A follower's own failure explains the leader's collective error.
         (Err(TrainError::Collective { .. }), Some(e))
@@ -398,6 +671,15 @@ where
         (Err(e), _) => Err(e),
         (Ok(_), Some(e)) => Err(e),
         (Ok(summary), None) => Ok(summary),
+    }
+}
+
+/// After a peer failed: releases this node's peers waiting for it. Across nodes there is
+/// nothing to do (every call is watched, [`watched`], and fails by itself within the timeout),
+/// and the engine may be gone (a lost connection panics its server, whose channel is closed).
+fn release_peers<B: SplatAutodiffBackend>(multi_node: bool) {
+    if !multi_node {
+        reset_collective::<Inner<B>>();
     }
 }
 

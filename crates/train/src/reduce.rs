@@ -19,12 +19,19 @@ use ember_field::GaussianField;
 /// collective operations are in [`crate::parallel`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerLink {
-    /// This peer's rank, `0..peers`.
+    /// This peer's rank, `0..peers`, over every node.
     pub rank: usize,
-    /// `D`, the number of peers.
+    /// `D`, the number of peers, over every node.
     pub peers: usize,
-    /// Steps between replica checks (`0`: never).
+    /// The processes the peers are spread over (`1`: this one).
+    pub nodes: usize,
+    /// Steps between replica checks (`0`: never); the run's last step is always checked.
     pub check_every: usize,
+    /// The run's last step.
+    pub last_step: usize,
+    /// How long a collective operation may wait for the other nodes (`None` on one node,
+    /// where the peers are threads that fail together).
+    pub timeout: Option<std::time::Duration>,
 }
 
 /// What a step asks to read back (each `[1]`, on the device, not yet read).

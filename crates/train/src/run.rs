@@ -91,6 +91,9 @@ pub struct RunSummary {
     pub eval_cache: CacheStats,
     /// The largest device memory the allocator held during the steps (`None` on the CPU).
     pub peak_memory: Option<MemoryUsage>,
+    /// In a data-parallel run, [`crate::parallel::parameter_hash`] of the final parameters:
+    /// every node's replica has the same.
+    pub parameter_hash: Option<u64>,
 }
 
 /// `config` as a run folder's `config.toml`: a relative `data.path` is relative to the
@@ -474,6 +477,10 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
         }
     }
     evaluate(&mut trainer, &mut logs, &mut evals, observer)?;
+    let parameter_hash = match trainer.peer() {
+        Some(_) => Some(crate::parallel::parameter_hash(trainer.field())?),
+        None => None,
+    };
     trainer.leave_peers()?;
     let t = Instant::now();
     logs.write_curve()?;
@@ -496,5 +503,6 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
         checkpoint: checkpoint_path,
         eval_cache: trainer.eval_cache_stats(),
         peak_memory: trainer.peak_memory(),
+        parameter_hash,
     })
 }

@@ -1,15 +1,22 @@
-//! `trainer bench allreduce`: what averaging a Gaussian field's gradients across `D` local peers
-//! costs with Burn's collective engine (`burn::collective`), the term data-parallel training adds
-//! to every step.
+//! `trainer bench allreduce`: what summing a Gaussian field's gradients across `D` local peers,
+//! or across `--nodes` processes, costs with Burn's collective engine (`burn::collective`), the
+//! term data-parallel training adds to every step.
 //!
 //! Each peer is a thread holding one flat tensor of `N x (11 + 3 (d + 1)^2)` floats (the
 //! gradients of means, quaternions, log-scales, opacity logits and SH coefficients of `N`
 //! Gaussians at SH degree `d`) on the backend's default device; every peer calls
 //! `all_reduce(.., Mean)` at once, and the time of one all-reduce is the slowest peer's.
+//!
+//! With `--nodes K` the peers are `K` processes on this machine, one peer each, meeting at an
+//! orchestrator on localhost, as the nodes of a multi-node run do over a network: this process
+//! is node 0 (and hosts the orchestrator), the others are copies of it started with
+//! `--node-rank`. Every all-reduce is a sum checked, on every node, against the sum computed
+//! locally from every node's input; the time is node 0's.
 
 use std::path::PathBuf;
+use std::process::{Child, Command};
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 use burn::collective::{
@@ -21,14 +28,29 @@ use burn::tensor::{Distribution, Tensor, TensorPrimitive};
 use clap::{Args, ValueEnum};
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
 
+use crate::Backend as BackendName;
 use crate::bench::write_bench_file;
 
 /// `trainer bench allreduce [--peers 2,4] [--gaussians 100000,1000000] [--sh-degree 3]`.
 #[derive(Args, Debug)]
 pub struct AllReduceBenchArgs {
-    /// Local peers (threads, each a device) per all-reduce, comma separated.
-    #[arg(long, value_delimiter = ',', default_values_t = [2usize, 4])]
+    /// Local peers (threads, each a device) per all-reduce, comma separated (default 2,4;
+    /// with `--nodes`, one per node).
+    #[arg(long, value_delimiter = ',')]
     peers: Vec<usize>,
+    /// Processes on this machine, one peer each, summing over localhost as the nodes of a
+    /// multi-node run do over a network (`1`: threads of this process).
+    #[arg(long, default_value_t = 1)]
+    nodes: usize,
+    /// Seconds a node waits for the others at any step before it gives up with an error.
+    #[arg(long, default_value_t = 120.0)]
+    timeout_s: f64,
+    /// A node started by node 0 (`--nodes`): its rank, and the ports of the orchestrator and
+    /// of every node, comma separated.
+    #[arg(long, hide = true)]
+    node_rank: Option<usize>,
+    #[arg(long, hide = true, value_delimiter = ',')]
+    ports: Vec<u16>,
     /// Gaussian counts whose gradients are averaged, comma separated.
     #[arg(long, value_delimiter = ',', default_values_t = [100_000usize, 1_000_000])]
     gaussians: Vec<usize>,
@@ -48,6 +70,9 @@ pub struct AllReduceBenchArgs {
         default_value = "target/ember-bench/bench-allreduce.json"
     )]
     json: PathBuf,
+    /// The backend (the global `--backend`), which the other nodes are started with.
+    #[arg(skip = BackendName::default_compiled())]
+    pub(crate) backend: BackendName,
 }
 
 /// burn-collective's local all-reduce algorithms.
@@ -169,9 +194,19 @@ fn time_local_mean<B: Backend>(
 
 /// `trainer bench allreduce` on backend `Bk` (every peer on its default device).
 pub fn bench_allreduce<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Device) -> Result<()> {
-    if args.repeats == 0 || args.peers.contains(&0) || args.sh_degree > 3 {
-        bail!("--repeats and --peers must be at least 1, --sh-degree at most 3");
+    if args.repeats == 0 || args.peers.contains(&0) || args.sh_degree > 3 || args.nodes == 0 {
+        bail!("--repeats, --peers and --nodes must be at least 1, --sh-degree at most 3");
     }
+    if args.nodes > 1 {
+        if !args.peers.is_empty() {
+            bail!("--peers: with --nodes every node is one peer");
+        }
+        return bench_nodes::<Bk>(args, device);
+    }
+    let peers = match args.peers.is_empty() {
+        true => vec![2, 4],
+        false => args.peers.clone(),
+    };
     let per = floats_per_gaussian(args.sh_degree);
     let mut results = Vec::new();
     println!(
@@ -188,7 +223,7 @@ pub fn bench_allreduce<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Devi
     println!("|---|---|---|---|---|---|---|---|---|");
     for &gaussians in &args.gaussians {
         let floats = gaussians * per;
-        for &peers in &args.peers {
+        for &peers in &peers {
             let inputs: Vec<Tensor<Bk, 1>> = (0..peers)
                 .map(|_| Tensor::<Bk, 1>::random([floats], Distribution::Default, device))
                 .collect();
@@ -228,6 +263,244 @@ pub fn bench_allreduce<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Devi
         device_activity: None,
     };
     write_bench_file(&file, &args.json)
+}
+
+/// Node `rank`'s gradients of `floats` values: a pattern every node can recompute, of values
+/// in `[-0.5, 0.5)` on a 1/1024 grid (so that sums of a few are exact in f32).
+fn node_input(rank: usize, floats: usize) -> Vec<f32> {
+    (0..floats)
+        .map(|i| {
+            ((i.wrapping_mul(2_654_435_761) ^ (rank + 1).wrapping_mul(40_503)) % 1024) as f32
+                / 1024.0
+                - 0.5
+        })
+        .collect()
+}
+
+/// A free TCP port on this machine (the OS's pick, released at once).
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// `--nodes K`: node 0 (this process, hosting the orchestrator) starts nodes `1..K`, and every
+/// node sums each case's tensors `repeats + 1` times with the others, checking each sum.
+fn bench_nodes<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Device) -> Result<()> {
+    let rank = args.node_rank.unwrap_or(0);
+    let timeout = Duration::from_secs_f64(args.timeout_s);
+    let mut children: Vec<Child> = Vec::new();
+    let ports = match rank {
+        0 => {
+            let ports = (0..=args.nodes)
+                .map(|_| free_port())
+                .collect::<Result<Vec<u16>>>()?;
+            let orchestrator = ports[0];
+            std::thread::spawn(move || {
+                if let Err(e) = ember_train::parallel::serve_orchestrator(orchestrator) {
+                    eprintln!("orchestrator: {e}");
+                }
+            });
+            let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+            let gaussians: Vec<String> = args.gaussians.iter().map(usize::to_string).collect();
+            for node in 1..args.nodes {
+                let child = Command::new(std::env::current_exe()?)
+                    .args(["--backend", args.backend.name(), "bench", "allreduce"])
+                    .args(["--nodes", &args.nodes.to_string()])
+                    .args(["--node-rank", &node.to_string()])
+                    .args(["--ports", &list.join(",")])
+                    .args(["--gaussians", &gaussians.join(",")])
+                    .args(["--sh-degree", &args.sh_degree.to_string()])
+                    .args(["--repeats", &args.repeats.to_string()])
+                    .args(["--timeout-s", &args.timeout_s.to_string()])
+                    .spawn()
+                    .map_err(|e| anyhow!("starting node {node}: {e}"))?;
+                children.push(child);
+            }
+            ports
+        }
+        _ => args.ports.clone(),
+    };
+    if ports.len() != args.nodes + 1 {
+        bail!("--ports: the orchestrator's and one per node");
+    }
+    let outcome = run_node::<Bk>(args, device, rank, &ports, timeout);
+    let mut failed = Vec::new();
+    for (index, mut child) in children.into_iter().enumerate() {
+        let deadline = Instant::now() + timeout;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break Some(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        if !status.is_some_and(|s| s.success()) {
+            failed.push(index + 1);
+        }
+    }
+    let results = outcome?;
+    if !failed.is_empty() {
+        bail!("node(s) {failed:?} failed or did not finish (their errors are above)");
+    }
+    if rank > 0 {
+        return Ok(());
+    }
+    let file = BenchFile {
+        tool: "trainer bench allreduce --nodes".into(),
+        backend: Bk::name(device),
+        input: format!(
+            "{} processes on localhost, one peer each, SH degree {}, ring between the nodes, {} \
+             timed all-reduces per case",
+            args.nodes, args.sh_degree, args.repeats
+        ),
+        gaussians: args.gaussians.iter().copied().max().unwrap_or(0),
+        peak_host_mib: peak_host_mib(),
+        results,
+        device_activity: None,
+    };
+    write_bench_file(&file, &args.json)
+}
+
+/// One node of `bench_nodes`: registers, sums every case, checks every sum, leaves.
+fn run_node<Bk: Backend>(
+    args: &AllReduceBenchArgs,
+    device: &Bk::Device,
+    rank: usize,
+    ports: &[u16],
+    timeout: Duration,
+) -> Result<Vec<BenchResult>> {
+    let id = PeerId(rank as u32);
+    let config = CollectiveConfig::default()
+        .with_num_devices(1)
+        .with_num_nodes(args.nodes as u32)
+        .with_global_address(
+            format!("ws://127.0.0.1:{}", ports[0])
+                .parse()
+                .map_err(|e: String| anyhow!(e))?,
+        )
+        .with_node_address(
+            format!("ws://127.0.0.1:{}", ports[rank + 1])
+                .parse()
+                .map_err(|e: String| anyhow!(e))?,
+        )
+        .with_data_service_port(ports[rank + 1])
+        .with_global_all_reduce_strategy(AllReduceStrategy::Ring);
+    reset_collective::<Bk>();
+    ember_train::parallel::quiet_network_logs();
+    let register_device = device.clone();
+    ember_train::parallel::watched("register", timeout, move || {
+        register::<Bk>(id, register_device, config).map_err(|e| format!("register: {e:?}"))
+    })
+    .and_then(|r| r)
+    .map_err(|e| anyhow!("node {rank}: {e}"))?;
+    let per = floats_per_gaussian(args.sh_degree);
+    if rank == 0 {
+        println!(
+            "all-reduce (sum) of the gradients of N Gaussians at SH degree {} ({per} floats \
+             each) across {} processes on localhost, one peer each, on {}:",
+            args.sh_degree,
+            args.nodes,
+            Bk::name(device)
+        );
+        println!(
+            "| nodes | Gaussians | MB per node | median (ms) | min (ms) | max (ms) | GB/s per \
+             node | mean on one thread (ms) | ratio |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+    }
+    let mut results = Vec::new();
+    for &gaussians in &args.gaussians {
+        let floats = gaussians * per;
+        let inputs: Vec<Vec<f32>> = (0..args.nodes).map(|r| node_input(r, floats)).collect();
+        let expected: Vec<f32> = (0..floats)
+            .map(|i| inputs.iter().map(|v| v[i]).sum())
+            .collect();
+        let input = Tensor::<Bk, 1>::from_data(
+            burn::tensor::TensorData::new(inputs[rank].clone(), [floats]),
+            device,
+        );
+        let local = match rank {
+            0 => {
+                let all: Vec<Tensor<Bk, 1>> = inputs
+                    .iter()
+                    .map(|v| {
+                        Tensor::from_data(
+                            burn::tensor::TensorData::new(v.clone(), [floats]),
+                            device,
+                        )
+                    })
+                    .collect();
+                time_local_mean(&all, device, args.repeats)?
+            }
+            _ => 0.0,
+        };
+        drop(inputs);
+        let mut times = Vec::with_capacity(args.repeats);
+        for round in 0..=args.repeats {
+            let started = Instant::now();
+            let primitive = input.clone().into_primitive().tensor();
+            let what = format!("all-reduce {round} of {gaussians} Gaussians' gradients");
+            let reduced = ember_train::parallel::watched(&what, timeout, {
+                let what = what.clone();
+                move || {
+                    all_reduce::<Bk>(id, primitive, ReduceOperation::Sum)
+                        .map_err(|e| format!("{what}: {e:?}"))
+                }
+            })
+            .and_then(|r| r)
+            .map_err(|e| anyhow!("node {rank}: {e}"))?;
+            let reduced = Tensor::<Bk, 1>::from_primitive(TensorPrimitive::Float(reduced));
+            Bk::sync(device).map_err(|e| anyhow!("sync: {e:?}"))?;
+            if round > 0 {
+                times.push(started.elapsed().as_secs_f64() * 1e3);
+            }
+            let got: Vec<f32> = reduced
+                .into_data()
+                .to_vec()
+                .map_err(|e| anyhow!("reading the sum: {e:?}"))?;
+            if let Some(i) = (0..floats).find(|&i| got[i] != expected[i]) {
+                bail!(
+                    "node {rank}: all-reduce {round} of {gaussians} Gaussians: [{i}] is {}, the \
+                     nodes' inputs sum to {}",
+                    got[i],
+                    expected[i]
+                );
+            }
+        }
+        if rank > 0 {
+            continue;
+        }
+        let megabytes = (4 * floats) as f64 / 1e6;
+        let result = BenchResult::from_samples(
+            format!("{} nodes, {gaussians} Gaussians", args.nodes),
+            &times,
+        )
+        .ok_or_else(|| anyhow!("no all-reduce timed"))?
+        .with_metric("nodes", args.nodes as f64)
+        .with_metric("gaussians", gaussians as f64)
+        .with_metric("megabytes_per_node", megabytes)
+        .with_metric("local_mean_ms", local);
+        let ratio = result.median_ms / local;
+        let result = result.with_metric("ratio_to_local_mean", ratio);
+        println!(
+            "| {} | {gaussians} | {megabytes:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {local:.2} | {ratio:.1}x |",
+            args.nodes,
+            result.median_ms,
+            result.min_ms,
+            result.max_ms,
+            megabytes / result.median_ms,
+        );
+        results.push(result);
+    }
+    ember_train::parallel::watched("finish", timeout, move || {
+        finish_collective::<Bk>(id).map_err(|e| format!("finish: {e:?}"))
+    })
+    .and_then(|r| r)
+    .map_err(|e| anyhow!("node {rank}: {e}"))?;
+    Ok(results)
 }
 
 #[cfg(test)]

@@ -325,6 +325,7 @@ fn run_suite<B: SplatAutodiffBackend>(args: &BenchmarkArgs, device: &B::Device) 
             seed: None,
             set: scene.set.clone(),
             devices: None,
+            node_rank: None,
             lpips_weights: args.lpips_weights.clone(),
             backend,
         })

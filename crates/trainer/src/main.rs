@@ -106,6 +106,10 @@ pub struct ConfigArgs {
     /// shares the default device.
     #[arg(long, value_name = "I,..", value_delimiter = ',')]
     devices: Option<Vec<usize>>,
+    /// This process's node in a multi-node run (`distributed.nodes > 1`); overrides
+    /// `distributed.node_rank`, so that every machine can share one config file.
+    #[arg(long, value_name = "R")]
+    node_rank: Option<usize>,
     /// The LPIPS weights for the held-out evaluation (safetensors, scripts/lpips-weights.py);
     /// overrides `eval.lpips_weights` (whose default is the file EMBER_LPIPS_WEIGHTS names).
     #[arg(long, value_name = "FILE")]
@@ -166,6 +170,7 @@ impl ConfigArgs {
             format!("--devices {}", list.join(","))
         }));
         overrides.extend(self.seed.map(|n| format!("--seed {n}")));
+        overrides.extend(self.node_rank.map(|n| format!("--node-rank {n}")));
         if !overrides.is_empty() {
             origin.push_str(&format!(", with {}", overrides.join(" ")));
         }
@@ -220,6 +225,14 @@ enum Command {
     /// Train and evaluate a suite of scenes (configs/suites/*.toml): a paper-style table of
     /// PSNR, SSIM, LPIPS, training time, Gaussians and peak memory, markdown and JSON.
     Benchmark(benchmark::BenchmarkArgs),
+    /// Serve the orchestrator of a multi-node run (`distributed.nodes > 1`) until Ctrl-C: every
+    /// node registers with it and learns the others' addresses. No authentication: private
+    /// networks only.
+    Orchestrator {
+        /// The port to listen on (every interface): `distributed.orchestrator`'s.
+        #[arg(long, default_value_t = 7070)]
+        port: u16,
+    },
     /// Two `trainer bench` result files side by side, with B's speed-up over A.
     Compare {
         /// The baseline's JSON.
@@ -464,6 +477,9 @@ fn load_config(args: &ConfigArgs) -> Result<TrainConfig> {
     if let Some(devices) = &args.devices {
         config.distributed.devices = devices.clone();
     }
+    if let Some(rank) = args.node_rank {
+        config.distributed.node_rank = rank;
+    }
     if let Some(weights) = &args.lpips_weights {
         config.eval.lpips_weights = Some(weights.clone());
     }
@@ -538,9 +554,44 @@ where
     // The first Ctrl-C ends the run after the step in progress, with a checkpoint; a second
     // one exits at once.
     let interrupted = interrupt_flag()?;
+    let distributed = &config.distributed;
+    if distributed.is_multi_node() {
+        println!(
+            "node {} of {}: peers {}..{} of {} ({} view(s) per peer per step), orchestrator {}{}",
+            distributed.node_rank,
+            distributed.nodes,
+            distributed.first_rank(),
+            distributed.first_rank() + devices.len(),
+            distributed.peers(),
+            config.batch_size / distributed.peers(),
+            distributed.orchestrator.as_deref().unwrap_or_default(),
+            match distributed.node_rank {
+                0 => String::new(),
+                _ => "; node 0 writes the run".to_string(),
+            }
+        );
+    }
+    if distributed.node_rank > 0 {
+        if args.view.is_some() {
+            bail!("--view: the live viewer runs on node 0, which trains the run's outputs");
+        }
+        let summary = ember_train::parallel::follow_data_parallel::<B>(
+            config,
+            Arc::new(scene),
+            args.resume.as_deref(),
+            devices,
+            interrupted,
+        )?;
+        println!(
+            "done: node {} trained {} steps, {} Gaussians; parameters hash {:016x}",
+            distributed.node_rank, summary.steps, summary.gaussians, summary.parameter_hash
+        );
+        return Ok(());
+    }
     let progress = Progress::new(config.steps, interrupted.clone());
     let scene = Arc::new(scene);
-    if devices.len() > 1 {
+    let data_parallel = devices.len() > 1 || distributed.is_multi_node();
+    if devices.len() > 1 && !distributed.is_multi_node() {
         progress.line(&format!(
             "data-parallel on {} peers, {} views each per step",
             devices.len(),
@@ -548,7 +599,7 @@ where
         ));
     }
     let run_with = |observer: &mut dyn RunObserver<B>| {
-        if devices.len() > 1 {
+        if data_parallel {
             run_data_parallel::<B>(
                 config,
                 scene.clone(),
@@ -610,6 +661,9 @@ where
     );
     println!("\ntime per phase\n{}", summary.times.table());
     println!("evaluation render cache: {}", summary.eval_cache);
+    if let Some(hash) = summary.parameter_hash {
+        println!("parameters hash {hash:016x} (every peer's replica)");
+    }
     if let Some(peak) = summary.peak_memory {
         println!(
             "peak device memory: {:.2} GB reserved by the allocator, {:.2} GB in live tensors",
@@ -671,6 +725,7 @@ fn run_command() -> Result<()> {
         Some(Command::Bench(BenchCommand::Train(bench))) => bench.run.backend = args.backend,
         Some(Command::Bench(BenchCommand::View(bench))) => bench.run.backend = args.backend,
         Some(Command::Benchmark(suite)) => suite.backend = args.backend,
+        Some(Command::Bench(BenchCommand::Allreduce(bench))) => bench.backend = args.backend,
         _ => {}
     }
     if let Some(command) = &args.command {
@@ -717,6 +772,15 @@ fn run_command() -> Result<()> {
                 on_backend!(args.backend, benchmark, suite)
             }
             Command::Compare { a, b } => bench::compare(a, b),
+            Command::Orchestrator { port } => {
+                println!(
+                    "orchestrator: listening on port {port} (every interface); Ctrl-C stops it"
+                );
+                ember_train::parallel::serve_orchestrator(*port)
+                    .context("serving the orchestrator")?;
+                println!("orchestrator: stopped");
+                Ok(())
+            }
         };
     }
     let config = load_config(&args.run)?;
@@ -733,7 +797,7 @@ fn run_command() -> Result<()> {
         config.seed,
         args.out.display()
     );
-    let peers = config.distributed.peers();
+    let peers = config.distributed.local_peers();
     match args.backend {
         #[cfg(feature = "ndarray")]
         Backend::Ndarray => {

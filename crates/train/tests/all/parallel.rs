@@ -81,7 +81,7 @@ fn two_peers_match_one_device<B: SplatAutodiffBackend>(
     }
 
     let parallel_config = config(2, steps).with_overrides(overrides).unwrap();
-    let collective = collective_config(&parallel_config);
+    let collective = collective_config(&parallel_config).expect("one node");
     let peers: Vec<_> = devices
         .into_iter()
         .enumerate()
@@ -211,6 +211,47 @@ fn data_parallel_on_the_cpu() {
         other => panic!("expected a config error, got {:?}", other.map(|s| s.steps)),
     }
     assert!(!dir.path().join("refused").exists());
+
+    // Two replicas that differ (another seed's initial field) are caught at the first check by
+    // the peer that is not peer 0.
+    let diverged = config(2, 1);
+    let collective = collective_config(&diverged).expect("one node");
+    let peers: Vec<_> = [5u64, 6]
+        .into_iter()
+        .enumerate()
+        .map(|(rank, seed)| {
+            let mut config = diverged.clone();
+            config.seed = seed;
+            let (scene, collective) = (common::scene(&config), collective.clone());
+            std::thread::spawn(move || -> Result<(), TrainError> {
+                let mut trainer = Trainer::<B>::new(config, scene, &Default::default())?;
+                trainer.join_peers(rank, collective)?;
+                let stepped = trainer.step().map(drop);
+                if stepped.is_err() {
+                    // Release the other peer.
+                    burn::collective::reset_collective::<ember_train::trainer::Inner<B>>();
+                    return stepped;
+                }
+                trainer.leave_peers()
+            })
+        })
+        .collect();
+    let outcomes: Vec<_> = peers.into_iter().map(|p| p.join().unwrap()).collect();
+    // Peer 0 matches itself; its leaving finds the peers already released.
+    assert!(
+        !matches!(outcomes[0], Err(TrainError::ReplicasDiverged { .. })),
+        "peer 0 is its own reference: {:?}",
+        outcomes[0]
+    );
+    match &outcomes[1] {
+        Err(TrainError::ReplicasDiverged {
+            step: 1,
+            peer: 1,
+            hash,
+            reference,
+        }) => assert_ne!(hash, reference),
+        other => panic!("expected peer 1 to see the replicas diverge, got {other:?}"),
+    }
 }
 
 #[cfg(feature = "wgpu")]

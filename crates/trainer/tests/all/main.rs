@@ -7,6 +7,7 @@ mod browser;
 mod common;
 mod eval;
 mod metrics;
+mod multi_node;
 mod render_path;
 mod splat_commands;
 mod viewer;
