@@ -72,7 +72,7 @@ pub use config::{DistributedConfig, TrainConfig};
 pub use ember_field::SplatAutodiffBackend;
 pub use error::{TrainError, write_atomically};
 pub use eval::EvalReport;
-pub use parallel::run_data_parallel;
+pub use parallel::{follow_data_parallel, run_data_parallel, serve_orchestrator};
 pub use params::ParamGroup;
 pub use pass::TrainingLoss;
 pub use reduce::{OneDevice, PeerLink, Reducer};
