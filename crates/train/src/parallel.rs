@@ -421,7 +421,7 @@ pub fn quiet_network_logs() {
 
 /// Fails with a clear error when `port` cannot be listened on (another program holds it):
 /// burn-collective's servers would fail in a background task and leave the nodes waiting.
-fn check_port_free(port: u16, what: &str) -> Result<(), TrainError> {
+pub fn check_port_free(port: u16, what: &str) -> Result<(), TrainError> {
     TcpListener::bind(("0.0.0.0", port))
         .map(drop)
         .map_err(|e| TrainError::Config {

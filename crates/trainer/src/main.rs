@@ -773,6 +773,7 @@ fn run_command() -> Result<()> {
             }
             Command::Compare { a, b } => bench::compare(a, b),
             Command::Orchestrator { port } => {
+                ember_train::parallel::check_port_free(*port, "the orchestrator")?;
                 println!(
                     "orchestrator: listening on port {port} (every interface); Ctrl-C stops it"
                 );
