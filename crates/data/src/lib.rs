@@ -9,6 +9,7 @@
 //! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2` (`k1..k4` for OPENCV_FISHEYE), global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path` |
 //! | point clouds | COLMAP `points3D`, PLY | [`PointCloud`]: ASCII and binary PLY, `x y z` + optional `red green blue` |
 //! | trained splats | 3DGS PLY, `.splat`, SPZ, PlayCanvas compressed PLY | [`Splats`], see [`splats`]: read and write by extension, [`convert`], [`transform`], [`info`] |
+//! | level-of-detail hierarchies | a 3DGS PLY of the leaves + `lod_node`, `lod_parent` elements | [`SplatHierarchy`], see [`lod`]: [`build_hierarchy`] (moment matching over a Morton order), [`read_hierarchy`], [`write_hierarchy`] |
 //! | camera paths | JSON: `fps`, `keyframes` of `time` + camera | [`CameraPath`], see [`camera_path`]: the cameras of every video frame between key views (`trainer render --path`) |
 //!
 //! Camera models: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE
@@ -58,6 +59,7 @@ mod dataset;
 mod error;
 pub mod images;
 mod loader;
+pub mod lod;
 mod ply;
 pub mod points;
 pub mod splats;
@@ -71,6 +73,9 @@ pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View};
 pub use error::{DataError, Result};
 pub use images::{DecodedImage, ImageSource};
 pub use loader::{DevicePrefetcher, ImageLoader, IoStats, LoaderOptions, Prefetcher, Sample};
+pub use lod::{
+    HierarchyConfig, LodGeometry, SplatHierarchy, build_hierarchy, read_hierarchy, write_hierarchy,
+};
 pub use points::PointCloud;
 pub use splats::{
     NonFinite, SplatFormat, SplatInfo, Splats, convert, info, read_splats, transform, write_splats,

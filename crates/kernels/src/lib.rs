@@ -141,6 +141,10 @@ ops! {
         DensifyStats, DensifyStatsError, DensifyStatsPrimitives, ViewSize,
         accumulate_densify_stats, densify_stats_tensor_ops,
     },
+    lod: LodOps {
+        LodError, LodInputs, LodNodes, LodView, lod_gather_tensor_ops, lod_weights,
+        lod_weights_tensor_ops, weighted_logits_tensor_ops,
+    },
 }
 
 /// An autodiff backend whose inner backend also implements [`SplatBackend`]: what training and

@@ -28,6 +28,89 @@ pub fn rotation_matrix<T: Real>(q: [T; 4]) -> [T; 9] {
     ]
 }
 
+/// The eigenvalues of the symmetric `m`, ascending, and their unit eigenvectors (cyclic Jacobi
+/// rotations).
+pub fn symmetric_eigen(mut m: [[f64; 3]; 3]) -> ([f64; 3], [[f64; 3]; 3]) {
+    let mut v = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+    for _ in 0..50 {
+        let off = m[0][1].abs() + m[0][2].abs() + m[1][2].abs();
+        if off < 1e-15 * (m[0][0].abs() + m[1][1].abs() + m[2][2].abs()).max(1e-300) {
+            break;
+        }
+        for (p, q) in [(0, 1), (0, 2), (1, 2)] {
+            if m[p][q] == 0.0 {
+                continue;
+            }
+            let theta = (m[q][q] - m[p][p]) / (2.0 * m[p][q]);
+            let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
+            let t = if theta == 0.0 { 1.0 } else { t };
+            let (c, s) = (1.0 / (t * t + 1.0).sqrt(), t / (t * t + 1.0).sqrt());
+            // m <- J^T m J, v <- v J, with J the rotation in the (p, q) plane.
+            for row in &mut m {
+                let (a, b) = (row[p], row[q]);
+                row[p] = c * a - s * b;
+                row[q] = s * a + c * b;
+            }
+            let (row_p, row_q) = (m[p], m[q]);
+            m[p] = [0, 1, 2].map(|k| c * row_p[k] - s * row_q[k]);
+            m[q] = [0, 1, 2].map(|k| s * row_p[k] + c * row_q[k]);
+            for row in &mut v {
+                let (a, b) = (row[p], row[q]);
+                row[p] = c * a - s * b;
+                row[q] = s * a + c * b;
+            }
+        }
+    }
+    let mut order = [0, 1, 2];
+    order.sort_by(|&a, &b| m[a][a].total_cmp(&m[b][b]));
+    let values = order.map(|i| m[i][i]);
+    let vectors = order.map(|i| [v[0][i], v[1][i], v[2][i]]);
+    (values, vectors)
+}
+
+/// The unit quaternion `(w, x, y, z)`, `w >= 0`, of the rotation matrix `m` (row-major, proper:
+/// orthonormal with determinant `+1`), by Shepperd's method (the largest of the four diagonal
+/// combinations is the divisor, so no branch divides by a small number).
+pub fn quat_from_rotation(m: [f64; 9]) -> [f64; 4] {
+    let trace = m[0] + m[4] + m[8];
+    let q = if trace > m[0].max(m[4]).max(m[8]) {
+        let s = 2.0 * (1.0 + trace).sqrt();
+        [
+            s / 4.0,
+            (m[7] - m[5]) / s,
+            (m[2] - m[6]) / s,
+            (m[3] - m[1]) / s,
+        ]
+    } else if m[0] >= m[4] && m[0] >= m[8] {
+        let s = 2.0 * (1.0 + m[0] - m[4] - m[8]).sqrt();
+        [
+            (m[7] - m[5]) / s,
+            s / 4.0,
+            (m[1] + m[3]) / s,
+            (m[2] + m[6]) / s,
+        ]
+    } else if m[4] >= m[8] {
+        let s = 2.0 * (1.0 + m[4] - m[0] - m[8]).sqrt();
+        [
+            (m[2] - m[6]) / s,
+            (m[1] + m[3]) / s,
+            s / 4.0,
+            (m[5] + m[7]) / s,
+        ]
+    } else {
+        let s = 2.0 * (1.0 + m[8] - m[0] - m[4]).sqrt();
+        [
+            (m[3] - m[1]) / s,
+            (m[2] + m[6]) / s,
+            (m[5] + m[7]) / s,
+            s / 4.0,
+        ]
+    };
+    let norm = q.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let sign = if q[0] < 0.0 { -1.0 } else { 1.0 };
+    q.map(|v| sign * v / norm)
+}
+
 /// A normalised quaternion `(w, x, y, z)` and the norm of the raw one it came from.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct UnitQuat<T> {
@@ -97,5 +180,45 @@ impl<T: Real> UnitQuat<T> {
         let dot = g[0] * w + g[1] * x + g[2] * y + g[3] * z;
         let inv = T::ONE / self.norm;
         core::array::from_fn(|k| (g[k] - self.q[k] * dot) * inv)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eigen_decomposition_of_a_symmetric_matrix() {
+        let m = [[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 1.0]];
+        let (values, vectors) = symmetric_eigen(m);
+        assert!(values[0] <= values[1] && values[1] <= values[2]);
+        for (value, vector) in values.iter().zip(vectors) {
+            for i in 0..3 {
+                let mv: f64 = (0..3).map(|j| m[i][j] * vector[j]).sum();
+                assert!(
+                    (mv - value * vector[i]).abs() < 1e-12,
+                    "{values:?} {vectors:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn quaternion_of_a_rotation_matrix_round_trips() {
+        for q in [
+            [1.0, 0.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0, 0.0],
+            [0.0, 0.0, 0.0, 1.0],
+            [0.3, -0.5, 0.7, 0.1],
+            [-0.2, 0.1, 0.05, 0.97],
+        ] {
+            let n = q.iter().map(|v: &f64| v * v).sum::<f64>().sqrt();
+            let sign = if q[0] < 0.0 { -1.0 } else { 1.0 };
+            let unit = q.map(|v| sign * v / n);
+            let back = quat_from_rotation(rotation_matrix(unit));
+            for k in 0..4 {
+                assert!((back[k] - unit[k]).abs() < 1e-12, "{q:?}: {back:?}");
+            }
+        }
     }
 }

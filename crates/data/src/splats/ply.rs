@@ -16,7 +16,7 @@ use std::path::Path;
 
 use super::{Splats, sh_rest_coefficients};
 use crate::error::{DataError, Result};
-use crate::ply::{Property, parse_header, read_vertex};
+use crate::ply::{Header, Property, parse_header, read_vertex};
 
 /// Where a vertex property goes.
 #[derive(Debug, Clone, Copy)]
@@ -33,12 +33,23 @@ enum Slot {
 
 /// Parses the bytes of a 3DGS PLY; `path` names the file in errors.
 pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
+    let header = parse_header(bytes, path)?;
+    let vertex_index = header.vertex_index(path)?;
+    parse_element(bytes, path, &header, vertex_index)
+}
+
+/// Parses element `vertex_index` of a PLY (whose header is `header`) as 3DGS Gaussians: the
+/// `vertex` element of a 3DGS PLY, or another element with the same properties.
+pub(crate) fn parse_element(
+    bytes: &[u8],
+    path: &Path,
+    header: &Header,
+    vertex_index: usize,
+) -> Result<Splats> {
     let ply_error = |problem: String| DataError::Ply {
         path: path.to_path_buf(),
         problem,
     };
-    let header = parse_header(bytes, path)?;
-    let vertex_index = header.vertex_index(path)?;
     let vertex = &header.elements[vertex_index];
     let mut rest_count = 0usize;
     let mut slots = Vec::with_capacity(vertex.properties.len());
@@ -102,7 +113,8 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
         .collect();
     if !missing.is_empty() {
         return Err(ply_error(format!(
-            "the vertex element lacks the 3DGS propert{} {}",
+            "the {} element lacks the 3DGS propert{} {}",
+            vertex.name,
             if missing.len() == 1 { "y" } else { "ies" },
             missing
                 .iter()
@@ -123,7 +135,7 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
         sh_rest: vec![0.0; n * k * 3],
         sh_degree,
     };
-    read_vertex(bytes, path, &header, vertex_index, |i, property, v| {
+    read_vertex(bytes, path, header, vertex_index, |i, property, v| {
         let v = v as f32;
         match slots[property] {
             Slot::Mean(c) => splats.means[i][c] = v,
@@ -142,9 +154,21 @@ pub fn parse(bytes: &[u8], path: &Path) -> Result<Splats> {
 /// The binary little-endian 3DGS PLY of `splats` (checked by the caller).
 pub fn encode(splats: &Splats) -> Vec<u8> {
     let n = splats.len();
-    let k = splats.sh_rest_coefficients();
     let mut header = String::from("ply\nformat binary_little_endian 1.0\n");
-    header.push_str(&format!("element vertex {n}\n"));
+    push_element(&mut header, "vertex", n, splats.sh_rest_coefficients());
+    header.push_str("end_header\n");
+    let mut out = Vec::with_capacity(header.len() + n * record_floats(splats) * 4);
+    out.extend_from_slice(header.as_bytes());
+    for i in 0..n {
+        put_record(&mut out, splats, i);
+    }
+    out
+}
+
+/// Appends to a PLY header the element `name` of `count` 3DGS records of `k` SH coefficients per
+/// channel beyond the DC term: every property `float`, in [`encode`]'s order.
+pub(crate) fn push_element(header: &mut String, name: &str, count: usize, k: usize) {
+    header.push_str(&format!("element {name} {count}\n"));
     let mut names: Vec<String> = [
         "x", "y", "z", "nx", "ny", "nz", "f_dc_0", "f_dc_1", "f_dc_2",
     ]
@@ -158,24 +182,29 @@ pub fn encode(splats: &Splats) -> Vec<u8> {
     for name in &names {
         header.push_str(&format!("property float {name}\n"));
     }
-    header.push_str("end_header\n");
-    let mut out = Vec::with_capacity(header.len() + n * names.len() * 4);
-    out.extend_from_slice(header.as_bytes());
+}
+
+/// Floats in one record of [`push_element`]'s layout.
+pub(crate) fn record_floats(splats: &Splats) -> usize {
+    9 + 3 * splats.sh_rest_coefficients() + 1 + 3 + 4
+}
+
+/// Appends Gaussian `i` of `splats` as one binary little-endian record of [`push_element`]'s
+/// layout (zero normals).
+pub(crate) fn put_record(out: &mut Vec<u8>, splats: &Splats, i: usize) {
+    let k = splats.sh_rest_coefficients();
     let mut put = |v: f32| out.extend_from_slice(&v.to_le_bytes());
-    for i in 0..n {
-        splats.means[i].iter().for_each(|&v| put(v));
-        (0..3).for_each(|_| put(0.0));
-        splats.sh_dc[i].iter().for_each(|&v| put(v));
-        for c in 0..3 {
-            for j in 0..k {
-                put(splats.sh_rest[(i * k + j) * 3 + c]);
-            }
+    splats.means[i].iter().for_each(|&v| put(v));
+    (0..3).for_each(|_| put(0.0));
+    splats.sh_dc[i].iter().for_each(|&v| put(v));
+    for c in 0..3 {
+        for j in 0..k {
+            put(splats.sh_rest[(i * k + j) * 3 + c]);
         }
-        put(splats.opacity_logits[i]);
-        splats.log_scales[i].iter().for_each(|&v| put(v));
-        splats.quats[i].iter().for_each(|&v| put(v));
     }
-    out
+    put(splats.opacity_logits[i]);
+    splats.log_scales[i].iter().for_each(|&v| put(v));
+    splats.quats[i].iter().for_each(|&v| put(v));
 }
 
 #[cfg(test)]
