@@ -1,5 +1,6 @@
 //! Ember's model layer: the learnable [`GaussianField`], its differentiable queries,
-//! [`render`] (and [`render_batch`] for several cameras), and [`Similarity`] transforms of a whole field
+//! [`render`] (and [`render_batch`] for several cameras), level of detail ([`lod`]: a
+//! [`GaussianHierarchy`] drawn by the cut each view needs, [`render_lod`]), and [`Similarity`] transforms of a whole field
 //! ([`GaussianField::transformed`], [`transform_camera`]).
 //!
 //! `ember-field` knows no file format: [`splats`] turns `ember-data`'s host [`ember_data::Splats`]
@@ -10,6 +11,7 @@
 
 mod gaussian_field;
 mod init;
+pub mod lod;
 mod render;
 pub mod sh;
 pub mod splats;
@@ -19,6 +21,9 @@ pub use ember_kernels::transform::{Similarity, TransformError};
 pub use ember_kernels::{Covariance, FieldError, FieldOptions, SplatAutodiffBackend, SplatBackend};
 pub use gaussian_field::{GaussianField, GaussianFieldConfig, ModelError, to_host};
 pub use init::knn_mean_distance;
+pub use lod::{
+    DEFAULT_LOD_THRESHOLD, GaussianHierarchy, LodCut, lod_cut, render_lod, render_lod_images,
+};
 pub use render::{
     BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, render,
     render_batch, render_batch_images,

@@ -20,6 +20,12 @@ pub enum RenderError {
     /// The rasterizer refused the image setup.
     #[error(transparent)]
     Raster(#[from] RasterError),
+    /// The level-of-detail cut refused the hierarchy.
+    #[error(transparent)]
+    Lod(ember_kernels::LodError),
+    /// A value the render needed on the host could not be read back.
+    #[error("reading back {0}")]
+    ReadBack(String),
     /// [`render_batch`] was given no camera.
     #[error("render_batch needs at least one camera")]
     NoCameras,
@@ -57,6 +63,11 @@ pub struct RenderOptions {
     /// sizes them exactly, at the cost of one wait for the device per render; a training loop
     /// that knows the count from earlier steps passes it with a margin and never waits.
     pub tile_pairs: Option<u32>,
+    /// Level of detail, pixels: what [`crate::render_lod`] draws of a hierarchy (nodes whose
+    /// projected standard deviation is at most this are drawn whole). `0`, the default, draws
+    /// the leaves alone; [`crate::DEFAULT_LOD_THRESHOLD`] is the value where it is on. A plain
+    /// field's [`render`] has no hierarchy and ignores it.
+    pub lod_threshold: f32,
 }
 
 impl RenderOptions {
@@ -74,6 +85,15 @@ impl RenderOptions {
     /// The same options with GPU tile lists of `tile_pairs` entries.
     pub fn with_tile_pairs(self, tile_pairs: Option<u32>) -> Self {
         RenderOptions { tile_pairs, ..self }
+    }
+
+    /// The same options with a level-of-detail threshold of `pixels` (see
+    /// [`RenderOptions::lod_threshold`]).
+    pub fn with_lod_threshold(self, pixels: f32) -> Self {
+        RenderOptions {
+            lod_threshold: pixels,
+            ..self
+        }
     }
 
     /// The same options evaluating at most `degree` SH bands.

@@ -42,7 +42,7 @@ pub struct RenderBenchArgs {
     json: PathBuf,
 }
 
-fn parse_resolution(text: &str) -> Result<(u32, u32), String> {
+pub(crate) fn parse_resolution(text: &str) -> Result<(u32, u32), String> {
     let (w, h) = text.split_once('x').ok_or("expected WxH, e.g. 800x800")?;
     let side = |v: &str| -> Result<u32, String> {
         match v.trim().parse::<u32>() {

@@ -22,7 +22,7 @@ use clap::Args;
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
 use ember_kernels::{CameraParams, SplatBackend};
 use ember_train::{TrainScene, Trainer};
-use ember_viewer::{FrameHeader, LiveRenderer, Mode, SceneInfo, Viewer, ViewerConfig, serve_field};
+use ember_viewer::{FrameHeader, LiveRenderer, Mode, SceneInfo, Viewer, ViewerConfig, serve_scene};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
@@ -44,6 +44,12 @@ pub struct ViewBenchArgs {
     /// Frames timed (after 3 untimed).
     #[arg(long, default_value_t = 60)]
     frames: usize,
+    /// The orbit's distance, in multiples of the distance the viewer frames the scene at.
+    #[arg(long, default_value_t = 1.0)]
+    distance: f64,
+    /// Level of detail, as `trainer view` takes it.
+    #[command(flatten)]
+    lod: crate::view::LodArgs,
     /// Threads encoding each JPEG frame, one horizontal strip each (default: the machine's
     /// parallelism, as `trainer view` uses).
     #[arg(long, value_name = "N")]
@@ -65,9 +71,11 @@ pub struct ViewBenchArgs {
     json: PathBuf,
 }
 
-/// The camera `index` of `count` on a circle around the scene, a little above it.
+/// The camera `index` of `count` on a circle around the scene, a little above it, framed as
+/// the viewer's hello says (its `target`, `up` and `radius`, times `distance`).
 fn orbit_camera(
     hello: &Value,
+    distance: f64,
     index: usize,
     count: usize,
     width: u32,
@@ -77,48 +85,90 @@ fn orbit_camera(
         let v = &hello[key];
         [0, 1, 2].map(|i| v[i].as_f64().unwrap_or(0.0))
     };
-    let (target, up) = (vector("target"), vector("up"));
-    let radius = hello["radius"].as_f64().unwrap_or(1.0);
-    let cross = |a: [f64; 3], b: [f64; 3]| {
-        [
-            a[1] * b[2] - a[2] * b[1],
-            a[2] * b[0] - a[0] * b[2],
-            a[0] * b[1] - a[1] * b[0],
-        ]
+    let radius = distance * hello["radius"].as_f64().unwrap_or(1.0);
+    let orbit = Orbit {
+        target: vector("target"),
+        up: vector("up"),
+        radius,
     };
-    let unit = |v: [f64; 3]| {
-        let n = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt().max(1e-12);
-        v.map(|x| x / n)
-    };
-    let side = if up[0].abs() < 0.9 {
-        [1.0, 0.0, 0.0]
-    } else {
-        [0.0, 1.0, 0.0]
-    };
-    let e1 = unit(cross(up, side));
-    let e2 = cross(up, e1);
-    let angle = std::f64::consts::TAU * index as f64 / count as f64;
-    let eye: [f64; 3] = [0, 1, 2]
-        .map(|i| target[i] + radius * (angle.cos() * e1[i] + angle.sin() * e2[i] + 0.3 * up[i]));
-    // OpenCV axes: forward to the target, right = forward x up, down = forward x right.
-    let forward = unit([0, 1, 2].map(|i| target[i] - eye[i]));
-    let right = unit(cross(forward, up));
-    let down = cross(forward, right);
-    let focal = f64::from(height) / (2.0 * (25f64.to_radians()).tan());
-    CameraParams {
-        rotation: [right, down, forward]
-            .concat()
-            .try_into()
-            .unwrap_or([0.0; 9]),
-        translation: [0.0; 3],
-        fx: focal,
-        fy: focal,
-        cx: f64::from(width) / 2.0,
-        cy: f64::from(height) / 2.0,
-        width,
-        height,
+    orbit.camera(index, count, width, height)
+}
+
+/// A circle of cameras around a scene, a little above it, looking at its centre (the orbit
+/// `trainer bench view` asks the viewer for, and `trainer bench lod` renders at several
+/// distances).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Orbit {
+    /// What the cameras look at, world units.
+    pub target: [f64; 3],
+    /// The scene's up direction.
+    pub up: [f64; 3],
+    /// The cameras' distance from `target` (before the `0.3 radius` lift), world units.
+    pub radius: f64,
+}
+
+impl Orbit {
+    /// The orbit the viewer frames `info`'s scene with (its target, up and radius).
+    pub(crate) fn of(info: &SceneInfo) -> Orbit {
+        Orbit {
+            target: info.target,
+            up: info.up,
+            radius: info.radius,
+        }
     }
-    .with_center(eye)
+
+    /// Camera `index` of `count` around the circle, `width x height` pixels, a 50 degree
+    /// vertical field of view.
+    pub(crate) fn camera(
+        &self,
+        index: usize,
+        count: usize,
+        width: u32,
+        height: u32,
+    ) -> CameraParams {
+        let (target, up, radius) = (self.target, self.up, self.radius);
+        let cross = |a: [f64; 3], b: [f64; 3]| {
+            [
+                a[1] * b[2] - a[2] * b[1],
+                a[2] * b[0] - a[0] * b[2],
+                a[0] * b[1] - a[1] * b[0],
+            ]
+        };
+        let unit = |v: [f64; 3]| {
+            let n = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt().max(1e-12);
+            v.map(|x| x / n)
+        };
+        let side = if up[0].abs() < 0.9 {
+            [1.0, 0.0, 0.0]
+        } else {
+            [0.0, 1.0, 0.0]
+        };
+        let e1 = unit(cross(up, side));
+        let e2 = cross(up, e1);
+        let angle = std::f64::consts::TAU * index as f64 / count as f64;
+        let eye: [f64; 3] = [0, 1, 2].map(|i| {
+            target[i] + radius * (angle.cos() * e1[i] + angle.sin() * e2[i] + 0.3 * up[i])
+        });
+        // OpenCV axes: forward to the target, right = forward x up, down = forward x right.
+        let forward = unit([0, 1, 2].map(|i| target[i] - eye[i]));
+        let right = unit(cross(forward, up));
+        let down = cross(forward, right);
+        let focal = f64::from(height) / (2.0 * (25f64.to_radians()).tan());
+        CameraParams {
+            rotation: [right, down, forward]
+                .concat()
+                .try_into()
+                .unwrap_or([0.0; 9]),
+            translation: [0.0; 3],
+            fx: focal,
+            fy: focal,
+            cx: f64::from(width) / 2.0,
+            cy: f64::from(height) / 2.0,
+            width,
+            height,
+        }
+        .with_center(eye)
+    }
 }
 
 /// One frame's timing as the client saw it.
@@ -132,6 +182,7 @@ struct Sample {
 /// `None`, until `stop`); its samples.
 async fn orbit_client(
     address: SocketAddr,
+    distance: f64,
     width: u32,
     height: u32,
     frames: Option<usize>,
@@ -153,7 +204,7 @@ async fn orbit_client(
         if frames.is_some_and(|n| id as usize >= n) || stop.load(Ordering::SeqCst) {
             break;
         }
-        let camera = orbit_camera(&hello, id as usize, count, width, height);
+        let camera = orbit_camera(&hello, distance, id as usize, count, width, height);
         let request = json!({"type": "render", "id": id, "camera": camera});
         let sent = Instant::now();
         socket
@@ -188,6 +239,7 @@ async fn orbit_client(
 /// Runs `orbit_client` on a thread of its own.
 fn client_thread(
     address: SocketAddr,
+    distance: f64,
     width: u32,
     height: u32,
     frames: Option<usize>,
@@ -197,7 +249,14 @@ fn client_thread(
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let result = runtime.block_on(orbit_client(address, width, height, frames, stop.clone()));
+        let result = runtime.block_on(orbit_client(
+            address,
+            distance,
+            width,
+            height,
+            frames,
+            stop.clone(),
+        ));
         stop.store(true, Ordering::SeqCst);
         result
     })
@@ -212,21 +271,32 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
     if args.frames == 0 {
         bail!("--frames must be at least 1");
     }
-    let scene = crate::view::load_scene::<Bk>(&args.scene, args.run.data.as_deref(), device)?;
+    if !(args.distance.is_finite() && args.distance > 0.0) {
+        bail!(
+            "--distance {}: a positive multiple of the framing distance",
+            args.distance
+        );
+    }
+    let scene =
+        crate::view::load_scene::<Bk>(&args.scene, args.run.data.as_deref(), &args.lod, device)?;
     let field = scene.field;
+    let lod = scene.lod;
     let config = viewer_config(args);
     let viewer = Viewer::start(&config, scene.info, None)?;
     let warmup = 3;
     let stop = Arc::new(AtomicBool::new(false));
     let client = client_thread(
         viewer.address(),
+        args.distance,
         args.width,
         args.height,
         Some(warmup + args.frames),
         stop.clone(),
     );
     let started = Instant::now();
-    serve_field(&viewer, &field, || stop.load(Ordering::SeqCst));
+    serve_scene(&viewer, &field, lod.as_ref(), || {
+        stop.load(Ordering::SeqCst)
+    });
     let seconds = started.elapsed().as_secs_f64();
     let samples = client
         .join()
@@ -275,11 +345,18 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
         tool: "trainer bench view".into(),
         backend: Bk::name(device),
         input: format!(
-            "{} at {}x{}, {} encoding threads{}",
+            "{} at {}x{}, {} encoding threads, orbit at {}x the framing distance, {}{}",
             args.scene.display(),
             args.width,
             args.height,
             config.encode_threads,
+            args.distance,
+            lod.as_ref()
+                .map_or("no level of detail".to_string(), |lod| format!(
+                    "level of detail at {} px ({} nodes)",
+                    lod.threshold,
+                    lod.hierarchy.num_nodes()
+                )),
             if args.train {
                 format!("; training: {}", args.run.origin())
             } else {
@@ -343,6 +420,7 @@ fn bench_training<Bk: SplatBackend>(
             let stop = Arc::new(AtomicBool::new(false));
             let client = client_thread(
                 viewer.address(),
+                1.0,
                 args.width,
                 args.height,
                 None,

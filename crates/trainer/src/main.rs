@@ -14,11 +14,13 @@
 mod bench;
 mod bench_allreduce;
 mod bench_data;
+mod bench_lod;
 mod bench_train;
 mod bench_view;
 mod benchmark;
 mod eval;
 mod guard;
+mod lod;
 mod metrics;
 mod splat_tools;
 mod view;
@@ -218,6 +220,9 @@ enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Level of detail: build a scene's hierarchy.
+    #[command(subcommand)]
+    Lod(lod::LodCommand),
     /// PSNR, SSIM and LPIPS of two images of one size (PNG or JPEG).
     Metrics(metrics::MetricsArgs),
     /// PSNR, SSIM and LPIPS of a run (or a splat file) on a dataset split, per view and mean.
@@ -262,6 +267,9 @@ enum BenchCommand {
     /// data-parallel training adds per step): ms per all-reduce by peers and Gaussian count;
     /// JSON out.
     Allreduce(bench_allreduce::AllReduceBenchArgs),
+    /// Level of detail against the full render over orbits at 1x, 2x, 4x and 8x the framing
+    /// distance: ms each way, speed-up, Gaussians drawn, PSNR against the full image; JSON out.
+    Lod(bench_lod::LodBenchArgs),
 }
 
 /// `, LPIPS x` when it was measured.
@@ -755,6 +763,11 @@ fn run_command() -> Result<()> {
                 use bench_allreduce::bench_allreduce;
                 on_backend!(args.backend, bench_allreduce, bench)
             }
+            Command::Bench(BenchCommand::Lod(bench)) => {
+                use bench_lod::bench_lod;
+                on_backend!(args.backend, bench_lod, bench)
+            }
+            Command::Lod(command) => lod::run(command),
             Command::Bench(BenchCommand::Data(bench)) => {
                 use bench_data::bench_data;
                 on_backend!(args.backend, bench_data, bench)

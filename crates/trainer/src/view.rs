@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use ember_data::read_splats;
-use ember_field::GaussianField;
+use ember_data::lod::is_hierarchy;
+use ember_data::{HierarchyConfig, read_hierarchy, read_splats};
 use ember_field::splats::field_from_splats;
+use ember_field::{DEFAULT_LOD_THRESHOLD, GaussianField, GaussianHierarchy};
 use ember_kernels::SplatBackend;
 use ember_train::checkpoint::CheckpointFile;
 use ember_train::config::DataConfig;
@@ -23,7 +24,7 @@ use ember_train::{
 };
 use ember_viewer::{
     DatasetCamera, EVALS_KEPT, EvalViews, Frame, LiveAction, LiveRenderer, Mode, PhotoSource,
-    SceneInfo, Split, Status, Viewer, ViewerConfig, serve_field,
+    SceneInfo, SceneLod, Split, Status, Viewer, ViewerConfig, serve_scene,
 };
 use signal_hook::consts::SIGINT;
 
@@ -83,6 +84,26 @@ pub struct ViewArgs {
     data: Option<PathBuf>,
     #[command(flatten)]
     listen: ListenArgs,
+    #[command(flatten)]
+    lod: LodArgs,
+}
+
+/// Scenes of at least this many Gaussians are drawn through a level-of-detail hierarchy, built
+/// when they are loaded (153k Gaussians: about a second on two cores). Smaller ones draw fast
+/// enough whole.
+pub const LOD_MIN_GAUSSIANS: usize = 100_000;
+
+/// How a viewed scene uses level of detail.
+#[derive(Args, Debug, Clone)]
+pub struct LodArgs {
+    /// Level-of-detail threshold, pixels, of a scene drawn through a hierarchy (a `trainer lod
+    /// build` file, or a scene of at least 100 000 Gaussians, whose hierarchy is built when it
+    /// is loaded); 0 draws every Gaussian. The page can change it per frame.
+    #[arg(long = "lod", value_name = "PX", default_value_t = DEFAULT_LOD_THRESHOLD)]
+    pub threshold: f32,
+    /// Never draw through a hierarchy (none is built; a hierarchy file's leaves are drawn).
+    #[arg(long)]
+    pub no_lod: bool,
 }
 
 /// The field a SCENE argument names (a splat file, a checkpoint or a run folder, see
@@ -197,6 +218,57 @@ pub struct ViewedScene<B: SplatBackend> {
     pub info: SceneInfo,
     /// The dataset cameras' photos.
     pub photos: Option<PhotoSource>,
+    /// Its level-of-detail hierarchy, when it is drawn through one.
+    pub lod: Option<SceneLod<B>>,
+}
+
+/// The level of detail `scene` (whose field `field` was loaded) is drawn with, as `args` says;
+/// returns it and the field to draw without it (a hierarchy's leaves, not a second copy).
+fn scene_lod<B: SplatBackend>(
+    scene: &Path,
+    field: GaussianField<B>,
+    args: &LodArgs,
+    device: &B::Device,
+) -> Result<(GaussianField<B>, Option<SceneLod<B>>)> {
+    if args.no_lod {
+        return Ok((field, None));
+    }
+    if !(args.threshold.is_finite()
+        && (0.0..=ember_viewer::MAX_LOD_THRESHOLD).contains(&args.threshold))
+    {
+        bail!(
+            "--lod {}: pixels from 0 (off) to {}",
+            args.threshold,
+            ember_viewer::MAX_LOD_THRESHOLD
+        );
+    }
+    let started = Instant::now();
+    let hierarchy = if scene.is_file() && is_hierarchy(scene) {
+        let host = read_hierarchy(scene)?;
+        GaussianHierarchy::from_splat_hierarchy(&host, device)?
+    } else if field.num_gaussians() >= LOD_MIN_GAUSSIANS {
+        field
+            .hierarchy(&HierarchyConfig::default())
+            .context("building the level-of-detail hierarchy")?
+    } else {
+        return Ok((field, None));
+    };
+    println!(
+        "level of detail: {} nodes over {} Gaussians ({:.1} s), drawn at {} px (--lod PX; 0 or \
+         the page turns it off)",
+        hierarchy.num_nodes(),
+        hierarchy.leaves,
+        started.elapsed().as_secs_f64(),
+        args.threshold
+    );
+    let leaves = hierarchy.leaf_field();
+    Ok((
+        leaves,
+        Some(SceneLod {
+            hierarchy,
+            threshold: args.threshold,
+        }),
+    ))
 }
 
 /// Loads `scene` (see [`ViewArgs`]) with the cameras of `data`, else of the run folder's
@@ -204,9 +276,11 @@ pub struct ViewedScene<B: SplatBackend> {
 pub fn load_scene<B: SplatBackend>(
     scene: &Path,
     data: Option<&Path>,
+    lod: &LodArgs,
     device: &B::Device,
 ) -> Result<ViewedScene<B>> {
     let (field, run_data) = load_field::<B>(scene, device)?;
+    let (field, lod) = scene_lod(scene, field, lod, device)?;
     let data = match (data, run_data) {
         (Some(path), _) => Some(DataConfig {
             path: Some(path.to_path_buf()),
@@ -236,18 +310,20 @@ pub fn load_scene<B: SplatBackend>(
     let means = ember_field::to_host(field.means.val(), "the Gaussian centres")?;
     let focus = focus(&cameras);
     let name = scene.display().to_string();
-    let info = SceneInfo::framed(name, Mode::Scene, field.sh_degree(), &means, cameras, focus);
+    let info = SceneInfo::framed(name, Mode::Scene, field.sh_degree(), &means, cameras, focus)
+        .with_lod(lod.as_ref().map(SceneLod::info));
     Ok(ViewedScene {
         field,
         info,
         photos,
+        lod,
     })
 }
 
 /// `trainer view SCENE`: serves until Ctrl-C.
 pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> {
     let started = Instant::now();
-    let scene = load_scene::<B>(&args.scene, args.data.as_deref(), device)?;
+    let scene = load_scene::<B>(&args.scene, args.data.as_deref(), &args.lod, device)?;
     let camera_count = scene.info.cameras.len();
     let viewer = Viewer::start(
         &args.listen.config(args.listen.port(None)?),
@@ -268,7 +344,9 @@ pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> 
     }
     println!("viewer: open {} (Ctrl-C stops)", viewer.url());
     let interrupted = interrupt_flag()?;
-    serve_field(&viewer, &scene.field, || interrupted.load(Ordering::SeqCst));
+    serve_scene(&viewer, &scene.field, scene.lod.as_ref(), || {
+        interrupted.load(Ordering::SeqCst)
+    });
     // The open pages are told, rather than left reconnecting to nothing.
     let text = format!(
         "the viewer was stopped; to open it again: trainer view {}",

@@ -59,7 +59,7 @@ import { KeyViews } from '/path.js';
     curves: () => curveSeries(),
   });
 
-  let scene = null;                // from hello: {target, up, sceneUp, radius, bounds, front, cameras, home}
+  let scene = null;                // from hello: {target, up, sceneUp, radius, bounds, front, cameras, home, lod}
   // The camera: centre, world-to-camera rotation and the distance to the orbit target, which
   // lies on the forward axis; keeping the target implicit keeps it in front whatever moves.
   const cam = { eye: [0, 0, 0], rot: [1, 0, 0, 0, 1, 0, 0, 0, 1], dist: 1 };
@@ -315,6 +315,10 @@ import { KeyViews } from '/path.js';
       centres: $('centres').checked,
       format: kind === 'shot' ? 'png' : 'jpeg',
     };
+    if (scene.lod) {
+      const lod = Number($('lod').value);
+      message.lod_threshold = Number.isFinite(lod) ? Math.min(Math.max(lod, 0), 64) : null;
+    }
     if (pick) message.pick = pick(message.camera);
     if (!send(message)) return null;
     nextId = message.id;
@@ -526,7 +530,8 @@ import { KeyViews } from '/path.js';
     const kept = fresh ? storedUp(h.name) : { choice: scene.upChoice, up: scene.up };
     scene = { target: h.target, up: kept ? kept.up : sceneUp, upChoice: kept ? kept.choice : 'scene', sceneUp,
       radius: h.radius > 0 ? h.radius : 1, bounds: h.bounds || null,
-      front: h.front && length(h.front) > 1e-9 ? h.front : [1, 0, 0], cameras, home: train ? train.index : null };
+      front: h.front && length(h.front) > 1e-9 ? h.front : [1, 0, 0], cameras, home: train ? train.index : null,
+      lod: h.lod || null };
     $('up-axis').value = scene.upChoice;
     $('up-axis').options[0].textContent = cameras.length ? 'from the cameras' : 'scene (−Y)';
 
@@ -537,6 +542,9 @@ import { KeyViews } from '/path.js';
     $('scene-gaussians').textContent = h.gaussians.toLocaleString('en-US');
     $('scene-sh').textContent = String(h.sh_degree);
     fillSelects(h);
+    // Level of detail: the control only where the server has a hierarchy, at its threshold.
+    $('lod-row').hidden = !h.lod;
+    if (h.lod) $('lod').value = String(h.lod.threshold);
 
     history = (h.history || []).map(({ step, loss, psnr }) => ({ step, loss, psnr }));
     const measured = history.filter((p) => Number.isFinite(p.psnr));
@@ -963,6 +971,7 @@ import { KeyViews } from '/path.js';
   $('background').addEventListener('input', invalidate);
   shSelect.addEventListener('change', invalidate);
   $('centres').addEventListener('change', invalidate);
+  $('lod').addEventListener('change', invalidate);
   $('screenshot').addEventListener('click', takeScreenshot);
   $('pause').addEventListener('click', () => send({ type: ember.lastStatus?.paused ? 'resume' : 'pause' }));
   $('checkpoint').addEventListener('click', () => {

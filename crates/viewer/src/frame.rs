@@ -1,18 +1,23 @@
-//! One frame: rendered with `ember_field::render` on the field's backend, read back as 8-bit
-//! RGB, optionally with the Gaussian centres drawn over it, encoded as JPEG or PNG.
+//! One frame: rendered with `ember_field::render` on the field's backend (or, for a scene with a
+//! level-of-detail hierarchy, `ember_field::render_lod`), read back as 8-bit RGB, optionally with
+//! the Gaussian centres drawn over it, encoded as JPEG or PNG.
 
 use std::io::Cursor;
 use std::time::Instant;
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use ember_field::{GaussianField, RenderOptions, render, render_batch_images};
+use ember_field::{
+    GaussianField, GaussianHierarchy, RenderOptions, render, render_batch_images, render_lod,
+    render_lod_images,
+};
 use ember_kernels::{CameraParams, SplatBackend};
 use image::{ExtendedColorType, ImageEncoder};
 use rayon::prelude::*;
 
 use crate::ViewerError;
 use crate::protocol::{FrameFormat, FrameRequest, Pick};
+use crate::scene::LodInfo;
 
 /// A rendered frame, before encoding.
 #[derive(Debug, Clone, PartialEq)]
@@ -51,9 +56,39 @@ const PICK_REACH: i64 = 4;
 /// The colour of the centre dots: saturated yellow, rare in photos.
 const CENTRE_COLOUR: [u8; 3] = [255, 214, 0];
 
+/// A scene's level of detail as the renderer draws it: its hierarchy (whose leaves are the
+/// field) and the threshold a frame is drawn at unless its request names another.
+#[derive(Debug, Clone)]
+pub struct SceneLod<B: Backend> {
+    /// The hierarchy of the scene's field.
+    pub hierarchy: GaussianHierarchy<B>,
+    /// Pixels (see `ember_field::RenderOptions::lod_threshold`); 0 draws every Gaussian.
+    pub threshold: f32,
+}
+
+impl<B: Backend> SceneLod<B> {
+    /// What the page learns of it (the hello's `lod`).
+    pub fn info(&self) -> LodInfo {
+        LodInfo {
+            nodes: self.hierarchy.num_nodes(),
+            threshold: self.threshold,
+        }
+    }
+}
+
 /// Renders `request` from `field` (its SH degree clamped to the field's).
 pub fn render_frame<B: SplatBackend>(
     field: &GaussianField<B>,
+    request: &FrameRequest,
+) -> Result<Frame, ViewerError> {
+    render_scene_frame(field, None, request)
+}
+
+/// Renders `request` from `field`, through `lod`'s hierarchy of it when there is one and the
+/// request's threshold (or `lod`'s) is above zero.
+pub fn render_scene_frame<B: SplatBackend>(
+    field: &GaussianField<B>,
+    lod: Option<&SceneLod<B>>,
     request: &FrameRequest,
 ) -> Result<Frame, ViewerError> {
     let started = Instant::now();
@@ -61,14 +96,23 @@ pub fn render_frame<B: SplatBackend>(
         .sh_degree
         .unwrap_or(u32::MAX)
         .min(field.sh_degree() as u32);
+    let lod = lod.and_then(|lod| {
+        let threshold = request.lod_threshold.unwrap_or(lod.threshold);
+        (threshold > 0.0).then_some((&lod.hierarchy, threshold))
+    });
     let options = RenderOptions::default()
         .with_background(request.background)
-        .with_sh_degree(degree);
+        .with_sh_degree(degree)
+        .with_lod_threshold(lod.map_or(0.0, |(_, threshold)| threshold));
+    let failed = |e: ember_field::RenderError| ViewerError::Render(e.to_string());
     let (values, pick) = match request.pick {
         // The depth and coverage images too: a single-camera render.
         Some(pixel) => {
-            let out = render(field, &request.camera, &options)
-                .map_err(|e| ViewerError::Render(e.to_string()))?;
+            let out = match lod {
+                Some((hierarchy, _)) => render_lod(hierarchy, &request.camera, &options),
+                None => render(field, &request.camera, &options),
+            }
+            .map_err(failed)?;
             let depth = host_values(out.depth)?;
             let alpha = host_values(out.alpha)?;
             let point = surface_point(&request.camera, pixel, &depth, &alpha);
@@ -78,8 +122,13 @@ pub fn render_frame<B: SplatBackend>(
         // `render`'s `[H, W, 3]` would be a reshape, which copies the frame on ndarray. The
         // images alone: the depth and the per-Gaussian by-products are nothing a page shows.
         None => {
-            let out = render_batch_images(field, core::slice::from_ref(&request.camera), &options)
-                .map_err(|e| ViewerError::Render(e.to_string()))?;
+            let out = match lod {
+                Some((hierarchy, _)) => render_lod_images(hierarchy, &request.camera, &options),
+                None => {
+                    render_batch_images(field, core::slice::from_ref(&request.camera), &options)
+                }
+            }
+            .map_err(failed)?;
             (host_values(out.rgb)?, None)
         }
     };

@@ -40,9 +40,11 @@ use std::time::{Duration, Instant};
 use ember_field::GaussianField;
 use ember_kernels::SplatBackend;
 
-pub use frame::{EncodedFrame, Frame, encode_frame, render_frame, strip_height};
-pub use protocol::{FrameFormat, FrameHeader, FrameRequest};
-pub use scene::{DatasetCamera, Mode, SceneInfo, Split};
+pub use frame::{
+    EncodedFrame, Frame, SceneLod, encode_frame, render_frame, render_scene_frame, strip_height,
+};
+pub use protocol::{FrameFormat, FrameHeader, FrameRequest, MAX_LOD_THRESHOLD};
+pub use scene::{DatasetCamera, LodInfo, Mode, SceneInfo, Split};
 pub use server::{DEFAULT_PORT, EVALS_KEPT, EvalViews, PhotoSource, Status, Viewer, ViewerConfig};
 
 /// What went wrong in the viewer.
@@ -76,9 +78,21 @@ pub fn serve_field<B: SplatBackend>(
     field: &GaussianField<B>,
     stop: impl Fn() -> bool,
 ) {
+    serve_scene(viewer, field, None, stop);
+}
+
+/// [`serve_field`] of a scene with a level-of-detail hierarchy of `field` (see
+/// [`render_scene_frame`]); the viewer's [`SceneInfo::lod`] should say so, for the page's
+/// control.
+pub fn serve_scene<B: SplatBackend>(
+    viewer: &Viewer,
+    field: &GaussianField<B>,
+    lod: Option<&SceneLod<B>>,
+    stop: impl Fn() -> bool,
+) {
     while !stop() {
         if let Some(pending) = viewer.next_request(POLL) {
-            let frame = render_frame(field, &pending.request);
+            let frame = render_scene_frame(field, lod, &pending.request);
             viewer.send_frame(pending, frame);
         }
     }

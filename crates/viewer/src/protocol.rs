@@ -104,6 +104,10 @@ pub struct RenderMessage {
     /// to find: the frame's header then carries a [`Pick`].
     #[serde(default)]
     pub pick: Option<[f64; 2]>,
+    /// Level-of-detail threshold, pixels (0 draws every Gaussian); `None` = the scene's (the
+    /// hello's `lod.threshold`). Ignored for a scene without a hierarchy.
+    #[serde(default)]
+    pub lod_threshold: Option<f32>,
 }
 
 impl RenderMessage {
@@ -126,6 +130,14 @@ impl RenderMessage {
                 return Err(format!("pick [{x}, {y}] is outside the {w}x{h} frame"));
             }
         }
+        if let Some(t) = self
+            .lod_threshold
+            .filter(|t| !(t.is_finite() && (0.0..=MAX_LOD_THRESHOLD).contains(t)))
+        {
+            return Err(format!(
+                "lod_threshold {t}: pixels from 0 (off) to {MAX_LOD_THRESHOLD}"
+            ));
+        }
         Ok(FrameRequest {
             id: self.id,
             camera: self.camera,
@@ -134,6 +146,7 @@ impl RenderMessage {
             centres: self.centres,
             format: self.format,
             pick: self.pick,
+            lod_threshold: self.lod_threshold,
         })
     }
 }
@@ -155,7 +168,13 @@ pub struct FrameRequest {
     pub format: FrameFormat,
     /// A pixel whose surface point to find, `[x, y]` from the top-left corner.
     pub pick: Option<[f64; 2]>,
+    /// Level-of-detail threshold, pixels; `None` = the scene's.
+    pub lod_threshold: Option<f32>,
 }
+
+/// The largest level-of-detail threshold a page may ask for, pixels (past it a frame is a few
+/// blobs).
+pub const MAX_LOD_THRESHOLD: f32 = 64.0;
 
 /// The surface under a picked pixel: where the page's double click sets the orbit centre.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

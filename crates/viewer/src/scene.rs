@@ -16,6 +16,7 @@
 //!   is not in the data: the page's orbit turns it round.
 
 use ember_kernels::CameraParams;
+use ember_kernels::quat::symmetric_eigen;
 use serde::Serialize;
 
 /// Whether the server shows a fixed field or a training run.
@@ -74,6 +75,18 @@ pub struct SceneInfo {
     pub front: [f64; 3],
     /// Dataset cameras; the photo of camera `i` is served at `/photo/i`.
     pub cameras: Vec<DatasetCamera>,
+    /// Level of detail, when the renderer has a hierarchy of the scene (see
+    /// [`SceneInfo::with_lod`]).
+    pub lod: Option<LodInfo>,
+}
+
+/// What the page learns of the scene's level-of-detail hierarchy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LodInfo {
+    /// Nodes of the hierarchy, leaves included.
+    pub nodes: usize,
+    /// The threshold, pixels, frames are drawn at unless the page asks for another (0: off).
+    pub threshold: f32,
 }
 
 /// An axis-aligned box, world units.
@@ -133,6 +146,11 @@ pub const OUTLIER_SHARE: f64 = 0.01;
 const DEFAULT_UP: [f64; 3] = [0.0, -1.0, 0.0];
 
 impl SceneInfo {
+    /// The same scene, drawn with level of detail (`lod`).
+    pub fn with_lod(self, lod: Option<LodInfo>) -> SceneInfo {
+        SceneInfo { lod, ..self }
+    }
+
     /// A scene framed by its dataset cameras when it has some: the orbit target where their
     /// optical axes pass closest (`focus`, e.g. from `ember_train::scene::cameras_focus`), up
     /// the mean of the cameras' up axes, the radius the median distance of the cameras from the
@@ -191,6 +209,7 @@ impl SceneInfo {
             bounds,
             front,
             cameras,
+            lod: None,
         }
     }
 }
@@ -244,46 +263,6 @@ fn capture_up(cameras: &[DatasetCamera]) -> [f64; 3] {
         -dot(mean_forward, normal).signum()
     };
     normal.map(|v| v * if sign == 0.0 { 1.0 } else { sign })
-}
-
-/// The eigenvalues of the symmetric `m`, ascending, and their unit eigenvectors (cyclic Jacobi
-/// rotations).
-fn symmetric_eigen(mut m: [[f64; 3]; 3]) -> ([f64; 3], [[f64; 3]; 3]) {
-    let mut v = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
-    for _ in 0..50 {
-        let off = m[0][1].abs() + m[0][2].abs() + m[1][2].abs();
-        if off < 1e-15 * (m[0][0].abs() + m[1][1].abs() + m[2][2].abs()).max(1e-300) {
-            break;
-        }
-        for (p, q) in [(0, 1), (0, 2), (1, 2)] {
-            if m[p][q] == 0.0 {
-                continue;
-            }
-            let theta = (m[q][q] - m[p][p]) / (2.0 * m[p][q]);
-            let t = theta.signum() / (theta.abs() + (theta * theta + 1.0).sqrt());
-            let t = if theta == 0.0 { 1.0 } else { t };
-            let (c, s) = (1.0 / (t * t + 1.0).sqrt(), t / (t * t + 1.0).sqrt());
-            // m <- J^T m J, v <- v J, with J the rotation in the (p, q) plane.
-            for row in &mut m {
-                let (a, b) = (row[p], row[q]);
-                row[p] = c * a - s * b;
-                row[q] = s * a + c * b;
-            }
-            let (row_p, row_q) = (m[p], m[q]);
-            m[p] = [0, 1, 2].map(|k| c * row_p[k] - s * row_q[k]);
-            m[q] = [0, 1, 2].map(|k| s * row_p[k] + c * row_q[k]);
-            for row in &mut v {
-                let (a, b) = (row[p], row[q]);
-                row[p] = c * a - s * b;
-                row[q] = s * a + c * b;
-            }
-        }
-    }
-    let mut order = [0, 1, 2];
-    order.sort_by(|&a, &b| m[a][a].total_cmp(&m[b][b]));
-    let values = order.map(|i| m[i][i]);
-    let vectors = order.map(|i| [v[0][i], v[1][i], v[2][i]]);
-    (values, vectors)
 }
 
 /// The home view's direction for a scene without cameras (see the module's conventions): of
@@ -450,22 +429,6 @@ mod tests {
             .collect();
         let info = SceneInfo::framed("s".into(), Mode::Scene, 0, &[], facing, Some([0.0; 3]));
         assert_eq!(info.up, [0.0, -1.0, 0.0]);
-    }
-
-    #[test]
-    fn eigen_decomposition_of_a_symmetric_matrix() {
-        let m = [[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 1.0]];
-        let (values, vectors) = symmetric_eigen(m);
-        assert!(values[0] <= values[1] && values[1] <= values[2]);
-        for (value, vector) in values.iter().zip(vectors) {
-            for i in 0..3 {
-                let mv: f64 = (0..3).map(|j| m[i][j] * vector[j]).sum();
-                assert!(
-                    (mv - value * vector[i]).abs() < 1e-12,
-                    "{values:?} {vectors:?}"
-                );
-            }
-        }
     }
 
     /// `[N, 3]` flattened: a grid filling the box `min..max`, `n` points a side.

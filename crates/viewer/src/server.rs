@@ -220,7 +220,7 @@ impl Shared {
             "gaussians": live.status.as_ref().map_or(scene.gaussians, |s| s.gaussians),
             "sh_degree": scene.sh_degree, "target": scene.target, "up": scene.up,
             "radius": scene.radius, "bounds": scene.bounds, "front": scene.front,
-            "cameras": cameras, "history": live.history,
+            "lod": scene.lod, "cameras": cameras, "history": live.history,
             "evals": live.evals, "status": live.status,
         })
     }

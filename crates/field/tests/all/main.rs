@@ -4,5 +4,6 @@
 use ember_test_utils as common;
 
 mod field_model;
+mod lod;
 mod render;
 mod tile_lists;

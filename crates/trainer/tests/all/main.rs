@@ -6,6 +6,7 @@ mod benchmark;
 mod browser;
 mod common;
 mod eval;
+mod lod;
 mod metrics;
 mod multi_node;
 mod render_path;

@@ -893,3 +893,88 @@ fn view_refuses_what_is_not_a_scene_with_a_clear_error() {
         "{stderr}"
     );
 }
+
+/// A hierarchy file is drawn through its hierarchy: the page shows the level-of-detail control
+/// at the server's threshold, and a coarser threshold draws a coarser frame; 0 draws the leaves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hierarchy_is_drawn_at_the_pages_level_of_detail() {
+    if !browser_installed() {
+        return;
+    }
+    let dir = scratch("viewer-lod");
+    let (ply, _) = write_figure(&dir);
+    let lod = dir.join("figure.lod.ply");
+    let built = crate::common::trainer(&[
+        "lod",
+        "build",
+        ply.to_str().expect("path"),
+        "--out",
+        lod.to_str().expect("path"),
+    ]);
+    assert!(built.status.success(), "{built:?}");
+    let (server, url) = trainer_with_viewer(&[
+        "view",
+        lod.to_str().expect("path"),
+        "--port",
+        "0",
+        "--lod",
+        "2",
+    ]);
+    let (_driver, client, _) = browser().await;
+    client.goto(&url).await.expect("the page loads");
+    wait_for(
+        &client,
+        "return !!window.ember && window.ember.framesReceived > 0",
+    )
+    .await;
+    let hello = eval(&client, "return window.ember.hello").await;
+    assert_eq!(hello["lod"]["threshold"], 2.0, "{}", hello["lod"]);
+    assert!(
+        hello["lod"]["nodes"].as_u64().expect("nodes") > 402,
+        "{}",
+        hello["lod"]
+    );
+    let control = eval(
+        &client,
+        "return [document.getElementById('lod-row').hidden, document.getElementById('lod').value]",
+    )
+    .await;
+    assert_eq!(control, json!([false, "2"]));
+    // The frame at a threshold, once the page has drawn it.
+    let frame_at = |threshold: &'static str| {
+        let client = client.clone();
+        async move {
+            let frames = eval(&client, "return window.ember.framesReceived").await;
+            eval(
+                &client,
+                &format!(
+                    "const l = document.getElementById('lod'); l.value = '{threshold}';
+                     l.dispatchEvent(new Event('change')); return true"
+                ),
+            )
+            .await;
+            wait_for(
+                &client,
+                &format!("return window.ember.framesReceived > {frames}"),
+            )
+            .await;
+            // The settled full-size frame after the change.
+            tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+            last_frame(&client).await
+        }
+    };
+    let leaves = frame_at("0").await;
+    let coarse = frame_at("64").await;
+    let again = frame_at("0").await;
+    assert_eq!(leaves, again, "threshold 0 draws the same frame twice");
+    let differing = leaves
+        .pixels()
+        .zip(coarse.pixels())
+        .filter(|(a, b)| a != b)
+        .count();
+    assert!(
+        differing > 100,
+        "a 64 px threshold changed only {differing} pixels"
+    );
+    drop(server);
+}

@@ -284,6 +284,7 @@ async fn a_render_request_gets_the_renderers_frame() {
         centres: false,
         format: ember_viewer::FrameFormat::Png,
         pick: None,
+        lod_threshold: None,
     };
     let want = render_frame(&field(), &request).unwrap();
     assert_eq!(got, want.rgb, "the PNG frame is the render, bit for bit");

@@ -1,0 +1,274 @@
+//! Level of detail: a [`GaussianHierarchy`] on a device, and the render of the cut each view
+//! needs ([`render_lod`]).
+//!
+//! A hierarchy is built once on the host (`ember_data::lod`: moment-matched merges over a Morton
+//! order; [`GaussianField::hierarchy`] from a field, or read from a `trainer lod build` file).
+//! Per view, `ember_kernels::lod_weights` weighs every node (on the device for wgpu and cuda,
+//! a rayon pass on the CPU): nodes whose projected size is under
+//! [`RenderOptions::lod_threshold`] pixels are drawn whole, in place of their leaves, and a
+//! node near the threshold is blended with its children (its opacity and theirs scaled by
+//! weights that sum to one along every path), so a moving camera does not pop. Then the
+//! ordinary projection and rasterization draw what the cut chose:
+//!
+//! - on the CPU (`LodOps::GATHERS_CUT`) the drawn nodes are gathered first, so projection,
+//!   sort and raster see only them;
+//! - on a GPU every node goes to the projection with its opacity scaled (a weight of zero culls
+//!   it there): nothing is read back, no wait for the device.
+//!
+//! Threshold 0 draws the leaves alone, exactly as [`render`] draws the field they came from
+//! (bit for bit on the CPU). The renders are images to look at: not differentiable with
+//! respect to the hierarchy.
+
+use burn::tensor::backend::Backend;
+use burn::tensor::{ElementConversion, Int, Tensor, TensorData, TensorPrimitive};
+use ember_data::{HierarchyConfig, SplatHierarchy, build_hierarchy};
+use ember_kernels::{
+    CameraParams, LodNodes, LodOps, LodView, SplatBackend, lod_weights, weighted_logits_tensor_ops,
+};
+
+use crate::render::{
+    BatchImages, RenderError, RenderOptions, RenderOutput, render, render_batch_images,
+};
+use crate::splats::{field_from_splats, splats_from_field};
+use crate::{GaussianField, ModelError};
+
+/// The default [`RenderOptions::lod_threshold`] where level of detail is on (`trainer bench
+/// lod`, the viewer), pixels: a node is drawn whole once its largest standard deviation would
+/// cover at most this much of the screen. Chosen on the biker scene (BENCHMARKS.md, "Level of
+/// detail"): at 4x the framing distance 3 px kept 37.6 dB against the full render at a 1.7x
+/// speed-up, 4 px 35.9 dB at 2.2x, 5 px under 35 dB.
+pub const DEFAULT_LOD_THRESHOLD: f32 = 4.0;
+
+/// A level-of-detail hierarchy on a device: every node's Gaussian and the bounds the cut is
+/// chosen by (see `ember_data::lod` for the tree and the merges).
+#[derive(Debug, Clone)]
+pub struct GaussianHierarchy<B: Backend> {
+    /// `[M]` nodes as one field: the leaves `0..leaves`, then the merged nodes, each after its
+    /// children; the last is the root.
+    pub nodes: GaussianField<B>,
+    /// `[M, 3]` centres of the nodes' bounding spheres, world units.
+    pub centres: Tensor<B, 2>,
+    /// `[M]` radii of the bounding spheres, world units.
+    pub radii: Tensor<B, 1>,
+    /// `[M]` the largest standard deviation in each node's subtree, world units.
+    pub sizes: Tensor<B, 1>,
+    /// `[M]` each node's parent; the root is its own.
+    pub parents: Tensor<B, 1, Int>,
+    /// `L`, the number of leaves.
+    pub leaves: usize,
+}
+
+impl<B: Backend> GaussianHierarchy<B> {
+    /// The hierarchy `hierarchy` (host) on `device`.
+    pub fn from_splat_hierarchy(
+        hierarchy: &SplatHierarchy,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
+        if let Some(problem) = hierarchy.problem() {
+            return Err(ModelError::Invalid(format!(
+                "not a valid hierarchy: {problem}"
+            )));
+        }
+        let m = hierarchy.len();
+        let geometry = hierarchy.geometry();
+        let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
+        let on = (device, dtype);
+        Ok(GaussianHierarchy {
+            nodes: field_from_splats(&hierarchy.nodes, device)?,
+            centres: Tensor::from_data(
+                TensorData::new(geometry.centres.as_flattened().to_vec(), [m, 3]),
+                on,
+            ),
+            radii: Tensor::from_data(TensorData::new(geometry.radii, [m]), on),
+            sizes: Tensor::from_data(TensorData::new(geometry.sizes, [m]), on),
+            parents: Tensor::from_data(
+                TensorData::new(
+                    hierarchy.parents.iter().map(|&p| i64::from(p)).collect(),
+                    [m],
+                ),
+                device,
+            ),
+            leaves: hierarchy.leaves,
+        })
+    }
+
+    /// Number of nodes, leaves included.
+    pub fn num_nodes(&self) -> usize {
+        self.nodes.num_gaussians()
+    }
+
+    /// The leaves alone: the field the hierarchy was built from.
+    pub fn leaf_field(&self) -> GaussianField<B> {
+        let l = self.leaves;
+        GaussianField::from_tensors(
+            self.nodes.means.val().narrow(0, 0, l),
+            self.nodes.quats.val().narrow(0, 0, l),
+            self.nodes.log_scales.val().narrow(0, 0, l),
+            self.nodes.opacity_logits.val().narrow(0, 0, l),
+            self.nodes.sh_dc.val().narrow(0, 0, l),
+            self.nodes.sh_rest.val().narrow(0, 0, l),
+            None,
+        )
+        .expect("rows of a valid field")
+    }
+}
+
+impl<B: Backend> GaussianField<B> {
+    /// This field's level-of-detail hierarchy (its parameters read to the host, merged there,
+    /// the hierarchy uploaded to the same device). Features are not carried.
+    pub fn hierarchy(&self, config: &HierarchyConfig) -> Result<GaussianHierarchy<B>, ModelError> {
+        let splats = splats_from_field(self)?;
+        let hierarchy = build_hierarchy(&splats, config, std::path::Path::new("the field"))
+            .map_err(|e| ModelError::Invalid(e.to_string()))?;
+        GaussianHierarchy::from_splat_hierarchy(&hierarchy, &self.means.device())
+    }
+}
+
+/// What a view of a hierarchy draws: a field for the ordinary renderer.
+#[derive(Debug, Clone)]
+pub struct LodCut<B: Backend> {
+    /// The Gaussians to draw, opacities already weighted: the drawn nodes alone on the CPU,
+    /// every node on a GPU (those not drawn with opacity zero, which the projection culls).
+    pub field: GaussianField<B>,
+    /// `[M]` the weights of the cut, per node.
+    pub weights: Tensor<B, 1>,
+}
+
+impl<B: Backend> LodCut<B> {
+    /// Nodes drawn (weight above zero). Reads the weights back: a wait on a GPU.
+    pub fn drawn(&self) -> usize {
+        self.weights
+            .clone()
+            .greater_elem(0.0)
+            .int()
+            .sum()
+            .into_scalar()
+            .elem::<i64>() as usize
+    }
+}
+
+/// The cut of `hierarchy` that `camera` draws at `threshold` pixels (see the
+/// [module docs](self)).
+pub fn lod_cut<B: LodOps>(
+    hierarchy: &GaussianHierarchy<B>,
+    camera: &CameraParams,
+    threshold: f32,
+) -> Result<LodCut<B>, RenderError> {
+    ember_kernels::project::check_camera(camera)?;
+    let nodes = &hierarchy.nodes;
+    let device = nodes.means.device();
+    if hierarchy.num_nodes() == 0 {
+        return Ok(LodCut {
+            field: nodes.clone(),
+            weights: Tensor::from_data(TensorData::new(Vec::<f32>::new(), [0]), &device),
+        });
+    }
+    let weights = lod_weights(
+        hierarchy.centres.clone(),
+        hierarchy.radii.clone(),
+        hierarchy.sizes.clone(),
+        hierarchy.parents.clone(),
+        hierarchy.leaves,
+        &LodView::of(camera, f64::from(threshold)),
+    )
+    .map_err(RenderError::Lod)?;
+    if !B::GATHERS_CUT {
+        let field = with_weighted_opacity(nodes, weights.clone());
+        return Ok(LodCut { field, weights });
+    }
+    // Read before anything else holds the tensor: a shared ndarray array is read element by
+    // element.
+    let host: Vec<f32> = weights
+        .into_data()
+        .convert::<f32>()
+        .into_vec::<f32>()
+        .map_err(|e| RenderError::ReadBack(format!("the cut's weights: {e:?}")))?;
+    let weights = Tensor::<B, 1>::from_data(TensorData::new(host.clone(), [host.len()]), &device);
+    let l = hierarchy.leaves;
+    if host[..l].iter().all(|&w| w == 1.0) && host[l..].iter().all(|&w| w == 0.0) {
+        return Ok(LodCut {
+            field: hierarchy.leaf_field(),
+            weights,
+        });
+    }
+    let (drawn, drawn_weights): (Vec<u32>, Vec<f32>) = host
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| **w > 0.0)
+        .map(|(n, &w)| (n as u32, w))
+        .unzip();
+    let field = gather(nodes, &drawn, &drawn_weights);
+    Ok(LodCut { field, weights })
+}
+
+/// Rows `rows` of every parameter of `field` (no features), each opacity scaled by its weight
+/// (`weights`, one per row), as one field.
+fn gather<B: LodOps>(field: &GaussianField<B>, rows: &[u32], weights: &[f32]) -> GaussianField<B> {
+    let n = field.num_gaussians();
+    let k = rows.len();
+    let [_, r, _] = field.sh_rest.dims();
+    let primitive = |t: Tensor<B, 2>| t.into_primitive().tensor();
+    let gathered = B::lod_gather(
+        LodNodes {
+            means: primitive(field.means.val()),
+            quats: primitive(field.quats.val()),
+            log_scales: primitive(field.log_scales.val()),
+            opacity_logits: field.opacity_logits.val().into_primitive().tensor(),
+            sh_dc: primitive(field.sh_dc.val().reshape([n, 3])),
+            sh_rest: primitive(field.sh_rest.val().reshape([n, 3 * r])),
+        },
+        rows,
+        weights,
+    );
+    let float2 = |p| Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(p));
+    GaussianField::from_tensors(
+        float2(gathered.means),
+        float2(gathered.quats),
+        float2(gathered.log_scales),
+        Tensor::from_primitive(TensorPrimitive::Float(gathered.opacity_logits)),
+        float2(gathered.sh_dc).reshape([k, 1, 3]),
+        float2(gathered.sh_rest).reshape([k, r, 3]),
+        None,
+    )
+    .expect("rows of a valid field")
+}
+
+/// `field` with each opacity multiplied by its weight (`[N]` in `[0, 1]`, see
+/// `ember_kernels::weighted_logits_tensor_ops`).
+fn with_weighted_opacity<B: Backend>(
+    field: &GaussianField<B>,
+    weights: Tensor<B, 1>,
+) -> GaussianField<B> {
+    GaussianField::from_tensors(
+        field.means.val(),
+        field.quats.val(),
+        field.log_scales.val(),
+        weighted_logits_tensor_ops(field.opacity_logits.val(), weights),
+        field.sh_dc.val(),
+        field.sh_rest.val(),
+        None,
+    )
+    .expect("the field's own shapes")
+}
+
+/// Renders the cut of `hierarchy` that `camera` needs at `options.lod_threshold` pixels (see
+/// the [module docs](self)); the per-Gaussian by-products are those of the drawn field.
+pub fn render_lod<B: SplatBackend>(
+    hierarchy: &GaussianHierarchy<B>,
+    camera: &CameraParams,
+    options: &RenderOptions,
+) -> Result<RenderOutput<B>, RenderError> {
+    let cut = lod_cut(hierarchy, camera, options.lod_threshold)?;
+    render(&cut.field, camera, options)
+}
+
+/// [`render_lod`]'s images alone, as a batch of one (what a viewer shows; see
+/// [`render_batch_images`]).
+pub fn render_lod_images<B: SplatBackend>(
+    hierarchy: &GaussianHierarchy<B>,
+    camera: &CameraParams,
+    options: &RenderOptions,
+) -> Result<BatchImages<B>, RenderError> {
+    let cut = lod_cut(hierarchy, camera, options.lod_threshold)?;
+    render_batch_images(&cut.field, core::slice::from_ref(camera), options)
+}
