@@ -74,10 +74,12 @@ pub mod backend {
 
 /// The names research code usually needs.
 pub mod prelude {
+    pub use ember_data::HierarchyConfig;
     pub use ember_field::{
-        Camera, Covariance, FieldError, FieldOptions, GaussianField, GaussianFieldConfig,
-        ModelError, RenderError, RenderOptions, RenderOutput, Similarity, SplatAutodiffBackend,
-        SplatBackend, render, render_batch, transform_camera,
+        Camera, Covariance, DEFAULT_LOD_THRESHOLD, FieldError, FieldOptions, GaussianField,
+        GaussianFieldConfig, GaussianHierarchy, ModelError, RenderError, RenderOptions,
+        RenderOutput, Similarity, SplatAutodiffBackend, SplatBackend, lod_cut, render,
+        render_batch, render_lod, transform_camera,
     };
     pub use ember_kernels::{ProjectOptions, field_query};
 }

@@ -212,8 +212,8 @@ fn merge(nodes: &Splats, moments: &[Moments], group: &[u32], k3: usize) -> Merge
     };
     let mut mean = [0.0f64; 3];
     for (c, w) in children.iter().zip(&weights) {
-        for k in 0..3 {
-            mean[k] += w * c.mean[k];
+        for (m, v) in mean.iter_mut().zip(c.mean) {
+            *m += w * v;
         }
     }
     let mut cov = [0.0f64; 6];
@@ -256,8 +256,8 @@ fn merge(nodes: &Splats, moments: &[Moments], group: &[u32], k3: usize) -> Merge
     let mut sh_rest = vec![0.0f64; k3];
     for (&child, w) in group.iter().zip(&weights) {
         let child = child as usize;
-        for c in 0..3 {
-            sh_dc[c] += w * f64::from(nodes.sh_dc[child][c]);
+        for (acc, &v) in sh_dc.iter_mut().zip(&nodes.sh_dc[child]) {
+            *acc += w * f64::from(v);
         }
         for (acc, &v) in sh_rest
             .iter_mut()
