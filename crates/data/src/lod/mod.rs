@@ -5,9 +5,10 @@
 //! # The tree
 //! Node `n` of `M` is a Gaussian. The `L` leaves come first, in the input's order (`0..L`), then
 //! the merged nodes, each after all of its children; the last node is the root and its own
-//! parent. [`build_hierarchy`] sorts the leaves along a Morton curve (30 bits over the centres'
-//! box) and merges runs of [`HierarchyConfig::branching`] consecutive nodes of one level into a
-//! node of the next, until one node is left; a lone node at the end of a level moves up as it is.
+//! parent. [`build_hierarchy`] sorts the leaves along a Morton curve (63 bits, 21 per axis, over
+//! the centres' box) and merges runs of [`HierarchyConfig::branching`] consecutive nodes of one
+//! level into a node of the next, until one node is left; a lone node at the end of a level moves
+//! up as it is.
 //!
 //! # Merging (moment matching)
 //! Child `j` (a leaf, or a merged node carrying its leaves' exact moments) has opacity `o_j`,
