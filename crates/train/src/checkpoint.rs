@@ -8,6 +8,13 @@
 //! | `adam.<group>.exp_avg`     | `[N, columns]` |
 //! | `adam.<group>.exp_avg_sq`  | `[N, columns]` |
 //! | `strategy.<name>`          | `[N]`          |
+//! | `appearance.params`        | `[V, 6]`       |
+//! | `appearance.exp_avg`       | `[V, 6]`       |
+//! | `appearance.exp_avg_sq`    | `[V, 6]`       |
+//! | `appearance.steps`         | `[V]`          |
+//!
+//! The `appearance.*` tensors are there when the run learns each training photo's appearance
+//! (`V` photos, [`crate::appearance`]); the step counts are stored as exact f32 integers.
 //!
 //! Metadata (strings): `format` (`ember-train checkpoint v1`), `step`, `sh_rest_coefficients`,
 //! `strategy`, `adam.<group>.steps`, and `config` (the run's TOML, for the record).
@@ -20,6 +27,7 @@ use burn::tensor::{Tensor, TensorData};
 use ember_field::{GaussianField, SplatAutodiffBackend};
 use safetensors::tensor::{Dtype, TensorView};
 
+use crate::appearance::{AppearanceState, PARAMS_PER_PHOTO};
 use crate::error::{TrainError, write_atomically};
 use crate::params::ParamGroup;
 use crate::timing::Phase;
@@ -81,6 +89,25 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         }
         for (name, tensor) in self.strategy.state() {
             entries.push(entry(format!("strategy.{name}"), tensor)?);
+        }
+        if let Some(appearance) = &self.appearance {
+            let state = appearance.state()?;
+            let photos = state.steps.len();
+            let rows = [photos, PARAMS_PER_PHOTO].to_vec();
+            let bytes = |values: &[f32]| values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let steps: Vec<f32> = state.steps.iter().map(|&s| s as f32).collect();
+            for (name, shape, values) in [
+                ("params", rows.clone(), &state.params),
+                ("exp_avg", rows.clone(), &state.exp_avg),
+                ("exp_avg_sq", rows, &state.exp_avg_sq),
+                ("steps", vec![photos], &steps),
+            ] {
+                entries.push(Entry {
+                    name: format!("appearance.{name}"),
+                    shape,
+                    bytes: bytes(values),
+                });
+            }
         }
         let views = entries
             .iter()
@@ -151,6 +178,28 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 )
             })
             .collect();
+        match (&mut self.appearance, &file.appearance) {
+            (Some(appearance), Some(state)) => {
+                // Checked before the strategy's state is touched: a refused file changes nothing.
+                let mut restored = appearance.clone();
+                restored.load_state(state).map_err(&bad)?;
+                *appearance = restored;
+            }
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(bad(
+                    "it holds no per-photo appearance and this run learns one \
+                     (resume with the config the checkpoint was trained with)"
+                        .to_string(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(bad("it holds a per-photo appearance and this run has \
+                     `appearance.kind = \"none\"` (resume with the config the checkpoint was \
+                     trained with)"
+                    .to_string()));
+            }
+        }
         self.strategy.load_state(strategy_state)?;
         self.field = field;
         self.generation += 1;
@@ -198,6 +247,8 @@ pub struct CheckpointFile {
     pub groups: Vec<SavedGroup>,
     /// `strategy.<name>` tensors `[N]`, sorted by name.
     pub strategy_state: Vec<(String, Vec<f32>)>,
+    /// The `appearance.*` tensors, when the run learned each photo's appearance.
+    pub appearance: Option<AppearanceState>,
 }
 
 impl CheckpointFile {
@@ -325,6 +376,32 @@ impl CheckpointFile {
         }
         // Tensor names come back in no particular order: sorted, loading is deterministic.
         strategy_state.sort_by(|a, b| a.0.cmp(&b.0));
+        let appearance = match tensors.names().iter().any(|n| n.starts_with("appearance.")) {
+            false => None,
+            true => {
+                let (shape, steps) = read("appearance.steps")?;
+                let [photos] = shape[..] else {
+                    return Err(bad(format!(
+                        "`appearance.steps` has shape {shape:?}, expected [V]"
+                    )));
+                };
+                if steps.iter().any(|s| !(s.fract() == 0.0 && *s >= 0.0)) {
+                    return Err(bad(
+                        "`appearance.steps` holds a value that is not a count".into()
+                    ));
+                }
+                let (_, params) = rows("appearance.params", PARAMS_PER_PHOTO, Some(photos))?;
+                let (_, exp_avg) = rows("appearance.exp_avg", PARAMS_PER_PHOTO, Some(photos))?;
+                let (_, exp_avg_sq) =
+                    rows("appearance.exp_avg_sq", PARAMS_PER_PHOTO, Some(photos))?;
+                Some(AppearanceState {
+                    params: params.values,
+                    exp_avg: exp_avg.values,
+                    exp_avg_sq: exp_avg_sq.values,
+                    steps: steps.iter().map(|&s| s as u64).collect(),
+                })
+            }
+        };
         Ok(CheckpointFile {
             step: count("step")?,
             sh_rest_coefficients,
@@ -332,6 +409,7 @@ impl CheckpointFile {
             gaussians,
             groups,
             strategy_state,
+            appearance,
         })
     }
 }

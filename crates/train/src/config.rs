@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
 
+mod appearance;
 mod distributed;
+pub use appearance::{AppearanceConfig, AppearanceKind};
 pub use distributed::{DistributedConfig, ReduceStrategyKind, host_port};
 
 /// Every setting of a run. Sections mirror the step's data flow.
@@ -33,6 +35,10 @@ pub struct TrainConfig {
     pub init: InitConfig,
     /// The photometric loss.
     pub loss: LossConfig,
+    /// Each training photo's own exposure and white balance.
+    pub appearance: AppearanceConfig,
+    /// How the field is drawn, in training and in its evaluations.
+    pub raster: RasterConfig,
     /// Adam and its learning rates.
     pub optim: OptimConfig,
     /// Adding and removing Gaussians.
@@ -54,6 +60,8 @@ impl Default for TrainConfig {
             data: DataConfig::default(),
             init: InitConfig::default(),
             loss: LossConfig::default(),
+            appearance: AppearanceConfig::default(),
+            raster: RasterConfig::default(),
             optim: OptimConfig::default(),
             densify: DensifyConfig::default(),
             eval: EvalConfig::default(),
@@ -376,11 +384,12 @@ pub struct EvalConfig {
     /// ([`crate::view_cache::ViewCache`]); `0` turns the cache off.
     pub cache_mib: usize,
     /// The LPIPS weights (safetensors, `scripts/lpips-weights.py`), relative to the config
-    /// file's folder; unset: the file `EMBER_LPIPS_WEIGHTS` names. Without weights the
-    /// evaluation measures PSNR and SSIM alone, and says so once.
+    /// file's folder; unset: the file `EMBER_LPIPS_WEIGHTS` names, else the weights Ember ships
+    /// (`ember_train::lpips::Lpips::bundled`). A named file that does not load turns LPIPS off
+    /// with a notice; PSNR and SSIM are measured all the same.
     pub lpips_weights: Option<std::path::PathBuf>,
-    /// Which evaluations measure LPIPS (with its weights): `every` one, or only the `last` of
-    /// a run (the step at `steps`). On two CPU cores LPIPS costs ~0.6 s per 400x400 view,
+    /// Which evaluations measure LPIPS: `every` one, only the `last` of a run (the step at
+    /// `steps`), or `never`. On two CPU cores LPIPS costs ~0.6 s per 400x400 view,
     /// ten times the render and SSIM together, so the CPU presets measure it last.
     pub lpips: LpipsWhen,
 }
@@ -398,6 +407,18 @@ impl Default for EvalConfig {
     }
 }
 
+/// How the field is drawn in training and in the run's evaluations.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct RasterConfig {
+    /// Mip-Splatting's 2D antialiasing filter: the opacity of each Gaussian multiplied by
+    /// `sqrt(det C / det(C + eps2d I))`, so that the screen covariance's dilation adds no energy
+    /// (`ember_field::RenderOptions::with_antialiased`). A field trained with
+    /// it is drawn with it: `trainer eval` of the run reads this key, `trainer eval
+    /// --antialiased` turns it on for a splat file.
+    pub antialiased: bool,
+}
+
 /// Which evaluations of a run measure LPIPS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -407,6 +428,8 @@ pub enum LpipsWhen {
     Every,
     /// The run's last evaluation only (the one its summary and a benchmark table report).
     Last,
+    /// None: PSNR and SSIM alone.
+    Never,
 }
 
 /// What the run writes into its output folder.
@@ -500,7 +523,7 @@ pub const OPTIONAL_KEYS: [OptionalKey; 10] = [
         section: "eval",
         key: "lpips_weights",
         example: "\"alex.safetensors\"",
-        unset: "the file EMBER_LPIPS_WEIGHTS names, else no LPIPS",
+        unset: "the file EMBER_LPIPS_WEIGHTS names, else the weights Ember ships",
     },
     OptionalKey {
         section: "distributed",
@@ -650,6 +673,18 @@ impl TrainConfig {
                 origin: "config".to_string(),
                 message,
             })?;
+        self.appearance
+            .validate()
+            .map_err(|message| TrainError::Config {
+                origin: "config".to_string(),
+                message,
+            })?;
+        if self.appearance.kind != AppearanceKind::None && self.distributed.peers() > 1 {
+            return fail(
+                "appearance.kind",
+                "is per photo and not yet summed over the peers: data-parallel runs take `none`",
+            );
+        }
         if self.data.downsample == 0 {
             return fail("data.downsample", "must be at least 1");
         }

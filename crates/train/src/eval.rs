@@ -1,5 +1,6 @@
 //! Held-out evaluation: PSNR, SSIM and LPIPS (when its weights are there, [`crate::lpips`]) of
-//! renders against the eval views, and side-by-side images. An [`Evaluator`] keeps its renders in a [`ViewCache`] while the field is unchanged
+//! renders against the eval views, the colour-corrected PSNR and SSIM ([`colour_corrected`]),
+//! and side-by-side images. An [`Evaluator`] keeps its renders in a [`ViewCache`] while the field is unchanged
 //! (the same generation), so evaluating twice at the same step renders once. It knows the scene
 //! and a field, not the trainer: [`Trainer::evaluate`](crate::Trainer::evaluate) calls it.
 
@@ -30,6 +31,12 @@ pub struct ViewMetrics {
     pub ssim: f32,
     /// LPIPS (v0.1, AlexNet); `None` without its weights.
     pub lpips: Option<f32>,
+    /// PSNR of the render after [`colour_corrected`], dB (`None` in logs older than it).
+    #[serde(default)]
+    pub cc_psnr: Option<f32>,
+    /// SSIM of the render after [`colour_corrected`].
+    #[serde(default)]
+    pub cc_ssim: Option<f32>,
 }
 
 /// An evaluation render as the trainer's cache keeps it.
@@ -43,6 +50,10 @@ pub struct EvalRender<B: Backend> {
     pub ssim: f32,
     /// LPIPS against it, when measured.
     pub lpips: Option<f32>,
+    /// PSNR after [`colour_corrected`], dB.
+    pub cc_psnr: f32,
+    /// SSIM after [`colour_corrected`].
+    pub cc_ssim: f32,
 }
 
 /// A render next to its ground truth, 8-bit RGB, `[H, 2W, 3]` (render left).
@@ -114,6 +125,10 @@ pub struct EvalReport {
     pub ssim: f32,
     /// Mean LPIPS over the views; `None` without its weights.
     pub lpips: Option<f32>,
+    /// Mean colour-corrected PSNR ([`colour_corrected`]), dB.
+    pub cc_psnr: f32,
+    /// Mean colour-corrected SSIM.
+    pub cc_ssim: f32,
     /// Why LPIPS is off, on the first evaluation that went without it (said once).
     #[serde(skip)]
     pub lpips_off: Option<String>,
@@ -146,6 +161,8 @@ pub struct EvalRequest {
     pub step: usize,
     /// The SH bands rendered.
     pub sh_degree: usize,
+    /// Whether the render uses the 2D antialiasing filter (`raster.antialiased`).
+    pub antialiased: bool,
     /// Whether LPIPS is measured (with its weights).
     pub lpips: bool,
 }
@@ -267,6 +284,7 @@ impl<B: SplatBackend> Evaluator<B> {
             generation,
             step,
             sh_degree,
+            antialiased,
             lpips: with_lpips,
         } = request;
         let started = Instant::now();
@@ -279,7 +297,8 @@ impl<B: SplatBackend> Evaluator<B> {
         }
         let options = RenderOptions::default()
             .with_background(scene.background)
-            .with_sh_degree(sh_degree as u32);
+            .with_sh_degree(sh_degree as u32)
+            .with_antialiased(antialiased);
         let mut views = Vec::new();
         for (k, index) in evenly_spaced(scene.eval.len(), self.config.max_views)
             .into_iter()
@@ -305,18 +324,9 @@ impl<B: SplatBackend> Evaluator<B> {
                         }
                     })?;
                     let rgb = out.rgb.clamp(0.0, 1.0);
-                    let mse: f32 = (rgb.clone() - target.clone())
-                        .powi_scalar(2)
-                        .mean()
-                        .into_scalar()
-                        .elem();
-                    let s: f32 = ssim(rgb.clone(), target.clone())
-                        .map_err(|cause| TrainError::Loss {
-                            view: view.name.clone(),
-                            cause,
-                        })?
-                        .into_scalar()
-                        .elem();
+                    let (psnr, s) = psnr_ssim(rgb.clone(), target.clone(), &view.name)?;
+                    let corrected = colour_corrected(rgb.clone(), target.clone(), &view.name)?;
+                    let (cc_psnr, cc_ssim) = psnr_ssim(corrected, target.clone(), &view.name)?;
                     let lpips = if with_lpips {
                         self.lpips_of(rgb.clone(), target, &view.name)?
                     } else {
@@ -324,9 +334,11 @@ impl<B: SplatBackend> Evaluator<B> {
                     };
                     let evaluated = EvalRender {
                         rgb,
-                        psnr: psnr_from_mse(mse),
+                        psnr,
                         ssim: s,
                         lpips,
+                        cc_psnr,
+                        cc_ssim,
                     };
                     let bytes = evaluated.rgb.shape().num_elements() * size_of::<f32>();
                     self.cache
@@ -339,6 +351,8 @@ impl<B: SplatBackend> Evaluator<B> {
                 psnr: evaluated.psnr,
                 ssim: evaluated.ssim,
                 lpips: evaluated.lpips,
+                cc_psnr: Some(evaluated.cc_psnr),
+                cc_ssim: Some(evaluated.cc_ssim),
             });
             if k < pairs {
                 let truth = scene.eval_image(index)?;
@@ -373,6 +387,8 @@ impl<B: SplatBackend> Evaluator<B> {
             psnr: views.iter().map(|v| v.psnr).sum::<f32>() / n,
             ssim: views.iter().map(|v| v.ssim).sum::<f32>() / n,
             lpips,
+            cc_psnr: views.iter().filter_map(|v| v.cc_psnr).sum::<f32>() / n,
+            cc_ssim: views.iter().filter_map(|v| v.cc_ssim).sum::<f32>() / n,
             lpips_off: self.lpips_off_note(),
             gaussians: field.num_gaussians(),
             seconds: started.elapsed().as_secs_f64(),
@@ -382,9 +398,131 @@ impl<B: SplatBackend> Evaluator<B> {
     }
 }
 
+/// PSNR (dB) and SSIM of `rgb` against `target`, both `[H, W, 3]` in `[0, 1]`.
+fn psnr_ssim<B: SplatBackend>(
+    rgb: Tensor<B, 3>,
+    target: Tensor<B, 3>,
+    view: &str,
+) -> Result<(f32, f32), TrainError> {
+    let mse: f32 = (rgb.clone() - target.clone())
+        .powi_scalar(2)
+        .mean()
+        .into_scalar()
+        .elem();
+    let s: f32 = ssim(rgb, target)
+        .map_err(|cause| TrainError::Loss {
+            view: view.to_string(),
+            cause,
+        })?
+        .into_scalar()
+        .elem();
+    Ok((psnr_from_mse(mse), s))
+}
+
+/// `render` after the affine colour map that best fits it to `target` (both `[H, W, 3]`):
+/// `M rgb + b`, `M` 3x3 and `b` 3, chosen by least squares over every pixel, then clamped to
+/// `[0, 1]`. The PSNR and SSIM of this image are the colour-corrected metrics (`cc_psnr`,
+/// `cc_ssim`): what the render is worth when a photo's exposure and white balance, which no
+/// scene can predict, are forgiven. The normal equations are summed on the device (a `[4, 4]`
+/// and a `[4, 3]` read back) and solved in f64, with a ridge of `1e-6` times their trace so a
+/// flat render (a single colour) still has a solution.
+pub fn colour_corrected<B: Backend>(
+    render: Tensor<B, 3>,
+    target: Tensor<B, 3>,
+    view: &str,
+) -> Result<Tensor<B, 3>, TrainError> {
+    let [h, w, _] = render.dims();
+    let device = render.device();
+    let x = Tensor::cat(
+        vec![
+            render.reshape([h * w, 3]),
+            Tensor::ones([h * w, 1], &device),
+        ],
+        1,
+    );
+    let y = target.reshape([h * w, 3]);
+    let xt = x.clone().transpose();
+    let read = |t: Tensor<B, 2>| {
+        to_host(t, "colour correction")
+            .map(|v| v.iter().map(|&v| v as f64).collect::<Vec<f64>>())
+            .map_err(|e| TrainError::Scene(format!("{view}: {e}")))
+    };
+    let xtx = read(xt.clone().matmul(x.clone()))?;
+    let xty = read(xt.matmul(y))?;
+    let map = solve_normal_equations(&xtx, &xty);
+    let map = Tensor::<B, 2>::from_data(
+        burn::tensor::TensorData::new(map.iter().map(|&v| v as f32).collect(), [4, 3]),
+        &device,
+    );
+    Ok(x.matmul(map).clamp(0.0, 1.0).reshape([h, w, 3]))
+}
+
+/// `W [4, 3]` (row-major) solving `(A + r I) W = Y` for `A [4, 4]` and `Y [4, 3]`, with the
+/// ridge `r` = `1e-6 trace(A)`; Gaussian elimination with partial pivoting.
+fn solve_normal_equations(a: &[f64], y: &[f64]) -> Vec<f64> {
+    let ridge = 1e-6 * (0..4).map(|i| a[i * 5]).sum::<f64>().max(1e-12);
+    let mut m = [[0.0f64; 7]; 4];
+    for i in 0..4 {
+        for j in 0..4 {
+            m[i][j] = a[i * 4 + j] + if i == j { ridge } else { 0.0 };
+        }
+        for c in 0..3 {
+            m[i][4 + c] = y[i * 3 + c];
+        }
+    }
+    for col in 0..4 {
+        let pivot = (col..4)
+            .max_by(|&p, &q| m[p][col].abs().total_cmp(&m[q][col].abs()))
+            .unwrap_or(col);
+        m.swap(col, pivot);
+        for row in 0..4 {
+            if row != col {
+                let factor = m[row][col] / m[col][col];
+                for k in col..7 {
+                    m[row][k] -= factor * m[col][k];
+                }
+            }
+        }
+    }
+    (0..4)
+        .flat_map(|i| (0..3).map(move |c| (i, c)))
+        .map(|(i, c)| m[i][4 + c] / m[i][i])
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_colour_correction_undoes_an_affine_colour_map() {
+        type Cpu = burn::backend::NdArray<f32>;
+        let (h, w) = (6, 5);
+        let render: Vec<f32> = (0..h * w * 3)
+            .map(|i| ((i * 37 % 101) as f32 / 101.0) * 0.8 + 0.1)
+            .collect();
+        // A photo: the render under a gain, a channel mix and an offset, all inside [0, 1].
+        let map = [[0.7, 0.05, 0.0], [0.1, 0.8, 0.02], [0.0, 0.04, 0.6]];
+        let offset = [0.05, 0.02, 0.1];
+        let target: Vec<f32> = render
+            .chunks(3)
+            .flat_map(|p| {
+                (0..3).map(move |c| (0..3).map(|k| map[c][k] * p[k]).sum::<f32>() + offset[c])
+            })
+            .collect();
+        let device = Default::default();
+        let tensor = |v: Vec<f32>| {
+            Tensor::<Cpu, 3>::from_data(burn::tensor::TensorData::new(v, [h, w, 3]), &device)
+        };
+        let corrected = colour_corrected(tensor(render), tensor(target.clone()), "v").unwrap();
+        let corrected = to_host(corrected, "corrected").unwrap();
+        let worst = corrected
+            .iter()
+            .zip(&target)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-4, "worst {worst}");
+    }
 
     #[test]
     fn evenly_spaced_picks() {

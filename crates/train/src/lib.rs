@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 pub mod adam;
+pub mod appearance;
 pub mod checkpoint;
 pub mod config;
 pub mod curve;

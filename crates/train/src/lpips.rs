@@ -17,7 +17,10 @@
 //! The weights come from a safetensors file in PyTorch's layout and names (AlexNet's
 //! `features.{0,3,6,8,10}.{weight,bias}`, the calibration layers' `lin{0..4}.model.1.weight`),
 //! which `scripts/lpips-weights.py` makes from the public torchvision AlexNet and the `lpips`
-//! package's v0.1 weights. [`Lpips`] is a Burn module: it runs on the backend of the images.
+//! package's v0.1 weights. Ember ships that file (`crates/train/assets/lpips/`, BSD licences
+//! beside it) inside this crate: [`Lpips::bundled`] needs no file at run time, and every
+//! evaluation measures LPIPS unless another file is named. [`Lpips`] is a Burn module: it runs
+//! on the backend of the images.
 
 use std::path::{Path, PathBuf};
 
@@ -49,27 +52,28 @@ const NORM_EPSILON: f32 = 1e-10;
 /// The environment variable that names the weights file where no flag or config does.
 pub const WEIGHTS_ENV: &str = "EMBER_LPIPS_WEIGHTS";
 
+/// The weights Ember ships (`crates/train/assets/lpips/alex.safetensors`, see its README).
+const BUNDLED_WEIGHTS: &[u8] = include_bytes!("../assets/lpips/alex.safetensors");
+
 /// The weights file to use: `configured` (a flag's or a config's), else the file
-/// [`WEIGHTS_ENV`] names; `None` when neither says.
+/// [`WEIGHTS_ENV`] names; `None` when neither says (the shipped weights are used then).
 pub fn weights_path(configured: Option<&Path>) -> Option<PathBuf> {
     configured
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os(WEIGHTS_ENV).map(PathBuf::from))
 }
 
-/// The network from the weights [`weights_path`] finds for `configured`, on `device`; the error
-/// is why LPIPS is off (no file named, or one that does not load), for the user to read.
+/// The network from the weights [`weights_path`] finds for `configured`, else the shipped ones
+/// ([`Lpips::bundled`]), on `device`; the error is why LPIPS is off (a named file that does not
+/// load), for the user to read.
 pub fn load_configured<B: Backend>(
     configured: Option<&Path>,
     device: &B::Device,
 ) -> Result<Lpips<B>, String> {
-    let path = weights_path(configured).ok_or_else(|| {
-        format!(
-            "no weights (give --lpips-weights FILE, set eval.lpips_weights or {WEIGHTS_ENV}; \
-             scripts/lpips-weights.py writes the file)"
-        )
-    })?;
-    Lpips::load(&path, device).map_err(|e| e.to_string())
+    match weights_path(configured) {
+        Some(path) => Lpips::load(&path, device).map_err(|e| e.to_string()),
+        None => Ok(Lpips::bundled(device)),
+    }
 }
 
 /// The smallest image side AlexNet's stages take: the last max pool needs a 3x3 input.
@@ -127,6 +131,12 @@ impl<B: Backend> Lpips<B> {
         };
         let bytes = std::fs::read(path).map_err(|e| bad(format!("cannot be read ({e})")))?;
         Self::from_bytes(&bytes, device).map_err(bad)
+    }
+
+    /// The network with the weights Ember ships (see the module's doc), on `device`.
+    pub fn bundled(device: &B::Device) -> Self {
+        Self::from_bytes(BUNDLED_WEIGHTS, device)
+            .expect("the shipped LPIPS weights are checked by the crate's tests")
     }
 
     /// The network from the bytes of a weights file; the error says what is wrong.

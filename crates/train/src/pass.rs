@@ -1,5 +1,6 @@
 //! One step's forward and backward on one replica: render the views, take the loss against the
-//! photos, and return the gradients, before any reduction over replicas.
+//! photos (each render through its photo's appearance transform first, when the run learns
+//! them: [`crate::appearance`]), and return the gradients, before any reduction over replicas.
 //!
 //! Two ways, with the same result:
 //! - [`direct_forward`], the default: the ops' forward and backward called in turn on the inner
@@ -26,6 +27,7 @@ use ember_kernels::raster::{
 use ember_kernels::{LossOps, LossOptions, LossOutputs, SplatBackend};
 
 use crate::adam::FieldGradients;
+use crate::appearance;
 use crate::error::TrainError;
 use crate::loss::photometric_loss;
 
@@ -57,6 +59,9 @@ pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
     pub cameras: &'a [Camera],
     pub targets: &'a [Tensor<I, 3>],
     pub names: &'a [String],
+    /// Each view's appearance parameters `[1, 6]` (see [`crate::appearance`]), or none at
+    /// all: the views are compared with the field's colours as they are.
+    pub appearance: &'a [Tensor<I, 2>],
     /// The whole batch's size (all replicas): each view's loss is divided by it.
     pub batch: usize,
     pub render: RenderOptions,
@@ -89,6 +94,7 @@ enum Backward<B: SplatAutodiffBackend> {
         loss: Tensor<B, 1>,
         leaves: Box<GaussianField<B>>,
         probe: Tensor<B, 2>,
+        appearance: Vec<Tensor<B, 2>>,
     },
 }
 
@@ -105,12 +111,20 @@ struct DirectBackward<I: burn::tensor::backend::Backend> {
     /// The regularisers' gradients, added to the projection's.
     opacity_reg: Option<Tensor<I, 1>>,
     scale_reg: Option<Tensor<I, 2>>,
+    /// The views' appearance gradients, computed with the loss's.
+    appearance: Vec<Tensor<I, 2>>,
     view: String,
 }
 
-/// The gradients of a pass: the field's, and the `[C N, 3]` screen-space statistics (`None`
-/// for an empty field).
-pub(crate) type PassGradients<I> = (FieldGradients<I>, Option<Tensor<I, 2>>);
+/// The gradients of a pass.
+pub(crate) struct PassGradients<I: burn::tensor::backend::Backend> {
+    /// The field's.
+    pub field: FieldGradients<I>,
+    /// The `[C N, 3]` screen-space statistics (`None` for an empty field).
+    pub screen: Option<Tensor<I, 2>>,
+    /// Each view's appearance gradient `[1, 6]`, in order (empty without appearance).
+    pub appearance: Vec<Tensor<I, 2>>,
+}
 
 /// The views' mean squared error over the batch, as this replica's share of it: `rgb [C, H, W,
 /// 3]` clamped to `[0, 1]` against the photos.
@@ -223,20 +237,35 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
     let pixels = h * w;
     let mut losses = Vec::with_capacity(views);
     let mut grads = Vec::with_capacity(views);
+    let mut appearance_grads = Vec::with_capacity(inputs.appearance.len());
+    let mut compared_images = Vec::new();
+    // The batch's loss is the mean of its views': autodiff scales each view's gradient by
+    // `1 / B` (as `1.0 / B` in f32), and by nothing for a batch of one.
+    let scale = |grad: Tensor<Inner<B>, 3>| match inputs.batch {
+        1 => grad,
+        b => grad.mul_scalar(1.0 / b as f32),
+    };
     for (j, target) in inputs.targets.iter().enumerate() {
         // View `j`'s colour: the first three of its `IMAGE_CHANNELS` planes.
         let rendered = image
             .clone()
             .narrow(0, j * IMAGE_CHANNELS * pixels, 3 * pixels)
             .reshape([h, w, 3]);
-        let (loss, grad) = view_loss::<Inner<B>>(rendered, target, inputs, j)?;
+        let Some(row) = inputs.appearance.get(j) else {
+            let (loss, grad) = view_loss::<Inner<B>>(rendered, target, inputs, j)?;
+            losses.extend(loss);
+            grads.push(scale(grad));
+            continue;
+        };
+        let compared = appearance::apply(rendered.clone(), row.clone());
+        if inputs.wants_mse {
+            compared_images.push(compared.clone());
+        }
+        let (loss, grad) = view_loss::<Inner<B>>(compared, target, inputs, j)?;
         losses.extend(loss);
-        // The batch's loss is the mean of its views': autodiff scales each view's gradient by
-        // `1 / B` (as `1.0 / B` in f32), and by nothing for a batch of one.
-        grads.push(match inputs.batch {
-            1 => grad,
-            b => grad.mul_scalar(1.0 / b as f32),
-        });
+        let (grad, grad_row) = appearance::apply_backward(rendered, row.clone(), scale(grad));
+        grads.push(grad);
+        appearance_grads.push(grad_row);
     }
     let grad_rgb = match views {
         1 => grads.remove(0).reshape([1, h, w, 3]),
@@ -248,10 +277,13 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
         terms,
     } = regularisers::<B>(field, inputs);
     let mse = inputs.wants_mse.then(|| {
-        let rgb = image
-            .reshape([views, IMAGE_CHANNELS * pixels])
-            .narrow(1, 0, 3 * pixels)
-            .reshape([views, h, w, 3]);
+        let rgb = match compared_images.is_empty() {
+            true => image
+                .reshape([views, IMAGE_CHANNELS * pixels])
+                .narrow(1, 0, 3 * pixels)
+                .reshape([views, h, w, 3]),
+            false => Tensor::stack(compared_images, 0),
+        };
         batch_mse(rgb, inputs.targets, inputs.batch)
     });
     Ok(Forward {
@@ -278,6 +310,7 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
             project: inputs.render.project,
             opacity_reg,
             scale_reg,
+            appearance: appearance_grads,
             view: inputs.names[0].clone(),
         })),
     })
@@ -327,6 +360,7 @@ impl<B: SplatAutodiffBackend> Forward<B> {
                 loss,
                 leaves,
                 probe,
+                appearance,
             } => {
                 let gradients = loss.backward();
                 let grads = FieldGradients {
@@ -337,7 +371,17 @@ impl<B: SplatAutodiffBackend> Forward<B> {
                     sh_dc: leaves.sh_dc.grad(&gradients),
                     sh_rest: leaves.sh_rest.grad(&gradients),
                 };
-                Ok((grads, probe.grad(&gradients)))
+                Ok(PassGradients {
+                    field: grads,
+                    screen: probe.grad(&gradients),
+                    appearance: appearance
+                        .iter()
+                        .map(|row| {
+                            row.grad(&gradients)
+                                .unwrap_or_else(|| row.clone().inner().zeros_like())
+                        })
+                        .collect(),
+                })
             }
         }
     }
@@ -376,7 +420,11 @@ impl<I: SplatBackend> DirectBackward<I> {
             sh_dc: Some(Tensor::from_primitive(float(g.sh_dc))),
             sh_rest: Some(Tensor::from_primitive(float(g.sh_rest))),
         };
-        Ok((grads, Some(screen_grads)))
+        Ok(PassGradients {
+            field: grads,
+            screen: Some(screen_grads),
+            appearance: self.appearance,
+        })
     }
 }
 
@@ -403,14 +451,26 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
     })?;
     let [views, h, w, _] = out.rgb.dims();
     let mut losses = Vec::with_capacity(views);
+    let rows: Vec<Tensor<B, 2>> = inputs
+        .appearance
+        .iter()
+        .map(|row| Tensor::from_inner(row.clone()).require_grad())
+        .collect();
+    let mut compared_images = Vec::new();
     for (j, target) in inputs.targets.iter().enumerate() {
         // One view is the batch whole: a narrow would add an operation to record and, in the
         // backward, a zero image to assign its gradient into.
-        let rendered = match views {
+        let mut rendered = match views {
             1 => out.rgb.clone().reshape([h, w, 3]),
             _ => out.rgb.clone().narrow(0, j, 1).reshape([h, w, 3]),
         };
         let target = Tensor::<B, 3>::from_inner(target.clone());
+        if let Some(row) = rows.get(j) {
+            rendered = appearance::apply(rendered, row.clone());
+            if inputs.wants_mse {
+                compared_images.push(rendered.clone().inner());
+            }
+        }
         losses.push(
             loss_fn
                 .loss(rendered, target)
@@ -427,9 +487,13 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
     if inputs.scale_reg > 0.0 && field.num_gaussians() > 0 {
         loss = loss + leaves.log_scales.val().exp().mean() * inputs.scale_reg;
     }
-    let mse = inputs
-        .wants_mse
-        .then(|| batch_mse(out.rgb.clone().inner(), inputs.targets, inputs.batch));
+    let mse = inputs.wants_mse.then(|| {
+        let rgb = match compared_images.is_empty() {
+            true => out.rgb.clone().inner(),
+            false => Tensor::stack(compared_images, 0),
+        };
+        batch_mse(rgb, inputs.targets, inputs.batch)
+    });
     Ok(Forward {
         loss: inputs.wants_loss.then(|| loss.clone().inner()),
         mse,
@@ -439,6 +503,7 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
             loss,
             leaves: Box::new(leaves),
             probe: out.aux.screen_grads,
+            appearance: rows,
         },
     })
 }

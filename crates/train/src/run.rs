@@ -138,7 +138,9 @@ fn lines(rows: &[String]) -> String {
 }
 
 /// `eval.csv`'s header: a row per view, then the evaluation's means as the view `mean`.
-const EVAL_CSV_HEADER: &str = "step,view,psnr,ssim,lpips,gaussians,seconds";
+/// `cc_psnr` and `cc_ssim` are the colour-corrected metrics
+/// ([`colour_corrected`](crate::eval::colour_corrected)).
+const EVAL_CSV_HEADER: &str = "step,view,psnr,ssim,lpips,cc_psnr,cc_ssim,gaussians,seconds";
 
 /// An evaluation as `metrics.jsonl` holds it (its `"kind": "eval"` records).
 #[derive(Debug, Deserialize)]
@@ -147,6 +149,10 @@ struct LoggedEval {
     psnr: f32,
     ssim: f32,
     lpips: Option<f32>,
+    #[serde(default)]
+    cc_psnr: Option<f32>,
+    #[serde(default)]
+    cc_ssim: Option<f32>,
     gaussians: usize,
     seconds: f64,
     #[serde(default)]
@@ -157,27 +163,31 @@ impl LoggedEval {
     /// Its `eval.csv` rows ([`EVAL_CSV_HEADER`]): one per view (without the Gaussians and the
     /// time, which are the evaluation's), then the means.
     fn csv_rows(&self) -> Vec<String> {
-        let lpips = |v: Option<f32>| v.map(|v| v.to_string()).unwrap_or_default();
+        let optional = |v: Option<f32>| v.map(|v| v.to_string()).unwrap_or_default();
         let mut rows: Vec<String> = self
             .views
             .iter()
             .map(|v| {
                 format!(
-                    "{},{},{},{},{},,",
+                    "{},{},{},{},{},{},{},,",
                     self.step,
                     csv_field(&v.name),
                     v.psnr,
                     v.ssim,
-                    lpips(v.lpips)
+                    optional(v.lpips),
+                    optional(v.cc_psnr),
+                    optional(v.cc_ssim)
                 )
             })
             .collect();
         rows.push(format!(
-            "{},mean,{},{},{},{},{}",
+            "{},mean,{},{},{},{},{},{},{}",
             self.step,
             self.psnr,
             self.ssim,
-            lpips(self.lpips),
+            optional(self.lpips),
+            optional(self.cc_psnr),
+            optional(self.cc_ssim),
             self.gaussians,
             self.seconds
         ));
@@ -314,7 +324,7 @@ impl Logs {
         self.jsonl.append(
             &json!({
                 "kind": "eval", "step": e.step, "psnr": e.psnr, "ssim": e.ssim,
-                "lpips": e.lpips, "gaussians": e.gaussians, "seconds": e.seconds,
+                "lpips": e.lpips, "cc_psnr": e.cc_psnr, "cc_ssim": e.cc_ssim, "gaussians": e.gaussians, "seconds": e.seconds,
                 "views": e.views,
             })
             .to_string(),
@@ -324,6 +334,8 @@ impl Logs {
             psnr: e.psnr,
             ssim: e.ssim,
             lpips: e.lpips,
+            cc_psnr: Some(e.cc_psnr),
+            cc_ssim: Some(e.cc_ssim),
             gaussians: e.gaussians,
             seconds: e.seconds,
             views: e.views.clone(),

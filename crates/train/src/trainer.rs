@@ -7,7 +7,8 @@
 //! [`Reducer`] (the identity alone, the sum over the peers of a data-parallel run); the reads
 //! the step is due (the loss, the tile lists' counts, agreed over the replicas: the step's one
 //! wait for the device, on the steps that have it); the densification statistics; one Adam
-//! update for all parameter groups; the densification strategy. Every random draw is a function
+//! update for all parameter groups (and, with `[appearance]`, one for each photo of the batch);
+//! the densification strategy. Every random draw is a function
 //! of `(seed, step)`, so a run resumed from a checkpoint takes the same decisions as one that
 //! never stopped; on the CPU the numbers are bit-identical.
 
@@ -25,13 +26,16 @@ use rand::{RngExt, SeedableRng};
 use ember_kernels::MemoryUsage;
 
 use crate::adam::{AdamSettings, GroupAdam};
+use crate::appearance::PhotoAppearance;
 use crate::config::{InitMode, LpipsWhen, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
 use crate::eval::{EvalReport, EvalRequest, Evaluator};
 use crate::loss::{LossOptions, psnr_from_mse};
 use crate::params::ParamGroup;
-use crate::pass::{Forward, PassInputs, TrainingLoss, autodiff_forward, direct_forward};
+use crate::pass::{
+    Forward, PassGradients, PassInputs, TrainingLoss, autodiff_forward, direct_forward,
+};
 use crate::reduce::{OneDevice, PeerLink, ReadRequest, ReadValues, Reducer};
 use crate::scene::TrainScene;
 use crate::targets::{TargetImages, TargetStats};
@@ -78,6 +82,8 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     /// The model being trained (on the inner backend; each step makes autodiff leaves of it).
     pub(crate) field: GaussianField<Inner<B>>,
     pub(crate) adam: GroupAdam<Inner<B>>,
+    /// Each training photo's exposure and white balance (`None` for `appearance.kind = "none"`).
+    pub(crate) appearance: Option<PhotoAppearance<Inner<B>>>,
     pub(crate) strategy: Box<dyn Strategy<Inner<B>>>,
     pub(crate) step: usize,
     pub(crate) device: B::Device,
@@ -245,6 +251,12 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             eps: config.optim.eps / (batch as f64).sqrt(),
         };
         let adam = GroupAdam::new(settings, &field);
+        let appearance = PhotoAppearance::new(
+            &config.appearance,
+            scene.train.len(),
+            (config.optim.beta1, config.optim.beta2, config.optim.eps),
+            device,
+        );
         let strategy = strategy_from_config(&config.densify, field.num_gaussians(), device);
         let evaluator = Evaluator::new(&config.eval);
         let targets = TargetImages::new(scene.train.len(), config.data.image_budget_mb, device);
@@ -254,6 +266,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             scene,
             field,
             adam,
+            appearance,
             strategy,
             step: 0,
             device: device.clone(),
@@ -318,6 +331,11 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     /// The Adam state (row-aligned with [`Trainer::field`]).
     pub fn adam(&self) -> &GroupAdam<Inner<B>> {
         &self.adam
+    }
+
+    /// Each training photo's appearance (see [`crate::appearance`]), when the run learns it.
+    pub fn appearance(&self) -> Option<&PhotoAppearance<Inner<B>>> {
+        self.appearance.as_ref()
     }
 
     /// The densification strategy.
@@ -415,9 +433,11 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             generation: self.generation,
             step: self.step,
             sh_degree,
+            antialiased: self.config.raster.antialiased,
             lpips: match self.config.eval.lpips {
                 LpipsWhen::Every => true,
                 LpipsWhen::Last => self.step >= self.config.steps,
+                LpipsWhen::Never => false,
             },
         };
         let report = self.evaluator.evaluate(&self.scene, &self.field, request)?;
@@ -513,6 +533,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         RenderOptions::default()
             .with_background(background)
             .with_sh_degree(sh_degree as u32)
+            .with_antialiased(self.config.raster.antialiased)
             .with_tile_pairs(self.tile_lists.capacity())
     }
 
@@ -531,7 +552,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let t = Instant::now();
         let reads = self.reads_at(step);
         let sh_degree = self.sh_degree_at(step);
-        let forward = self.forward(&views, sh_degree, reads)?;
+        let forward = self.forward(step, &views, sh_degree, reads)?;
         self.end_phase(Phase::Forward, t)?;
 
         let t = Instant::now();
@@ -543,7 +564,11 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         if let Some(pairs) = forward.tile_pairs.clone() {
             self.tile_lists.record(pairs);
         }
-        let (grads, screen_grads) = forward.backward()?;
+        let PassGradients {
+            field: grads,
+            screen: screen_grads,
+            appearance: appearance_grads,
+        } = forward.backward()?;
         let grads = self.reducer.gradients(&self.field, grads)?;
         self.end_phase(Phase::Backward, t)?;
 
@@ -566,6 +591,11 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let rates = ParamGroup::ALL.map(|group| self.learning_rate(group, step));
         self.adam
             .step(&mut self.field, grads, |group| rates[group.index()]);
+        if let Some(appearance) = &mut self.appearance {
+            for (&photo, grad) in views.views.iter().zip(appearance_grads) {
+                appearance.update(photo, grad);
+            }
+        }
         self.end_phase(Phase::Optimizer, t)?;
 
         let t = Instant::now();
@@ -634,15 +664,23 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     /// or through autodiff for a loss of the user's own (and for an empty field).
     fn forward(
         &self,
+        step: usize,
         views: &StepViews<Inner<B>>,
         sh_degree: usize,
         reads: StepReads,
     ) -> Result<Forward<B>, TrainError> {
         let replicas = self.reducer.replicas() as f64;
+        let rows: Vec<Tensor<Inner<B>, 2>> = match &self.appearance {
+            Some(appearance) if appearance.active_at(step) => {
+                views.views.iter().map(|&v| appearance.row(v)).collect()
+            }
+            _ => Vec::new(),
+        };
         let inputs = PassInputs {
             cameras: &views.cameras,
             targets: &views.targets,
             names: &views.names,
+            appearance: &rows,
             batch: self.config.batch_size,
             render: self.render_options(sh_degree, views.background),
             loss: LossOptions {

@@ -55,7 +55,8 @@ pub struct BenchmarkArgs {
     #[arg(long)]
     steps: Option<usize>,
     /// The LPIPS weights (safetensors, scripts/lpips-weights.py); default: the configs'
-    /// `eval.lpips_weights`, else the file EMBER_LPIPS_WEIGHTS names.
+    /// `eval.lpips_weights`, else the file EMBER_LPIPS_WEIGHTS names, else the weights Ember
+    /// ships.
     #[arg(long, value_name = "FILE")]
     lpips_weights: Option<PathBuf>,
     /// Check the suite (every config loads, every scene folder is there), list its runs and
@@ -112,6 +113,8 @@ struct SceneResult {
     ssim: f32,
     /// `null` without LPIPS weights.
     lpips: Option<f32>,
+    /// Colour-corrected PSNR (`ember_train::eval::colour_corrected`), dB.
+    cc_psnr: f32,
     /// Held-out views measured.
     eval_views: usize,
     /// Wall time of the run without its evaluations and output files, seconds.
@@ -149,6 +152,7 @@ struct Means {
     psnr: f32,
     ssim: f32,
     lpips: Option<f32>,
+    cc_psnr: f32,
 }
 
 impl SuiteFile {
@@ -199,6 +203,7 @@ fn means(rows: &[SceneResult]) -> Option<Means> {
             .map(|r| r.lpips)
             .sum::<Option<f32>>()
             .map(|s| s / n),
+        cc_psnr: rows.iter().map(|r| r.cc_psnr).sum::<f32>() / n,
     })
 }
 
@@ -219,17 +224,18 @@ fn markdown(results: &SuiteResults<'_>) -> String {
         ))
     );
     out.push_str(
-        "| scene | steps | PSNR (dB) | SSIM | LPIPS | training time | Gaussians | peak host MiB | \
-         peak device MiB |\n|---|---|---|---|---|---|---|---|---|\n",
+        "| scene | steps | PSNR (dB) | SSIM | LPIPS | cc PSNR (dB) | training time | Gaussians | \
+         peak host MiB | peak device MiB |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in results.scenes {
         out.push_str(&format!(
-            "| {} | {} | {:.2} | {:.3} | {} | {:.0} s ({:.1} min) | {} | {} | {} |\n",
+            "| {} | {} | {:.2} | {:.3} | {} | {:.2} | {:.0} s ({:.1} min) | {} | {} | {} |\n",
             r.scene,
             r.steps,
             r.psnr,
             r.ssim,
             lpips(r.lpips),
+            r.cc_psnr,
             r.train_seconds,
             r.train_seconds / 60.0,
             r.gaussians,
@@ -239,10 +245,11 @@ fn markdown(results: &SuiteResults<'_>) -> String {
     }
     if let Some(mean) = &results.mean {
         out.push_str(&format!(
-            "| **mean** | | **{:.2}** | **{:.3}** | **{}** | | | | |\n",
+            "| **mean** | | **{:.2}** | **{:.3}** | **{}** | **{:.2}** | | | | |\n",
             mean.psnr,
             mean.ssim,
-            lpips(mean.lpips)
+            lpips(mean.lpips),
+            mean.cc_psnr
         ));
     }
     out
@@ -404,6 +411,7 @@ fn run_suite<B: SplatAutodiffBackend>(args: &BenchmarkArgs, device: &B::Device) 
             psnr: eval.psnr,
             ssim: eval.ssim,
             lpips: eval.lpips,
+            cc_psnr: eval.cc_psnr,
             eval_views: eval.views.len(),
             train_seconds: summary.seconds
                 - summary.times.get(Phase::Eval)
@@ -467,6 +475,7 @@ mod tests {
             psnr,
             ssim: 0.5,
             lpips,
+            cc_psnr: psnr + 0.5,
             eval_views: 2,
             train_seconds: 90.0,
             wall_seconds: 100.0,

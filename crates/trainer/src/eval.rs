@@ -73,8 +73,13 @@ pub struct EvalArgs {
     /// At most this many views, evenly spaced (default: all).
     #[arg(long, value_name = "N")]
     max_views: Option<usize>,
+    /// Draw with the 2D antialiasing filter (default: the run's `raster.antialiased`, else
+    /// off): a field trained with it is measured with it.
+    #[arg(long)]
+    antialiased: bool,
     /// The LPIPS weights (safetensors, see scripts/lpips-weights.py); default: the file
-    /// EMBER_LPIPS_WEIGHTS names. Without them LPIPS is left out, with a notice.
+    /// EMBER_LPIPS_WEIGHTS names, else the weights Ember ships. A file that does not load
+    /// leaves LPIPS out, with a notice.
     #[arg(long, value_name = "FILE")]
     lpips_weights: Option<PathBuf>,
     /// Also write the results (per view and mean) to this JSON file.
@@ -146,7 +151,8 @@ impl EvalArgs {
 pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let started = Instant::now();
     let (field, run) = load_field::<B>(&args.scene, device)?;
-    let (data, dataset) = args.data_config(run)?;
+    let antialiased = args.antialiased || run.as_ref().is_some_and(|c| c.raster.antialiased);
+    let (data, dataset) = args.data_config(run.map(|c| c.data))?;
     // The run folder (or the checkpoint's) and the dataset are inputs: nothing goes into them.
     let run_folder = if args.scene.is_dir() {
         Some(args.scene.as_path())
@@ -215,6 +221,7 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
         generation: 0,
         step: 0,
         sh_degree: field.sh_degree(),
+        antialiased,
         lpips: true,
     };
     let report = evaluator.evaluate_with(&scene, &field, request, pairs, &mut save)?;
@@ -223,19 +230,25 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
     }
     for view in &report.views {
         println!(
-            "  {}: PSNR {:.2} dB, SSIM {:.4}{}",
+            "  {}: PSNR {:.2} dB, SSIM {:.4}{}{}",
             view.name,
             view.psnr,
             view.ssim,
-            lpips_text(view.lpips)
+            lpips_text(view.lpips),
+            view.cc_psnr
+                .map(|p| format!(", colour-corrected {p:.2} dB"))
+                .unwrap_or_default()
         );
     }
     println!(
-        "mean over {} {split} views: PSNR {:.2} dB, SSIM {:.4}{} ({:.1} s)",
+        "mean over {} {split} views: PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected PSNR {:.2} dB, \
+         SSIM {:.4} ({:.1} s)",
         report.views.len(),
         report.psnr,
         report.ssim,
         lpips_text(report.lpips),
+        report.cc_psnr,
+        report.cc_ssim,
         report.seconds
     );
     if let Some(out) = &args.json {
@@ -250,6 +263,8 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
             "psnr": report.psnr,
             "ssim": report.ssim,
             "lpips": report.lpips,
+            "cc_psnr": report.cc_psnr,
+            "cc_ssim": report.cc_ssim,
             "seconds": report.seconds,
             "views": report.views,
         });

@@ -113,7 +113,8 @@ pub struct ConfigArgs {
     #[arg(long, value_name = "R")]
     node_rank: Option<usize>,
     /// The LPIPS weights for the held-out evaluation (safetensors, scripts/lpips-weights.py);
-    /// overrides `eval.lpips_weights` (whose default is the file EMBER_LPIPS_WEIGHTS names).
+    /// overrides `eval.lpips_weights` (default: the file EMBER_LPIPS_WEIGHTS names, else the
+    /// weights Ember ships).
     #[arg(long, value_name = "FILE")]
     lpips_weights: Option<PathBuf>,
     /// The backend the run uses (the global `--backend`), which picks the built-in preset.
@@ -442,11 +443,13 @@ impl<B: ember_train::SplatAutodiffBackend> RunObserver<B> for Progress {
     fn on_eval(&mut self, report: &EvalReport) {
         self.last_eval = Some(report.psnr);
         self.line(&format!(
-            "eval @ {:>6}: PSNR {:.2} dB, SSIM {:.4}{}, {} Gaussians ({} views, {:.1} s)",
+            "eval @ {:>6}: PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected {:.2} dB, {} Gaussians \
+             ({} views, {:.1} s)",
             report.step,
             report.psnr,
             report.ssim,
             lpips_text(report.lpips),
+            report.cc_psnr,
             report.gaussians,
             report.views.len(),
             report.seconds
@@ -655,10 +658,11 @@ where
     progress.bar.finish();
     let held_out = match &summary.final_eval {
         Some(eval) => format!(
-            "held-out PSNR {:.2} dB, SSIM {:.4}{} over {} views",
+            "held-out PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected PSNR {:.2} dB over {} views",
             eval.psnr,
             eval.ssim,
             lpips_text(eval.lpips),
+            eval.cc_psnr,
             eval.views.len()
         ),
         None => "no held-out views to evaluate".to_string(),

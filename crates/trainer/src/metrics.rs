@@ -28,7 +28,8 @@ pub struct MetricsArgs {
     #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
     background: Option<[f64; 3]>,
     /// The LPIPS weights (safetensors, see scripts/lpips-weights.py); default: the
-    /// EMBER_LPIPS_WEIGHTS environment variable. Without them LPIPS is left out.
+    /// EMBER_LPIPS_WEIGHTS environment variable, else the weights Ember ships. A file that does
+    /// not load leaves LPIPS out, with a notice.
     #[arg(long, value_name = "FILE")]
     lpips_weights: Option<PathBuf>,
     /// Also write the numbers to this JSON file.

@@ -107,19 +107,19 @@ pub struct LodArgs {
 }
 
 /// The field a SCENE argument names (a splat file, a checkpoint or a run folder, see
-/// [`ViewArgs`]), and the run's data config when it is a run's.
+/// [`ViewArgs`]), and the run's config when it is a run's.
 pub fn load_field<B: SplatBackend>(
     scene: &Path,
     device: &B::Device,
-) -> Result<(GaussianField<B>, Option<DataConfig>)> {
-    let run_config = |folder: &Path| -> Result<Option<DataConfig>> {
+) -> Result<(GaussianField<B>, Option<TrainConfig>)> {
+    let run_config = |folder: &Path| -> Result<Option<TrainConfig>> {
         let file = folder.join("config.toml");
         if !file.is_file() {
             return Ok(None);
         }
         let config = TrainConfig::from_file(&file)
             .with_context(|| format!("reading the run's config {}", file.display()))?;
-        Ok(Some(config.data))
+        Ok(Some(config))
     };
     let from_checkpoint = |path: &Path| -> Result<GaussianField<B>> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
@@ -279,7 +279,8 @@ pub fn load_scene<B: SplatBackend>(
     lod: &LodArgs,
     device: &B::Device,
 ) -> Result<ViewedScene<B>> {
-    let (field, run_data) = load_field::<B>(scene, device)?;
+    let (field, run) = load_field::<B>(scene, device)?;
+    let run_data = run.map(|config| config.data);
     let (field, lod) = scene_lod(scene, field, lod, device)?;
     let data = match (data, run_data) {
         (Some(path), _) => Some(DataConfig {

@@ -71,6 +71,7 @@ fn lpips_last_measures_the_last_evaluation_and_completes_cached_renders() {
         generation: 7,
         step: 2,
         sh_degree: 1,
+        antialiased: false,
         lpips,
     };
     let mut evaluator = Evaluator::<burn::backend::NdArray<f32>>::new(&config.eval);

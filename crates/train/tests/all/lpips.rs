@@ -82,11 +82,11 @@ fn image<B: Backend>(
     Tensor::from_data(TensorData::new(planes, [1, 3, h, w]), device)
 }
 
-/// The reference's distances and Ember's on `device`, for `fixtures`.
+/// The reference's distances and Ember's (with the weights it ships) on `device`, for
+/// `fixtures`.
 fn distances<B: Backend>(fixtures: &[Fixture], device: &B::Device) -> Option<Vec<(f32, f32)>> {
-    let weights = data_path("lpips/alex.safetensors")?;
     let lego = data_path("lego_400")?;
-    let lpips = Lpips::<B>::load(&weights, device).expect("the weights");
+    let lpips = Lpips::<B>::bundled(device);
     Some(
         fixtures
             .iter()
@@ -98,6 +98,23 @@ fn distances<B: Backend>(fixtures: &[Fixture], device: &B::Device) -> Option<Vec
             })
             .collect(),
     )
+}
+
+#[test]
+fn the_shipped_weights_are_the_shared_file_and_load_without_configuration() {
+    let Some(shared) = data_path("lpips/alex.safetensors") else {
+        return;
+    };
+    let shipped = concat!(env!("CARGO_MANIFEST_DIR"), "/assets/lpips/alex.safetensors");
+    assert_eq!(
+        std::fs::read(shipped).expect("the shipped weights"),
+        std::fs::read(shared).expect("the shared weights"),
+        "the shipped file is the one scripts/lpips-weights.py makes"
+    );
+    if std::env::var_os(ember_train::lpips::WEIGHTS_ENV).is_none() {
+        let net = ember_train::lpips::load_configured::<Cpu>(None, &Default::default());
+        assert!(net.is_ok(), "no file named: the shipped weights");
+    }
 }
 
 #[test]

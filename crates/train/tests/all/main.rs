@@ -1,5 +1,7 @@
 //! Integration tests of `ember-train` (one binary; modules by topic).
 
+mod antialiasing;
+mod appearance;
 mod batch;
 mod captures;
 mod common;

@@ -21,6 +21,11 @@ fn state(trainer: &Trainer<B>) -> Vec<Vec<f32>> {
     for (_, t) in trainer.strategy().state() {
         out.push(to_host(t, "strategy").unwrap());
     }
+    if let Some(appearance) = trainer.appearance() {
+        let saved = appearance.state().unwrap();
+        out.extend([saved.params, saved.exp_avg, saved.exp_avg_sq]);
+        out.push(saved.steps.iter().map(|&s| s as f32).collect());
+    }
     out
 }
 
@@ -46,7 +51,30 @@ fn phase_sync_changes_timing_not_results() {
 
 #[test]
 fn resume_equals_uninterrupted() {
-    let config = common::tiny_config();
+    resume_equals_uninterrupted_with(common::tiny_config());
+}
+
+#[test]
+fn resume_with_each_photos_appearance_equals_uninterrupted() {
+    let config = common::tiny_config()
+        .with_overrides(&["appearance.kind=exposure"])
+        .unwrap();
+    resume_equals_uninterrupted_with(config.clone());
+    // A checkpoint and a run that disagree on the appearance are refused, naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ckpt.safetensors");
+    let device = Default::default();
+    let mut with = Trainer::<B>::new(config.clone(), common::scene(&config), &device).unwrap();
+    with.step().unwrap();
+    with.save_checkpoint(&path).unwrap();
+    let plain = common::tiny_config();
+    let mut without = Trainer::<B>::new(plain.clone(), common::scene(&plain), &device).unwrap();
+    let e = without.load_checkpoint(&path).unwrap_err();
+    assert!(e.to_string().contains("appearance"), "{e}");
+    assert_eq!(without.step_count(), 0, "nothing changed");
+}
+
+fn resume_equals_uninterrupted_with(config: ember_train::TrainConfig) {
     let scene = common::scene(&config);
     let device = Default::default();
     let mut straight = Trainer::<B>::new(config.clone(), scene.clone(), &device).unwrap();

@@ -1,7 +1,8 @@
 //! The training step's two paths (`ember_train::pass`): the ops' forwards and backwards called
 //! directly (the default) and the same photometric loss through Burn's autodiff
 //! (`Trainer::set_loss`) give the same bits on the CPU: a batch of one and of two, with the
-//! regularisers on, through densification, opacity resets and SH bands switching on.
+//! regularisers on, through densification, opacity resets and SH bands switching on, with and
+//! without each photo's appearance learned.
 
 use ember_field::to_host;
 use ember_train::params::ParamGroup;
@@ -36,18 +37,23 @@ fn run(config: &TrainConfig, autodiff: bool) -> Run {
     for (_, values) in trainer.strategy().state() {
         state.push(to_host(values, "densification state").unwrap());
     }
+    if let Some(appearance) = trainer.appearance() {
+        state.push(to_host(appearance.params(), "appearance").unwrap());
+    }
     Run { steps, state }
 }
 
 #[test]
 fn the_direct_step_matches_the_autodiff_step_bit_for_bit() {
-    for batch in [1, 2] {
+    for (batch, appearance) in [(1, "none"), (2, "none"), (1, "exposure"), (2, "exposure")] {
         let config = common::tiny_config()
             .with_overrides(&[
                 format!("batch_size={batch}"),
                 "loss.opacity_reg=0.01".to_string(),
                 "loss.scale_reg=0.01".to_string(),
                 "output.loss_every=1".to_string(),
+                format!("appearance.kind={appearance}"),
+                "appearance.start=3".to_string(),
             ])
             .unwrap();
         let direct = run(&config, false);
@@ -58,11 +64,15 @@ fn the_direct_step_matches_the_autodiff_step_bit_for_bit() {
         );
         assert_eq!(
             direct.steps, autodiff.steps,
-            "batch {batch}: losses and PSNRs per step"
+            "batch {batch}, appearance {appearance}: losses and PSNRs per step"
         );
         assert_eq!(
             direct.state, autodiff.state,
-            "batch {batch}: parameters and densification state"
+            "batch {batch}, appearance {appearance}: parameters and densification state"
         );
+        if appearance != "none" {
+            let learned = direct.state.last().expect("the appearance");
+            assert!(learned.iter().any(|&p| p != 0.0), "the appearance learned");
+        }
     }
 }

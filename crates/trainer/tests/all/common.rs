@@ -31,7 +31,7 @@ pub fn trainer(args: &[&str]) -> Output {
 }
 
 /// Runs `trainer SUBCOMMAND args...` without LPIPS weights in the environment (a user's
-/// `EMBER_LPIPS_WEIGHTS` does not change what the tests see).
+/// `EMBER_LPIPS_WEIGHTS` does not change what the tests see: the shipped weights measure it).
 pub fn without_lpips(subcommand: &str, args: &[&str]) -> Output {
     match Command::new(env!("CARGO_BIN_EXE_trainer"))
         .arg(subcommand)

@@ -90,7 +90,18 @@ fn a_run_and_its_splat_file_measure_as_the_run_did() {
         (mean - run_psnr).abs() < 1e-3,
         "eval {mean} dB, the run's own {run_psnr} dB"
     );
-    assert!(from_run["lpips"].is_null(), "LPIPS without weights");
+    assert!(
+        from_run["lpips"].as_f64().is_some(),
+        "LPIPS with the shipped weights"
+    );
+    let (psnr, cc_psnr) = (
+        from_run["psnr"].as_f64().expect("psnr"),
+        from_run["cc_psnr"].as_f64().expect("cc_psnr"),
+    );
+    assert!(
+        cc_psnr >= psnr - 1e-3,
+        "the colour correction fits by least squares: {cc_psnr} vs {psnr}"
+    );
     for (row, (name, psnr)) in rows.iter().zip(&test_views) {
         assert_eq!(row[1], name);
         let logged: f64 = row[2].parse().expect("number");

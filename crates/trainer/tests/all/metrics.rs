@@ -43,9 +43,13 @@ fn metrics_of_two_images_with_json_and_alpha() {
     let json = dir.join("metrics.json");
     let (out, value) = measured(&[path(&a), path(&b)], &json);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("LPIPS is off"),
-        "no notice without weights"
+        !String::from_utf8_lossy(&out.stderr).contains("LPIPS is off"),
+        "the shipped weights measure LPIPS"
     );
+    let lpips = value["lpips"]
+        .as_f64()
+        .expect("LPIPS with the shipped weights");
+    assert!(lpips > 0.0 && lpips < 1.0, "{value}");
     // Half the pixels off by 12/255 in every channel (none clamped): MSE = (12/255)^2 / 2.
     let want = -10.0 * ((12.0f64 / 255.0).powi(2) / 2.0).log10();
     let psnr = value["psnr"].as_f64().expect("psnr");

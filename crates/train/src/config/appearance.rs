@@ -1,0 +1,75 @@
+//! `[appearance]`: what belongs to each training photo's exposure and white balance, learned
+//! beside the field and never drawn into it (see [`crate::appearance`]).
+
+use serde::{Deserialize, Serialize};
+
+/// Per-photo appearance: a colour transform per training photo, applied to the render before
+/// the loss, so that a photo shot brighter, darker or warmer than the others does not pull the
+/// scene's colours towards it. Held-out views, exports, the viewer and `trainer render` draw the
+/// field without any photo's transform.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AppearanceConfig {
+    /// `"none"` (every photo is the field's colours) or `"exposure"` (a gain and an offset per
+    /// colour channel and photo: exposure and white balance).
+    pub kind: AppearanceKind,
+    /// Adam's learning rate of the per-photo parameters (log-gains and offsets). Each photo's
+    /// parameters take one step per visit, so a scene of V photos trained for S steps moves
+    /// them about S / V times.
+    pub lr: f64,
+    /// Weight `w` of the pull of the log-gains towards the identity: `w |g|^2` per photo,
+    /// added to their gradient as `2 w g` (it keeps a photo that the field cannot explain from
+    /// taking an extreme transform). The transform shared by every photo is not learned: the
+    /// photos' parameters are kept averaging zero, so the field takes the capture's average
+    /// exposure, the one a held-out photo of it most likely has.
+    pub identity_pull: f64,
+    /// Weight of the same pull on the offsets. Over the large even areas of a real photo a gain
+    /// and an offset draw nearly the same colours, and at the default the offsets take up part
+    /// of each photo's exposure (on cup_colmap's exposure variant the learned log-gains follow
+    /// the applied ones with a slope of 0.5-0.7); a stronger pull (1-10) makes the gains exact
+    /// (slope 1.0) but measured worse held-out PSNR at 100x75 pixels (BENCHMARKS.md).
+    pub offset_pull: f64,
+    /// First (0-based) step at which the transforms apply and learn; before it every photo is
+    /// compared with the field's colours as they are.
+    pub start: usize,
+}
+
+impl Default for AppearanceConfig {
+    fn default() -> Self {
+        AppearanceConfig {
+            kind: AppearanceKind::None,
+            lr: 0.02,
+            identity_pull: 1e-3,
+            offset_pull: 1e-3,
+            start: 0,
+        }
+    }
+}
+
+impl AppearanceConfig {
+    /// Checks the values no type can; `Err` names the key.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if !(self.lr.is_finite() && self.lr >= 0.0) {
+            return Err("`appearance.lr` must be a finite rate >= 0".to_string());
+        }
+        if !(self.identity_pull.is_finite() && self.identity_pull >= 0.0) {
+            return Err("`appearance.identity_pull` must be finite and >= 0".to_string());
+        }
+        if !(self.offset_pull.is_finite() && self.offset_pull >= 0.0) {
+            return Err("`appearance.offset_pull` must be finite and >= 0".to_string());
+        }
+        Ok(())
+    }
+}
+
+/// Which colour transform each training photo gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AppearanceKind {
+    /// None: every photo is compared with the field's own colours.
+    #[default]
+    None,
+    /// Per channel `c`: `exp(g_c) rgb_c + b_c`, six parameters a photo, starting at the
+    /// identity (`g = b = 0`).
+    Exposure,
+}
