@@ -475,11 +475,12 @@ fn solve_normal_equations(a: &[f64], y: &[f64]) -> Vec<f64> {
             .max_by(|&p, &q| m[p][col].abs().total_cmp(&m[q][col].abs()))
             .unwrap_or(col);
         m.swap(col, pivot);
-        for row in 0..4 {
+        let pivot_row = m[col];
+        for (row, values) in m.iter_mut().enumerate() {
             if row != col {
-                let factor = m[row][col] / m[col][col];
-                for k in col..7 {
-                    m[row][k] -= factor * m[col][k];
+                let factor = values[col] / pivot_row[col];
+                for (value, pivot) in values.iter_mut().zip(&pivot_row).skip(col) {
+                    *value -= factor * pivot;
                 }
             }
         }

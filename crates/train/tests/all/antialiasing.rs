@@ -76,10 +76,7 @@ fn the_config_key_reaches_training_and_its_evaluations() {
         evals[0], evals[1],
         "the same field evaluated with and without the filter"
     );
-    let losses: Vec<f32> = runs
-        .iter_mut()
-        .map(|trainer| common::step_loss(trainer))
-        .collect();
+    let losses: Vec<f32> = runs.iter_mut().map(common::step_loss).collect();
     assert_ne!(
         losses[0], losses[1],
         "the same first step with and without the filter"

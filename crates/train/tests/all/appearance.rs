@@ -139,9 +139,8 @@ fn exposure_variant(capture: &Path, scene: &TrainScene, out: &Path) -> Vec<[f64;
         let bytes = std::fs::read(&source).unwrap();
         let mut rgb = ember_data::images::decode_rgb(&bytes, &source, [0.0; 3]).unwrap();
         for pixel in rgb.pixels_mut() {
-            for c in 0..3 {
-                let scaled = pixel.0[c] as f64 * gain[c].exp();
-                pixel.0[c] = scaled.round().clamp(0.0, 255.0) as u8;
+            for (value, g) in pixel.0.iter_mut().zip(gain) {
+                *value = (*value as f64 * g.exp()).round().clamp(0.0, 255.0) as u8;
             }
         }
         rgb.save_with_format(out.join("images").join(file), image::ImageFormat::Png)
