@@ -503,9 +503,11 @@ mod tests {
         };
         let table = markdown(&results);
         assert!(
-            table.contains("| a | 10 | 20.00 | 0.500 | 0.200 | 90 s (1.5 min) | 7 | 512 | - |")
+            table.contains(
+                "| a | 10 | 20.00 | 0.500 | 0.200 | 20.50 | 90 s (1.5 min) | 7 | 512 | - |"
+            )
         );
-        assert!(table.contains("| **mean** | | **25.00** | **0.500** | **0.300** |"));
+        assert!(table.contains("| **mean** | | **25.00** | **0.500** | **0.300** | **25.50** |"));
         // One scene without LPIPS: no mean LPIPS.
         let rows = [row("a", 20.0, None), row("b", 30.0, Some(0.4))];
         assert_eq!(means(&rows).and_then(|m| m.lpips), None);
