@@ -81,6 +81,8 @@ pub struct PhotoAppearance<B: Backend> {
     exp_avg_sq: Tensor<B, 2>,
     /// Adam steps taken per photo.
     steps: Vec<u64>,
+    /// `[1, 6]`: twice the pulls' weights (log-gains, then offsets), made once.
+    pull: Tensor<B, 2>,
     beta1: f64,
     beta2: f64,
     eps: f64,
@@ -112,12 +114,17 @@ impl<B: Backend> PhotoAppearance<B> {
             return None;
         }
         let zeros = || Tensor::zeros([photos, PARAMS_PER_PHOTO], device);
+        let (g, b) = (
+            (2.0 * config.identity_pull) as f32,
+            (2.0 * config.offset_pull) as f32,
+        );
         Some(PhotoAppearance {
             config: config.clone(),
             params: zeros(),
             exp_avg: zeros(),
             exp_avg_sq: zeros(),
             steps: vec![0; photos],
+            pull: Tensor::from_floats([[g, g, g, b, b, b]], device),
             beta1: betas.0,
             beta2: betas.1,
             eps: betas.2,
@@ -143,12 +150,7 @@ impl<B: Backend> PhotoAppearance<B> {
     /// the pull towards the identity.
     pub fn update(&mut self, photo: usize, grad: Tensor<B, 2>) {
         let row = self.row(photo);
-        let (gain, offset) = (self.config.identity_pull, self.config.offset_pull);
-        let pull = Tensor::<B, 2>::from_floats(
-            [[gain, gain, gain, offset, offset, offset].map(|w| (2.0 * w) as f32)],
-            &row.device(),
-        );
-        let grad = grad + row.clone() * pull;
+        let grad = grad + row.clone() * self.pull.clone();
         let ranges = [photo..photo + 1, 0..PARAMS_PER_PHOTO];
         let m = self.exp_avg.clone().narrow(0, photo, 1) * self.beta1
             + grad.clone() * (1.0 - self.beta1);
