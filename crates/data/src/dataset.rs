@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use crate::camera::{Distortion, Intrinsics, Pose, camera_params};
 use crate::colmap::{ColmapFormat, ColmapModel, find_model_dir};
 use crate::error::{DataError, Result};
-use crate::images::{ImageSource, image_dimensions};
+use crate::images::{ImageSource, MaskSource, image_dimensions};
 use crate::points::PointCloud;
 use crate::transforms_json::{TransformsFile, TransformsFrame};
 
@@ -44,6 +44,12 @@ pub struct DatasetOptions {
     /// the smallest factor that brings every view within it (phone photos of 4000 px train
     /// at a size the machine can afford without a per-scene `downsample`). `None`: no limit.
     pub max_side: Option<u32>,
+    /// Use each photo's alpha channel as its mask (transparent pixels take no part in the loss
+    /// or the metrics) instead of compositing it over the background; a photo without alpha is
+    /// an error. Without it, masks come from a `masks/` folder beside a COLMAP scene's images
+    /// (`masks_N/` beside `images_N/`; the mask of `a.jpg` is `a.jpg`, `a.jpg.png` or `a.png`)
+    /// or from a nerfstudio frame's `mask_path`.
+    pub alpha_as_mask: bool,
 }
 
 impl Default for DatasetOptions {
@@ -57,6 +63,7 @@ impl Default for DatasetOptions {
             point_cloud: None,
             images_dir: "images".to_string(),
             max_side: None,
+            alpha_as_mask: false,
         }
     }
 }
@@ -239,6 +246,7 @@ struct PendingView {
     path: PathBuf,
     /// Whether `path` is in an `images_N/` folder already shrunk by `downsample`.
     prescaled: bool,
+    mask: Option<MaskSource>,
 }
 
 /// Finds `path`, trying image extensions when it has none that exists.
@@ -338,6 +346,7 @@ fn finish_views(
                     size,
                     background: options.background,
                     undistort: undistort.then_some((file_intrinsics, p.distortion)),
+                    mask: p.mask,
                 },
             })
         })
@@ -431,6 +440,21 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
     } else {
         root.join(&options.images_dir)
     };
+    let masks_dir = [
+        prescaled.then(|| root.join(format!("masks_{n}"))),
+        Some(root.join("masks")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|dir| dir.is_dir());
+    if options.alpha_as_mask
+        && let Some(dir) = &masks_dir
+    {
+        return Err(DataError::InvalidOption(format!(
+            "alpha_as_mask is set but {} holds masks too: use one or the other",
+            dir.display()
+        )));
+    }
     let mut images: Vec<_> = model.images.iter().collect();
     images.sort_by(|a, b| a.name.cmp(&b.name));
     let mut pending = Vec::new();
@@ -446,14 +470,21 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
                     camera_id: image.camera_id as u64,
                 })?;
         let (intrinsics, distortion) = camera.intrinsics(&cameras_path)?;
+        let path = images_dir.join(&image.name);
+        let mask = match &masks_dir {
+            _ if options.alpha_as_mask => Some(MaskSource::Alpha),
+            Some(dir) => Some(MaskSource::File(find_mask(dir, &image.name, &path)?)),
+            None => None,
+        };
         pending.push(PendingView {
             name: image.name.clone(),
             pose: image.pose(&images_path)?,
             intrinsics: Some(intrinsics),
             frame: None,
             distortion,
-            path: images_dir.join(&image.name),
+            path,
             prescaled,
+            mask,
         });
     }
     let views = finish_views(pending, &images_path, &images_dir, options)?;
@@ -471,6 +502,33 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
     )?;
     dataset.unregistered = unregistered_images(&images_dir, &model)?;
     Ok(dataset)
+}
+
+/// The mask of photo `name` (at `photo`) in `dir`: `name` itself, `name.png` (COLMAP's own
+/// convention) or `name` with its extension replaced by `png`.
+fn find_mask(dir: &Path, name: &str, photo: &Path) -> Result<PathBuf> {
+    let same = dir.join(name);
+    let candidates = [
+        same.clone(),
+        dir.join(format!("{name}.png")),
+        same.with_extension("png"),
+    ];
+    candidates
+        .iter()
+        .find(|c| c.is_file())
+        .cloned()
+        .ok_or_else(|| DataError::MissingMask {
+            photo: photo.to_path_buf(),
+            problem: format!(
+                "{} has masks but none for this photo (looked for {})",
+                dir.display(),
+                candidates
+                    .iter()
+                    .map(|c| c.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        })
 }
 
 /// The image files (by extension, case-insensitive) in `images_dir` that no image of `model`
@@ -512,6 +570,16 @@ fn transforms_views(
     let n = options.downsample;
     let mut pending = Vec::with_capacity(frames.len());
     let mut missing = Vec::new();
+    let masked = frames.iter().find(|f| f.mask_path.is_some()).copied();
+    if options.alpha_as_mask
+        && let Some(frame) = masked
+    {
+        return Err(DataError::InvalidOption(format!(
+            "alpha_as_mask is set but {} gives frame `{}` a mask_path: use one or the other",
+            file.path.display(),
+            frame.file_path
+        )));
+    }
     for frame in frames {
         let written = dir.join(&frame.file_path);
         // nerfstudio writes `images_N/` beside `images/` with the same file names.
@@ -538,6 +606,34 @@ fn transforms_views(
             Some(size) => Some(frame.intrinsics(size, &file.path)?),
             None => None,
         };
+        let mask = match (&frame.mask_path, masked) {
+            _ if options.alpha_as_mask => Some(MaskSource::Alpha),
+            (Some(mask_path), _) => {
+                let mask = dir.join(mask_path);
+                if !mask.is_file() {
+                    return Err(DataError::MissingMask {
+                        photo: path,
+                        problem: format!(
+                            "its mask_path in {} names {}, which is not a file",
+                            file.path.display(),
+                            mask.display()
+                        ),
+                    });
+                }
+                Some(MaskSource::File(mask))
+            }
+            (None, Some(other)) => {
+                return Err(DataError::MissingMask {
+                    photo: path,
+                    problem: format!(
+                        "{} gives frame `{}` a mask_path but not this one",
+                        file.path.display(),
+                        other.file_path
+                    ),
+                });
+            }
+            (None, None) => None,
+        };
         pending.push(PendingView {
             name: frame.file_path.clone(),
             pose: frame.pose,
@@ -546,6 +642,7 @@ fn transforms_views(
             distortion: frame.distortion,
             path,
             prescaled,
+            mask,
         });
     }
     if !missing.is_empty() {

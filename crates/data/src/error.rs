@@ -163,6 +163,41 @@ pub enum DataError {
         /// Height of the file, pixels.
         found_height: u32,
     },
+    /// A photo that should have a mask has none: no file beside it in the masks folder, a
+    /// nerfstudio frame without `mask_path` among frames with one, or (with
+    /// `data.alpha_as_mask`) a photo without an alpha channel.
+    #[error("{photo}: no mask: {problem}")]
+    MissingMask {
+        /// The photo.
+        photo: PathBuf,
+        /// Where the mask was looked for.
+        problem: String,
+    },
+    /// A mask whose size is neither its photo's nor a whole multiple of it.
+    #[error(
+        "{path}: mask is {found_width}x{found_height} but its photo {photo} is {expected_width}x{expected_height} (a mask has the photo's size, or a whole multiple of it for the photos of an `images_N/` folder)"
+    )]
+    MaskSizeMismatch {
+        /// The mask file.
+        path: PathBuf,
+        /// The photo it masks.
+        photo: PathBuf,
+        /// The photo file's width, pixels.
+        expected_width: u32,
+        /// The photo file's height, pixels.
+        expected_height: u32,
+        /// The mask's width, pixels.
+        found_width: u32,
+        /// The mask's height, pixels.
+        found_height: u32,
+    },
+    /// A mask (a file, or a photo's alpha) that hides every pixel of its photo at the size
+    /// trained on: nothing would be left to learn from or to measure.
+    #[error("{path}: the mask hides every pixel of the photo")]
+    EmptyMask {
+        /// The mask file, or the photo whose alpha is the mask.
+        path: PathBuf,
+    },
     /// A PLY file that is not a point cloud Ember can read.
     #[error("{path}: {problem}")]
     Ply {

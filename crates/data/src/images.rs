@@ -5,6 +5,9 @@
 //! straight-alpha colours), undistort (remap to the pinhole camera, when the view asks for it),
 //! resize to the view's size (triangle filter, which averages over the footprint when shrinking).
 //! The result stays `u8` (a quarter of the memory of `f32`) until [`DecodedImage::to_tensor`].
+//!
+//! A photo's mask ([`MaskSource`]: a greyscale file, or the photo's own alpha) goes through the
+//! same undistortion and resizing as the colours, so its edges land on the same pixels.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -12,7 +15,7 @@ use std::path::{Path, PathBuf};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use image::imageops::FilterType;
-use image::{ImageReader, RgbImage};
+use image::{GrayImage, ImageReader, RgbImage};
 use rayon::prelude::*;
 
 use crate::camera::{Distortion, Intrinsics};
@@ -32,12 +35,18 @@ pub struct DecodedImage {
     /// as `data`; `None` for files without alpha. With it the image over another background
     /// `b` is `data + (b - background) * transparency` (see [`DecodedImage::over_background`]).
     pub transparency: Option<Vec<u8>>,
+    /// `height * width` bytes of the photo's mask ([`ImageSource::mask`]): 255 where a pixel
+    /// counts, 0 where it takes no part in the loss or the metrics, values between where
+    /// resizing blended the two (the pixel counts that much). `None`: every pixel counts.
+    pub mask: Option<Vec<u8>>,
 }
 
 impl DecodedImage {
     /// Bytes of pixel data held.
     pub fn byte_len(&self) -> usize {
-        self.data.len() + self.transparency.as_ref().map_or(0, Vec::len)
+        self.data.len()
+            + self.transparency.as_ref().map_or(0, Vec::len)
+            + self.mask.as_ref().map_or(0, Vec::len)
     }
 
     /// The image as `f32` values in `[0, 1]` (`[height, width, 3]`) composited over
@@ -79,6 +88,26 @@ impl DecodedImage {
         let shape = [self.height as usize, self.width as usize, 3];
         Tensor::from_data(TensorData::new(self.to_f32(), shape), device)
     }
+
+    /// The mask on `device` as a `[height, width, 1]` float tensor of weights in `[0, 1]`;
+    /// `None` when every pixel counts.
+    pub fn mask_tensor<B: Backend>(&self, device: &B::Device) -> Option<Tensor<B, 3>> {
+        let mask = self.mask.as_ref()?;
+        let weights = mask.iter().map(|&m| f32::from(m) / 255.0).collect();
+        let shape = [self.height as usize, self.width as usize, 1];
+        Some(Tensor::from_data(TensorData::new(weights, shape), device))
+    }
+}
+
+/// Where a photo's mask comes from: which of its pixels take part in the loss and the metrics.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaskSource {
+    /// An image file (PNG or JPEG; colour files count by their luma): white keeps a pixel,
+    /// black leaves it out. It has the photo's size, or a whole multiple of it (the full-size
+    /// masks of an `images_N/` photo).
+    File(PathBuf),
+    /// The photo's own alpha channel (`data.alpha_as_mask`): transparent pixels are left out.
+    Alpha,
 }
 
 /// Where a view's image comes from and how to turn the file into the view's pixels.
@@ -95,6 +124,8 @@ pub struct ImageSource {
     /// Remap the file from this distorted camera (intrinsics at the file's resolution) to the
     /// pinhole camera with the same intrinsics before resizing; `None` leaves it as it is.
     pub undistort: Option<(Intrinsics, Distortion)>,
+    /// The photo's mask; `None`: every pixel counts.
+    pub mask: Option<MaskSource>,
 }
 
 impl ImageSource {
@@ -133,20 +164,81 @@ impl ImageSource {
                 image::imageops::resize(&image, w, h, FilterType::Triangle)
             }
         };
-        let transparency = transparency.map(|t| {
+        let resample_grey = |values: &[u8]| -> Vec<u8> {
             let grey = RgbImage::from_fn(fw, fh, |x, y| {
-                let v = t[(y * fw + x) as usize];
+                let v = values[(y * fw + x) as usize];
                 image::Rgb([v, v, v])
             });
             resample(grey).pixels().map(|p| p.0[0]).collect()
-        });
+        };
+        let mask = match &self.mask {
+            None => None,
+            Some(MaskSource::Alpha) => {
+                let Some(t) = &transparency else {
+                    return Err(DataError::MissingMask {
+                        photo: self.path.clone(),
+                        problem: "data.alpha_as_mask is set but the photo has no alpha channel"
+                            .to_string(),
+                    });
+                };
+                let alpha: Vec<u8> = t.iter().map(|&t| 255 - t).collect();
+                Some((resample_grey(&alpha), self.path.clone()))
+            }
+            Some(MaskSource::File(path)) => {
+                let full = read_mask(path, &self.path, (fw, fh))?;
+                Some((resample_grey(full.as_raw()), path.clone()))
+            }
+        };
+        let mask = match mask {
+            Some((values, _)) if values.iter().any(|&v| v > 0) => Some(values),
+            Some((_, path)) => return Err(DataError::EmptyMask { path }),
+            None => None,
+        };
+        let transparency = transparency.map(|t| resample_grey(&t));
         Ok(DecodedImage {
             width: w,
             height: h,
             data: resample(rgb).into_raw(),
             transparency,
+            mask,
         })
     }
+}
+
+/// Reads mask `path` of photo `photo` (whose file is `size` pixels) as a greyscale image of
+/// that size: a whole multiple of it is shrunk to it (triangle filter); any other size is an
+/// error naming both files.
+fn read_mask(path: &Path, photo: &Path, size: (u32, u32)) -> Result<GrayImage> {
+    let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
+    let mask = ImageReader::new(Cursor::new(&bytes))
+        .with_guessed_format()
+        .map_err(|e| DataError::io(path, e))?
+        .decode()
+        .map_err(|cause| DataError::Image {
+            path: path.to_path_buf(),
+            cause,
+        })?
+        .into_luma8();
+    let (mw, mh) = mask.dimensions();
+    let (fw, fh) = size;
+    if (mw, mh) == size {
+        return Ok(mask);
+    }
+    // Tools that write `images_N/` round either way: one pixel of slack per factor.
+    let factor = (f64::from(mw) / f64::from(fw)).round() as u32;
+    let whole_multiple =
+        factor >= 2 && (fw * factor).abs_diff(mw) <= factor && (fh * factor).abs_diff(mh) <= factor;
+    if !whole_multiple {
+        return Err(DataError::MaskSizeMismatch {
+            path: path.to_path_buf(),
+            photo: photo.to_path_buf(),
+            expected_width: fw,
+            expected_height: fh,
+            found_width: mw,
+            found_height: mh,
+        });
+    }
+    Ok(image::imageops::resize(&mask, fw, fh, FilterType::Triangle))
 }
 
 /// Reads only the header of an image file: its `(width, height)`.
@@ -366,6 +458,7 @@ mod tests {
             size: (20, 15),
             background,
             undistort: None,
+            mask: None,
         };
         let white = source([1.0; 3]).decode_bytes(&bytes).unwrap();
         let black = source([0.0; 3]).decode_bytes(&bytes).unwrap();
@@ -402,6 +495,7 @@ mod tests {
             size: (4, 2),
             background: [1.0; 3],
             undistort: None,
+            mask: None,
         };
         let image = source.decode_bytes(&bytes).unwrap();
         assert_eq!((image.width, image.height), (4, 2));

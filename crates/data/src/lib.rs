@@ -71,7 +71,7 @@ pub use camera::{Distortion, Intrinsics, Pose, opengl_c2w_to_opencv_w2c, parse_c
 pub use camera_path::{CameraPath, Keyframe, parse_camera_path};
 pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View};
 pub use error::{DataError, Result};
-pub use images::{DecodedImage, ImageSource};
+pub use images::{DecodedImage, ImageSource, MaskSource};
 pub use loader::{DevicePrefetcher, ImageLoader, IoStats, LoaderOptions, Prefetcher, Sample};
 pub use lod::{
     HierarchyConfig, LodGeometry, SplatHierarchy, build_hierarchy, read_hierarchy, write_hierarchy,

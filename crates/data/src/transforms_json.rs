@@ -85,6 +85,8 @@ impl CameraFields {
 #[derive(Debug, Deserialize)]
 struct RawFrame {
     file_path: String,
+    #[serde(default)]
+    mask_path: Option<String>,
     transform_matrix: Vec<Vec<f64>>,
     #[serde(flatten)]
     camera: CameraFields,
@@ -112,6 +114,9 @@ pub struct TransformsFrame {
     pub index: usize,
     /// `file_path` as written, relative to the JSON file's folder, maybe without extension.
     pub file_path: String,
+    /// nerfstudio's `mask_path`, relative to the JSON file's folder: a greyscale image, black
+    /// where the photo's pixels take no part in training or evaluation.
+    pub mask_path: Option<String>,
     /// World-to-camera pose, OpenCV axes.
     pub pose: Pose,
     /// The camera fields that apply to this frame.
@@ -221,6 +226,7 @@ pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
         frames.push(TransformsFrame {
             index,
             file_path: frame.file_path,
+            mask_path: frame.mask_path,
             pose,
             camera,
             distortion,

@@ -97,6 +97,11 @@ pub struct DataConfig {
     /// pixels), so that transparent regions cannot be explained by a colour painted into them.
     /// Evaluation always uses `background`.
     pub random_background: bool,
+    /// Use each photo's alpha channel as its mask: transparent pixels take no part in the loss
+    /// or the metrics, instead of being composited over `background` (a photo without alpha
+    /// is an error). Masks from files need no key: a `masks/` folder beside a COLMAP scene's
+    /// `images/`, or a nerfstudio frame's `mask_path` (see `ember_data::DatasetOptions`).
+    pub alpha_as_mask: bool,
     /// A PLY point cloud for initialisation, relative to the scene folder, replacing the
     /// scene's own points (e.g. `init.ply` of a NeRF-Synthetic-style folder).
     pub point_cloud: Option<PathBuf>,
@@ -120,6 +125,7 @@ impl Default for DataConfig {
             eval_split: EvalSplit::Test,
             background: [1.0, 1.0, 1.0],
             random_background: false,
+            alpha_as_mask: false,
             point_cloud: None,
             image_budget_mb: 4096,
             procedural: ProceduralConfig::default(),

@@ -37,6 +37,10 @@ pub struct ViewMetrics {
     /// SSIM of the render after [`colour_corrected`].
     #[serde(default)]
     pub cc_ssim: Option<f32>,
+    /// Whether the photo has a mask: every metric of the view is then over the pixels it
+    /// keeps ([`masked_psnr_ssim`]; LPIPS of both images times the mask).
+    #[serde(default)]
+    pub masked: bool,
 }
 
 /// An evaluation render as the trainer's cache keeps it.
@@ -54,6 +58,8 @@ pub struct EvalRender<B: Backend> {
     pub cc_psnr: f32,
     /// SSIM after [`colour_corrected`].
     pub cc_ssim: f32,
+    /// Whether the metrics are over the pixels of the photo's mask.
+    pub masked: bool,
 }
 
 /// A render next to its ground truth, 8-bit RGB, `[H, 2W, 3]` (render left).
@@ -129,6 +135,9 @@ pub struct EvalReport {
     pub cc_psnr: f32,
     /// Mean colour-corrected SSIM.
     pub cc_ssim: f32,
+    /// Whether the views' photos have masks (see [`ViewMetrics::masked`]).
+    #[serde(default)]
+    pub masked: bool,
     /// Why LPIPS is off, on the first evaluation that went without it (said once).
     #[serde(skip)]
     pub lpips_off: Option<String>,
@@ -309,14 +318,21 @@ impl<B: SplatBackend> Evaluator<B> {
                 Some(cached) if cached.lpips.is_some() || !with_lpips => cached,
                 Some(mut cached) => {
                     // Rendered by an evaluation that left LPIPS out.
-                    let target = scene.eval_image(index)?.to_tensor::<B>(&device);
-                    cached.lpips = self.lpips_of(cached.rgb.clone(), target, &view.name)?;
+                    let image = scene.eval_image(index)?;
+                    let target = image.to_tensor::<B>(&device);
+                    let (rgb, target) = match image.mask_tensor::<B>(&device) {
+                        Some(mask) => (cached.rgb.clone() * mask.clone(), target * mask),
+                        None => (cached.rgb.clone(), target),
+                    };
+                    cached.lpips = self.lpips_of(rgb, target, &view.name)?;
                     let bytes = cached.rgb.shape().num_elements() * size_of::<f32>();
                     self.cache.insert(index, generation, cached.clone(), bytes);
                     cached
                 }
                 None => {
-                    let target = scene.eval_image(index)?.to_tensor::<B>(&device);
+                    let image = scene.eval_image(index)?;
+                    let target = image.to_tensor::<B>(&device);
+                    let mask = image.mask_tensor::<B>(&device);
                     let out = render(field, &view.camera, &options).map_err(|cause| {
                         TrainError::Render {
                             view: view.name.clone(),
@@ -324,13 +340,19 @@ impl<B: SplatBackend> Evaluator<B> {
                         }
                     })?;
                     let rgb = out.rgb.clamp(0.0, 1.0);
-                    let (psnr, s) = psnr_ssim(rgb.clone(), target.clone(), &view.name)?;
-                    let corrected = colour_corrected(rgb.clone(), target.clone(), &view.name)?;
-                    let (cc_psnr, cc_ssim) = psnr_ssim(corrected, target.clone(), &view.name)?;
-                    let lpips = if with_lpips {
-                        self.lpips_of(rgb.clone(), target, &view.name)?
-                    } else {
-                        None
+                    let masked = mask.as_ref();
+                    let (psnr, s) = psnr_ssim(rgb.clone(), target.clone(), masked, &view.name)?;
+                    let corrected =
+                        colour_corrected(rgb.clone(), target.clone(), masked, &view.name)?;
+                    let (cc_psnr, cc_ssim) =
+                        psnr_ssim(corrected, target.clone(), masked, &view.name)?;
+                    let is_masked = mask.is_some();
+                    let lpips = match (with_lpips, mask) {
+                        (false, _) => None,
+                        (true, Some(mask)) => {
+                            self.lpips_of(rgb.clone() * mask.clone(), target * mask, &view.name)?
+                        }
+                        (true, None) => self.lpips_of(rgb.clone(), target, &view.name)?,
                     };
                     let evaluated = EvalRender {
                         rgb,
@@ -339,6 +361,7 @@ impl<B: SplatBackend> Evaluator<B> {
                         lpips,
                         cc_psnr,
                         cc_ssim,
+                        masked: is_masked,
                     };
                     let bytes = evaluated.rgb.shape().num_elements() * size_of::<f32>();
                     self.cache
@@ -353,6 +376,7 @@ impl<B: SplatBackend> Evaluator<B> {
                 lpips: evaluated.lpips,
                 cc_psnr: Some(evaluated.cc_psnr),
                 cc_ssim: Some(evaluated.cc_ssim),
+                masked: evaluated.masked,
             });
             if k < pairs {
                 let truth = scene.eval_image(index)?;
@@ -389,6 +413,7 @@ impl<B: SplatBackend> Evaluator<B> {
             lpips,
             cc_psnr: views.iter().filter_map(|v| v.cc_psnr).sum::<f32>() / n,
             cc_ssim: views.iter().filter_map(|v| v.cc_ssim).sum::<f32>() / n,
+            masked: views.iter().any(|v| v.masked),
             lpips_off: self.lpips_off_note(),
             gaussians: field.num_gaussians(),
             seconds: started.elapsed().as_secs_f64(),
@@ -398,12 +423,17 @@ impl<B: SplatBackend> Evaluator<B> {
     }
 }
 
-/// PSNR (dB) and SSIM of `rgb` against `target`, both `[H, W, 3]` in `[0, 1]`.
+/// PSNR (dB) and SSIM of `rgb` against `target`, both `[H, W, 3]` in `[0, 1]`; with a `mask`
+/// `[H, W, 1]`, over the pixels it keeps (see [`masked_psnr_ssim`]).
 fn psnr_ssim<B: SplatBackend>(
     rgb: Tensor<B, 3>,
     target: Tensor<B, 3>,
+    mask: Option<&Tensor<B, 3>>,
     view: &str,
 ) -> Result<(f32, f32), TrainError> {
+    if let Some(mask) = mask {
+        return Ok(masked_psnr_ssim(rgb, target, mask.clone()));
+    }
     let mse: f32 = (rgb.clone() - target.clone())
         .powi_scalar(2)
         .mean()
@@ -419,16 +449,44 @@ fn psnr_ssim<B: SplatBackend>(
     Ok((psnr_from_mse(mse), s))
 }
 
+/// PSNR (dB) and SSIM of `rgb` against `target` (`[H, W, 3]`) over the pixels `mask`
+/// (`[H, W, 1]` weights) keeps: the squared error and the SSIM map are averaged with the mask's
+/// weights, both images multiplied by the mask first, so a masked-out pixel's content changes
+/// nothing (an SSIM window that straddles the mask's edge sees zeros in both images there).
+pub fn masked_psnr_ssim<B: Backend>(
+    rgb: Tensor<B, 3>,
+    target: Tensor<B, 3>,
+    mask: Tensor<B, 3>,
+) -> (f32, f32) {
+    let [h, w, c] = rgb.dims();
+    let (rgb, target) = (rgb * mask.clone(), target * mask.clone());
+    let kept: f32 = mask.clone().sum().into_scalar().elem();
+    let squared: f32 = (rgb.clone() - target.clone())
+        .powi_scalar(2)
+        .sum()
+        .into_scalar()
+        .elem();
+    let map = crate::loss::burn_ops::ssim_map(rgb, target);
+    let weights = mask.reshape([1, 1, h, w]);
+    let ssim_sum: f32 = (map * weights).sum().into_scalar().elem();
+    (
+        psnr_from_mse(squared / (kept * c as f32)),
+        ssim_sum / (kept * c as f32),
+    )
+}
+
 /// `render` after the affine colour map that best fits it to `target` (both `[H, W, 3]`):
 /// `M rgb + b`, `M` 3x3 and `b` 3, chosen by least squares over every pixel, then clamped to
 /// `[0, 1]`. The PSNR and SSIM of this image are the colour-corrected metrics (`cc_psnr`,
 /// `cc_ssim`): what the render is worth when a photo's exposure and white balance, which no
 /// scene can predict, are forgiven. The normal equations are summed on the device (a `[4, 4]`
 /// and a `[4, 3]` read back) and solved in f64, with a ridge of `1e-6` times their trace so a
-/// flat render (a single colour) still has a solution.
+/// flat render (a single colour) still has a solution. With a `mask` (`[H, W, 1]` weights)
+/// the fit is over the pixels it keeps.
 pub fn colour_corrected<B: Backend>(
     render: Tensor<B, 3>,
     target: Tensor<B, 3>,
+    mask: Option<&Tensor<B, 3>>,
     view: &str,
 ) -> Result<Tensor<B, 3>, TrainError> {
     let [h, w, _] = render.dims();
@@ -441,13 +499,20 @@ pub fn colour_corrected<B: Backend>(
         1,
     );
     let y = target.reshape([h * w, 3]);
-    let xt = x.clone().transpose();
+    let (fitted, y) = match mask {
+        Some(mask) => {
+            let weights = mask.clone().reshape([h * w, 1]);
+            (x.clone() * weights.clone(), y * weights)
+        }
+        None => (x.clone(), y),
+    };
+    let xt = fitted.clone().transpose();
     let read = |t: Tensor<B, 2>| {
         to_host(t, "colour correction")
             .map(|v| v.iter().map(|&v| v as f64).collect::<Vec<f64>>())
             .map_err(|e| TrainError::Scene(format!("{view}: {e}")))
     };
-    let xtx = read(xt.clone().matmul(x.clone()))?;
+    let xtx = read(xt.clone().matmul(fitted))?;
     let xty = read(xt.matmul(y))?;
     let map = solve_normal_equations(&xtx, &xty);
     let map = Tensor::<B, 2>::from_data(
@@ -496,6 +561,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn masked_metrics_ignore_what_the_mask_hides() {
+        let device = Default::default();
+        let image = |seed: u64| {
+            let mut state = seed;
+            let values: Vec<f32> = (0..16 * 12 * 3)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (state >> 40) as f32 / (1u64 << 24) as f32
+                })
+                .collect();
+            Tensor::<burn::backend::NdArray<f32>, 3>::from_data(
+                burn::tensor::TensorData::new(values, [12, 16, 3]),
+                &device,
+            )
+        };
+        let (render, target) = (image(1), image(2));
+        // The mask keeps the right half.
+        let keep: Vec<f32> = (0..12 * 16)
+            .map(|i| if i % 16 >= 8 { 1.0 } else { 0.0 })
+            .collect();
+        let mask = Tensor::from_data(burn::tensor::TensorData::new(keep, [12, 16, 1]), &device);
+        // Other content on the left half of both.
+        let left = mask.clone().neg() + 1.0;
+        let other_render = render.clone() * mask.clone() + image(3) * left.clone();
+        let other_target = target.clone() * mask.clone() + image(4) * left;
+        let a = masked_psnr_ssim(render.clone(), target.clone(), mask.clone());
+        let b = masked_psnr_ssim(other_render, other_target, mask.clone());
+        assert_eq!(a, b);
+        // The right half alone, measured as an image of its own, has the same PSNR.
+        let half = |t: Tensor<burn::backend::NdArray<f32>, 3>| t.narrow(1, 8, 8);
+        let alone = psnr_from_mse(
+            (half(render.clone()) - half(target.clone()))
+                .powi_scalar(2)
+                .mean()
+                .into_scalar(),
+        );
+        assert!((a.0 - alone).abs() < 1e-4, "{} vs {alone}", a.0);
+        // A mask that keeps everything gives the plain metrics.
+        let all = Tensor::ones([12, 16, 1], &device);
+        let (psnr, s) = masked_psnr_ssim(render.clone(), target.clone(), all);
+        let plain_ssim: f32 = ssim(render.clone(), target.clone()).unwrap().into_scalar();
+        let plain = crate::loss::psnr(render, target);
+        assert!((psnr - plain).abs() < 1e-4 && (s - plain_ssim).abs() < 1e-4);
+    }
+
+    #[test]
     fn the_colour_correction_undoes_an_affine_colour_map() {
         type Cpu = burn::backend::NdArray<f32>;
         let (h, w) = (6, 5);
@@ -515,7 +628,8 @@ mod tests {
         let tensor = |v: Vec<f32>| {
             Tensor::<Cpu, 3>::from_data(burn::tensor::TensorData::new(v, [h, w, 3]), &device)
         };
-        let corrected = colour_corrected(tensor(render), tensor(target.clone()), "v").unwrap();
+        let corrected =
+            colour_corrected(tensor(render), tensor(target.clone()), None, "v").unwrap();
         let corrected = to_host(corrected, "corrected").unwrap();
         let worst = corrected
             .iter()

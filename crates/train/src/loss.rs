@@ -89,6 +89,11 @@ pub mod burn_ops {
 
     /// Mean SSIM of two `[H, W, C]` images, as a one-element tensor.
     pub fn ssim<B: Backend>(x: Tensor<B, 3>, y: Tensor<B, 3>) -> Tensor<B, 1> {
+        ssim_map(x, y).mean()
+    }
+
+    /// SSIM at every pixel and channel of two `[H, W, C]` images: `[1, C, H, W]`.
+    pub fn ssim_map<B: Backend>(x: Tensor<B, 3>, y: Tensor<B, 3>) -> Tensor<B, 4> {
         let c = x.dims()[2];
         let (x, y) = (to_nchw(x), to_nchw(y));
         let stats = Tensor::cat(
@@ -112,7 +117,7 @@ pub mod burn_ops {
         let sigma_xy = e_xy - mu_xy.clone();
         let numerator = (mu_xy * 2.0 + SSIM_C1) * (sigma_xy * 2.0 + SSIM_C2);
         let denominator = (mu_xx + mu_yy + SSIM_C1) * (sigma_x + sigma_y + SSIM_C2);
-        (numerator / denominator).mean()
+        numerator / denominator
     }
 
     /// `(1 - lambda) L1 + lambda (1 - SSIM)` of `[H, W, C]` images, as a one-element tensor.

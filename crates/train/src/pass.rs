@@ -1,6 +1,7 @@
 //! One step's forward and backward on one replica: render the views, take the loss against the
 //! photos (each render through its photo's appearance transform first, when the run learns
-//! them: [`crate::appearance`]), and return the gradients, before any reduction over replicas.
+//! them: [`crate::appearance`]; then times the photo's mask, when it has one, as the photo
+//! already is), and return the gradients, before any reduction over replicas.
 //!
 //! Two ways, with the same result:
 //! - [`direct_forward`], the default: the ops' forward and backward called in turn on the inner
@@ -58,6 +59,10 @@ pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
     /// This replica's views: cameras, photos `[H, W, 3]` and names (for errors), in order.
     pub cameras: &'a [Camera],
     pub targets: &'a [Tensor<I, 3>],
+    /// Each view's mask `[H, W, 1]` (its photo in `targets` is already multiplied by it), or
+    /// none at all. The render is multiplied by it before the loss, so a masked-out pixel
+    /// neither adds to the loss nor sends a gradient back.
+    pub masks: &'a [Tensor<I, 3>],
     pub names: &'a [String],
     /// Each view's appearance parameters `[1, 6]` (see [`crate::appearance`]), or none at
     /// all: the views are compared with the field's colours as they are.
@@ -127,16 +132,27 @@ pub(crate) struct PassGradients<I: burn::tensor::backend::Backend> {
 }
 
 /// The views' mean squared error over the batch, as this replica's share of it: `rgb [C, H, W,
-/// 3]` clamped to `[0, 1]` against the photos.
+/// 3]` clamped to `[0, 1]` against the photos, over the pixels their masks keep (weighted by
+/// them) when they have masks.
 fn batch_mse<I: burn::tensor::backend::Backend>(
     rgb: Tensor<I, 4>,
     targets: &[Tensor<I, 3>],
+    masks: &[Tensor<I, 3>],
     batch: usize,
 ) -> Tensor<I, 1> {
     let share = targets.len();
-    let mse = (rgb.clamp(0.0, 1.0) - Tensor::stack(targets.to_vec(), 0))
-        .powi_scalar(2)
-        .mean();
+    let targets = Tensor::stack(targets.to_vec(), 0);
+    let mse = match masks.is_empty() {
+        true => (rgb.clamp(0.0, 1.0) - targets).powi_scalar(2).mean(),
+        false => {
+            let masks = Tensor::stack(masks.to_vec(), 0);
+            let kept = masks.clone().sum().mul_scalar(3.0);
+            ((rgb.clamp(0.0, 1.0) * masks) - targets)
+                .powi_scalar(2)
+                .sum()
+                .div(kept)
+        }
+    };
     if share == batch {
         mse
     } else {
@@ -251,21 +267,34 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
             .clone()
             .narrow(0, j * IMAGE_CHANNELS * pixels, 3 * pixels)
             .reshape([h, w, 3]);
-        let Some(row) = inputs.appearance.get(j) else {
-            let (loss, grad) = view_loss::<Inner<B>>(rendered, target, inputs, j)?;
-            losses.extend(loss);
-            grads.push(scale(grad));
-            continue;
+        let row = inputs.appearance.get(j);
+        let compared = match row {
+            Some(row) => appearance::apply(rendered.clone(), row.clone()),
+            None => rendered.clone(),
         };
-        let compared = appearance::apply(rendered.clone(), row.clone());
-        if inputs.wants_mse {
+        if inputs.wants_mse && row.is_some() {
             compared_images.push(compared.clone());
         }
+        let mask = inputs.masks.get(j);
+        let compared = match mask {
+            Some(mask) => compared * mask.clone(),
+            None => compared,
+        };
         let (loss, grad) = view_loss::<Inner<B>>(compared, target, inputs, j)?;
         losses.extend(loss);
-        let (grad, grad_row) = appearance::apply_backward(rendered, row.clone(), scale(grad));
-        grads.push(grad);
-        appearance_grads.push(grad_row);
+        // Scaled, then masked: the order of the autodiff pass's backward.
+        let grad = match mask {
+            Some(mask) => scale(grad) * mask.clone(),
+            None => scale(grad),
+        };
+        match row {
+            Some(row) => {
+                let (grad, grad_row) = appearance::apply_backward(rendered, row.clone(), grad);
+                grads.push(grad);
+                appearance_grads.push(grad_row);
+            }
+            None => grads.push(grad),
+        }
     }
     let grad_rgb = match views {
         1 => grads.remove(0).reshape([1, h, w, 3]),
@@ -284,7 +313,7 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
                 .reshape([views, h, w, 3]),
             false => Tensor::stack(compared_images, 0),
         };
-        batch_mse(rgb, inputs.targets, inputs.batch)
+        batch_mse(rgb, inputs.targets, inputs.masks, inputs.batch)
     });
     Ok(Forward {
         loss: inputs
@@ -471,6 +500,9 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
                 compared_images.push(rendered.clone().inner());
             }
         }
+        if let Some(mask) = inputs.masks.get(j) {
+            rendered = rendered * Tensor::from_inner(mask.clone());
+        }
         losses.push(
             loss_fn
                 .loss(rendered, target)
@@ -492,7 +524,7 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
             true => out.rgb.clone().inner(),
             false => Tensor::stack(compared_images, 0),
         };
-        batch_mse(rgb, inputs.targets, inputs.batch)
+        batch_mse(rgb, inputs.targets, inputs.masks, inputs.batch)
     });
     Ok(Forward {
         loss: inputs.wants_loss.then(|| loss.clone().inner()),

@@ -324,7 +324,7 @@ impl Logs {
         self.jsonl.append(
             &json!({
                 "kind": "eval", "step": e.step, "psnr": e.psnr, "ssim": e.ssim,
-                "lpips": e.lpips, "cc_psnr": e.cc_psnr, "cc_ssim": e.cc_ssim, "gaussians": e.gaussians, "seconds": e.seconds,
+                "lpips": e.lpips, "cc_psnr": e.cc_psnr, "cc_ssim": e.cc_ssim, "masked": e.masked, "gaussians": e.gaussians, "seconds": e.seconds,
                 "views": e.views,
             })
             .to_string(),

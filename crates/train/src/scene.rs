@@ -100,6 +100,9 @@ impl TrainScene {
             None => {
                 let mut scene =
                     procedural::<B>(&config.procedural, config.background, seed, device)?;
+                if config.alpha_as_mask {
+                    scene.mask_by_alpha()?;
+                }
                 match config.eval_split {
                     EvalSplit::Test => {}
                     EvalSplit::Val => {
@@ -119,6 +122,37 @@ impl TrainScene {
         }
     }
 
+    /// Gives every photo held in memory its alpha as its mask (`data.alpha_as_mask` for the
+    /// procedural scene; photos from files get theirs when decoded); a fully transparent photo
+    /// is an error naming it.
+    fn mask_by_alpha(&mut self) -> Result<(), TrainError> {
+        for (views, images) in [
+            (&self.train, &mut self.train_images),
+            (&self.eval, &mut self.eval_images),
+        ] {
+            let Images::Memory(images) = images else {
+                continue;
+            };
+            for (view, image) in views.iter().zip(images.iter_mut()) {
+                let mask: Vec<u8> = match &image.transparency {
+                    Some(t) => t.iter().map(|&t| 255 - t).collect(),
+                    None => Vec::new(),
+                };
+                if !mask.iter().any(|&m| m > 0) {
+                    return Err(TrainError::Scene(format!(
+                        "{}: data.alpha_as_mask, but its alpha hides every pixel",
+                        view.name
+                    )));
+                }
+                *image = Arc::new(DecodedImage {
+                    mask: Some(mask),
+                    ..(**image).clone()
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// A dataset on disk.
     pub fn from_dataset(path: &Path, config: &DataConfig) -> Result<TrainScene, TrainError> {
         let options = DatasetOptions {
@@ -128,6 +162,7 @@ impl TrainScene {
             test_every: config.test_every,
             background: config.background,
             point_cloud: config.point_cloud.clone(),
+            alpha_as_mask: config.alpha_as_mask,
             ..DatasetOptions::default()
         };
         let dataset = Dataset::load(path, &options)?;
@@ -585,6 +620,7 @@ pub fn procedural<B: SplatBackend>(
                 height: config.resolution,
                 data: rgb.iter().map(|&v| to_u8(v)).collect(),
                 transparency: Some(alpha.iter().map(|&a| to_u8(1.0 - a)).collect()),
+                mask: None,
             }));
             views.push(SceneView { name, camera });
         }

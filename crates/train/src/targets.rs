@@ -9,6 +9,10 @@
 //! device. Views past the budget are uploaded per step as before, so a scene of any size trains.
 //! A backend that cannot store `u8` tensors keeps them as `f32` (4x the bytes, same budget).
 //!
+//! A masked photo (see [`DecodedImage::mask`]) travels with its mask (one more byte per pixel),
+//! and its target is the photo times the mask: masked-out pixels are zero whatever the photo
+//! holds there.
+//!
 //! The target is the same value either way: `value / 255`, plus `shift * (transparency / 255)`
 //! for a background other than the one the photo was composited over (see
 //! [`DecodedImage::over_background`]), in the same order of operations, so on the CPU a run
@@ -57,6 +61,17 @@ struct ResidentImage<B: Backend> {
     rgb: Bytes<B>,
     /// `[H, W, 1]` values `255 (1 - alpha)`, for photos with alpha.
     transparency: Option<Bytes<B>>,
+    /// `[H, W, 1]` mask values in `0..=255`, for masked photos.
+    mask: Option<Bytes<B>>,
+}
+
+/// A training photo as a step compares a render with it.
+#[derive(Debug, Clone)]
+pub struct Target<B: Backend> {
+    /// `[H, W, 3]` in `[0, 1]`: the photo over the step's background, times `mask`.
+    pub rgb: Tensor<B, 3>,
+    /// `[H, W, 1]` weights in `[0, 1]`: how much each pixel counts; `None` when all do.
+    pub mask: Option<Tensor<B, 3>>,
 }
 
 /// Counters of a [`TargetImages`] (see the module docs).
@@ -123,7 +138,7 @@ impl<B: Backend> TargetImages<B> {
     }
 
     /// The target of training view `view`: `image` (its decoded photo, composited over
-    /// `composited_over`) over `background`, `[H, W, 3]` in `[0, 1]`, on `device`.
+    /// `composited_over`) over `background`, on `device` (see [`Target`]).
     pub fn target(
         &mut self,
         view: usize,
@@ -131,7 +146,7 @@ impl<B: Backend> TargetImages<B> {
         composited_over: [f32; 3],
         background: [f32; 3],
         device: &B::Device,
-    ) -> Tensor<B, 3> {
+    ) -> Target<B> {
         if let Some(Some(resident)) = self.views.get(view) {
             return composite(resident, composited_over, background, device);
         }
@@ -147,7 +162,8 @@ impl<B: Backend> TargetImages<B> {
         self.stats.per_step_uploads += 1;
         let shape = [image.height as usize, image.width as usize, 3];
         let pixels = image.over_background(composited_over, background);
-        Tensor::from_data(TensorData::new(pixels, shape), device)
+        let rgb = Tensor::from_data(TensorData::new(pixels, shape), device);
+        masked(rgb, image.mask_tensor(device))
     }
 
     /// Device bytes `image` takes when resident.
@@ -162,7 +178,26 @@ impl<B: Backend> TargetImages<B> {
             .transparency
             .as_ref()
             .map(|t| Bytes::upload(t, [h, w, 1], self.dtype, device));
-        ResidentImage { rgb, transparency }
+        let mask = image
+            .mask
+            .as_ref()
+            .map(|m| Bytes::upload(m, [h, w, 1], self.dtype, device));
+        ResidentImage {
+            rgb,
+            transparency,
+            mask,
+        }
+    }
+}
+
+/// `rgb` times `mask` (when there is one), with the mask beside it.
+fn masked<B: Backend>(rgb: Tensor<B, 3>, mask: Option<Tensor<B, 3>>) -> Target<B> {
+    Target {
+        rgb: match &mask {
+            Some(mask) => rgb * mask.clone(),
+            None => rgb,
+        },
+        mask,
     }
 }
 
@@ -173,9 +208,9 @@ fn composite<B: Backend>(
     composited_over: [f32; 3],
     background: [f32; 3],
     device: &B::Device,
-) -> Tensor<B, 3> {
+) -> Target<B> {
     let values = image.rgb.values().div_scalar(255.0);
-    match &image.transparency {
+    let rgb = match &image.transparency {
         Some(transparency) if background != composited_over => {
             let shift = [0, 1, 2].map(|c| background[c] - composited_over[c]);
             let shift = Tensor::<B, 1>::from_data(TensorData::new(shift.to_vec(), [3]), device)
@@ -183,7 +218,11 @@ fn composite<B: Backend>(
             values + transparency.values().div_scalar(255.0) * shift
         }
         _ => values,
-    }
+    };
+    masked(
+        rgb,
+        image.mask.as_ref().map(|m| m.values().div_scalar(255.0)),
+    )
 }
 
 #[cfg(test)]
@@ -202,11 +241,12 @@ mod tests {
             height,
             data: (0..3 * n).map(|i| byte(i, seed)).collect(),
             transparency: alpha.then(|| (0..n).map(|i| byte(i, seed + 1)).collect()),
+            mask: None,
         }
     }
 
-    fn values(t: Tensor<B, 3>) -> Vec<f32> {
-        t.into_data().to_vec::<f32>().unwrap()
+    fn values(t: Target<B>) -> Vec<f32> {
+        t.rgb.into_data().to_vec::<f32>().unwrap()
     }
 
     #[test]
@@ -228,6 +268,33 @@ mod tests {
             assert_eq!(resident.stats().per_step_uploads, 0);
             assert_eq!(host.stats().resident_views, 0);
             assert_eq!(host.stats().per_step_uploads, 2);
+        }
+    }
+
+    #[test]
+    fn masked_targets_are_the_photo_times_the_mask_either_way() {
+        let device = Default::default();
+        let mut image = photo(7, 5, true, 3);
+        let mask: Vec<u8> = (0..35).map(|i| [0, 255, 128][i % 3]).collect();
+        image.mask = Some(mask.clone());
+        let over = [1.0, 1.0, 1.0];
+        let background = [0.2, 0.7, 0.1];
+        let expected: Vec<f32> = image
+            .over_background(over, background)
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v * (f32::from(mask[i / 3]) / 255.0))
+            .collect();
+        let weights: Vec<f32> = mask.iter().map(|&m| f32::from(m) / 255.0).collect();
+        for budget in [64, 0] {
+            let mut targets = TargetImages::<B>::stored_as(1, budget, DType::U8);
+            let target = targets.target(0, &image, over, background, &device);
+            let got = target
+                .mask
+                .clone()
+                .expect("the mask travels with the photo");
+            assert_eq!(got.into_data().to_vec::<f32>().unwrap(), weights);
+            assert_eq!(values(target), expected, "budget {budget}");
         }
     }
 

@@ -123,7 +123,10 @@ struct StepViews<I: burn::tensor::backend::Backend> {
     /// Indices into the scene's training views.
     views: Vec<usize>,
     cameras: Vec<Camera>,
+    /// The photos, each times its mask.
     targets: Vec<Tensor<I, 3>>,
+    /// The photos' masks `[H, W, 1]`, one per view; empty when the scene has none.
+    masks: Vec<Tensor<I, 3>>,
     names: Vec<String>,
     background: [f32; 3],
 }
@@ -641,12 +644,21 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             .collect();
         let background = self.background_at(step);
         let mut targets = Vec::with_capacity(views.len());
+        let mut masks = Vec::new();
         for &v in &views {
             let image = self.scene.train_image(v)?;
             let target =
                 self.targets
                     .target(v, &image, self.scene.background, background, &self.device);
-            targets.push(target.inner());
+            targets.push(target.rgb.inner());
+            masks.extend(target.mask.map(|m| m.inner()));
+        }
+        if !masks.is_empty() && masks.len() != targets.len() {
+            return Err(TrainError::Scene(format!(
+                "the photos of step {} mix masked and unmasked ones (every photo of a scene \
+                 has a mask, or none)",
+                step + 1
+            )));
         }
         Ok(StepViews {
             cameras: views.iter().map(|&v| self.scene.train[v].camera).collect(),
@@ -656,6 +668,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 .collect(),
             views,
             targets,
+            masks,
             background,
         })
     }
@@ -679,6 +692,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let inputs = PassInputs {
             cameras: &views.cameras,
             targets: &views.targets,
+            masks: &views.masks,
             names: &views.names,
             appearance: &rows,
             batch: self.config.batch_size,

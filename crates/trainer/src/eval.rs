@@ -241,9 +241,10 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
         );
     }
     println!(
-        "mean over {} {split} views: PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected PSNR {:.2} dB, \
+        "mean over {} {split}{} views: PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected PSNR {:.2} dB, \
          SSIM {:.4} ({:.1} s)",
         report.views.len(),
+        if report.masked { " masked" } else { "" },
         report.psnr,
         report.ssim,
         lpips_text(report.lpips),
@@ -265,6 +266,7 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
             "lpips": report.lpips,
             "cc_psnr": report.cc_psnr,
             "cc_ssim": report.cc_ssim,
+            "masked": report.masked,
             "seconds": report.seconds,
             "views": report.views,
         });

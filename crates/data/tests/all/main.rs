@@ -8,6 +8,7 @@ mod errors;
 mod figurine;
 mod lego;
 mod loader;
+mod masks;
 mod nerfstudio;
 mod smoke;
 mod splats;

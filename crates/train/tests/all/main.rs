@@ -10,6 +10,7 @@ mod densify;
 mod eval_cache;
 mod lego;
 mod lpips;
+mod masks;
 mod parallel;
 mod procedural;
 mod resume;

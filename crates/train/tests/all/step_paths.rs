@@ -2,7 +2,8 @@
 //! directly (the default) and the same photometric loss through Burn's autodiff
 //! (`Trainer::set_loss`) give the same bits on the CPU: a batch of one and of two, with the
 //! regularisers on, through densification, opacity resets and SH bands switching on, with and
-//! without each photo's appearance learned.
+//! without each photo's appearance learned, with and without masks (the procedural photos'
+//! alpha as their masks).
 
 use ember_field::to_host;
 use ember_train::params::ParamGroup;
@@ -45,7 +46,14 @@ fn run(config: &TrainConfig, autodiff: bool) -> Run {
 
 #[test]
 fn the_direct_step_matches_the_autodiff_step_bit_for_bit() {
-    for (batch, appearance) in [(1, "none"), (2, "none"), (1, "exposure"), (2, "exposure")] {
+    for (batch, appearance, masked) in [
+        (1, "none", false),
+        (2, "none", false),
+        (1, "exposure", false),
+        (2, "exposure", false),
+        (1, "none", true),
+        (2, "exposure", true),
+    ] {
         let config = common::tiny_config()
             .with_overrides(&[
                 format!("batch_size={batch}"),
@@ -54,6 +62,7 @@ fn the_direct_step_matches_the_autodiff_step_bit_for_bit() {
                 "output.loss_every=1".to_string(),
                 format!("appearance.kind={appearance}"),
                 "appearance.start=3".to_string(),
+                format!("data.alpha_as_mask={masked}"),
             ])
             .unwrap();
         let direct = run(&config, false);
@@ -64,11 +73,11 @@ fn the_direct_step_matches_the_autodiff_step_bit_for_bit() {
         );
         assert_eq!(
             direct.steps, autodiff.steps,
-            "batch {batch}, appearance {appearance}: losses and PSNRs per step"
+            "batch {batch}, appearance {appearance}, masked {masked}: losses and PSNRs per step"
         );
         assert_eq!(
             direct.state, autodiff.state,
-            "batch {batch}, appearance {appearance}: parameters and densification state"
+            "batch {batch}, appearance {appearance}, masked {masked}: parameters and densification state"
         );
         if appearance != "none" {
             let learned = direct.state.last().expect("the appearance");

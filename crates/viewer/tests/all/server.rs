@@ -96,6 +96,7 @@ fn start(mode: Mode) -> Viewer {
             height: 4,
             data: vec![(index * 40) as u8; 8 * 4 * 3],
             transparency: None,
+            mask: None,
         }))
     });
     Viewer::start(&config, scene(mode), Some(photos)).unwrap()
