@@ -31,12 +31,16 @@
 //!   [`DatasetOptions::test_every`]).
 //! - [`Dataset::extent`] is the 3DGS "cameras extent": 1.1 times the largest distance of a
 //!   training camera centre from their mean.
+//! - Masks ([`MaskSource`]): a `masks/` folder beside a COLMAP scene's images (`masks_N/`
+//!   beside `images_N/`), a nerfstudio frame's `mask_path`, or the photo's alpha with
+//!   [`DatasetOptions::alpha_as_mask`]; white keeps a pixel, black leaves it out
+//!   ([`DecodedImage::mask`]). Every photo of a scene has one or none does.
 //!
 //! # Not supported
 //! The other COLMAP camera models (FULL_OPENCV, FOV, SIMPLE_RADIAL_FISHEYE, RADIAL_FISHEYE,
 //! THIN_PRISM_FISHEYE: they load as records but are refused as cameras, by name); the part of a
 //! fisheye's view beyond the pinhole image of the same size (undistortion keeps the centre); COLMAP split lists (COLMAP
-//! scenes use [`DatasetOptions::test_every`]); masks, depth maps and per-image exposure;
+//! scenes use [`DatasetOptions::test_every`]); depth maps and per-image exposure metadata;
 //! 3DGS-layout PLY attributes beyond position and colour in [`PointCloud`] (a splat file is
 //! read by [`read_splats`]).
 //! Undistortion keeps the image size and repeats edge pixels where the distorted image has no
