@@ -6,7 +6,7 @@
 //! |---|---|---|
 //! | COLMAP | `sparse/0/{cameras,images,points3D}.{bin,txt}` + `images/` | binary and text, read and written ([`colmap`]); `sparse/0`, else the largest model in `sparse/`; `images_N/` for pre-downscaled sets |
 //! | NeRF-Synthetic | `transforms_{train,val,test}.json` | `camera_angle_x`; RGBA PNGs composited over [`DatasetOptions::background`] |
-//! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2` (`k1..k4` for OPENCV_FISHEYE), global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path` |
+//! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2` (`k1..k4` for OPENCV_FISHEYE), global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path`; `mask_path` |
 //! | point clouds | COLMAP `points3D`, PLY | [`PointCloud`]: ASCII and binary PLY, `x y z` + optional `red green blue` |
 //! | trained splats | 3DGS PLY, `.splat`, SPZ, PlayCanvas compressed PLY | [`Splats`], see [`splats`]: read and write by extension, [`convert`], [`transform`], [`info`] |
 //! | level-of-detail hierarchies | a 3DGS PLY of the leaves + `lod_node`, `lod_parent` elements | [`SplatHierarchy`], see [`lod`]: [`build_hierarchy`] (moment matching over a Morton order), [`read_hierarchy`], [`write_hierarchy`] |
