@@ -7,6 +7,7 @@ use std::path::Path;
 
 use ember_field::to_host;
 use ember_train::params::ParamGroup;
+use ember_train::scene::look_at_origin;
 use ember_train::{TrainConfig, Trainer};
 use image::{GrayImage, Luma, Rgb, RgbImage};
 
@@ -18,27 +19,13 @@ const HIDDEN: u32 = 10;
 const VIEWS: usize = 6;
 
 /// A camera-to-world matrix (OpenGL axes, nerfstudio's convention) at `eye` looking at the
-/// origin with +z up.
+/// origin with +z up: [`look_at_origin`]'s camera, inverted, its y and z axes flipped.
 fn look_at(eye: [f64; 3]) -> [[f64; 4]; 4] {
-    let norm = |v: [f64; 3]| {
-        let n = (v[0] * v[0] + v[1] * v[1] + v[2] * v[2]).sqrt();
-        v.map(|x| x / n)
-    };
-    let cross = |a: [f64; 3], b: [f64; 3]| {
-        [
-            a[1] * b[2] - a[2] * b[1],
-            a[2] * b[0] - a[0] * b[2],
-            a[0] * b[1] - a[1] * b[0],
-        ]
-    };
-    let forward = norm(eye.map(|x| -x));
-    let right = norm(cross(forward, [0.0, 0.0, 1.0]));
-    let up = cross(right, forward);
-    let mut m = [[0.0; 4]; 4];
-    for r in 0..3 {
-        m[r] = [right[r], up[r], -forward[r], eye[r]];
+    let r = look_at_origin(eye, SIZE).rotation;
+    let mut m = [[0.0, 0.0, 0.0, 1.0]; 4];
+    for (i, row) in m.iter_mut().take(3).enumerate() {
+        *row = [r[i], -r[3 + i], -r[6 + i], eye[i]];
     }
-    m[3] = [0.0, 0.0, 0.0, 1.0];
     m
 }
 
