@@ -327,6 +327,37 @@ pub fn parse_camera_file(bytes: &[u8], path: &Path) -> Result<CameraParams> {
     Ok(camera)
 }
 
+/// The camera named `name` in a camera list read from `path`: the `cameras.json` a run that
+/// refines its poses writes, `{"cameras": [{"name": .., "refined": .., "camera": {..}}, ..]}`
+/// (each `camera` in the form of [`parse_camera_file`], checked as it checks one).
+pub fn parse_camera_list(bytes: &[u8], path: &Path, name: &str) -> Result<CameraParams> {
+    /// Other keys of an entry (`refined`) say how the camera came to be, which a render does
+    /// not need.
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        name: String,
+        camera: CameraParams,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct List {
+        cameras: Vec<Entry>,
+    }
+    let list: List = serde_json::from_slice(bytes).map_err(|cause| DataError::Json {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    let Some(entry) = list.cameras.iter().find(|e| e.name == name) else {
+        return Err(DataError::UnknownCamera {
+            path: path.to_path_buf(),
+            name: name.to_string(),
+            known: list.cameras.iter().map(|e| e.name.clone()).collect(),
+        });
+    };
+    check_camera(&entry.camera, path, &format!("cameras[{name}]"))?;
+    Ok(entry.camera)
+}
+
 /// The check [`parse_camera_file`] makes of a camera read from `path`, where `name` (`camera`,
 /// `keyframes[2].camera`) says which camera of the file it is: an orthonormal rotation with
 /// determinant +1 (to `1e-3`), finite values, positive focal lengths and size.

@@ -121,6 +121,16 @@ pub enum DataError {
         /// What is wrong.
         problem: String,
     },
+    /// A camera list (a run's `cameras.json`) without the camera asked for.
+    #[error("{path}: no camera named `{name}` (it has: {})", NameList(known))]
+    UnknownCamera {
+        /// The camera list.
+        path: PathBuf,
+        /// The name asked for.
+        name: String,
+        /// The names it holds.
+        known: Vec<String>,
+    },
     /// An image refers to a camera id the model does not have.
     #[error("{path}: image `{image}` refers to camera {camera_id}, which is not in the model")]
     MissingCamera {

@@ -134,6 +134,14 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
         let file = CheckpointFile::parse(&bytes, path)?;
         let bad = |m: String| TrainError::checkpoint(path, m);
+        if self.poses.is_some() {
+            return Err(bad(
+                "this run refines the camera poses (`poses.refine = true`), and a \
+                 checkpoint does not hold them yet: resume with `poses.refine = false`, or \
+                 train again"
+                    .to_string(),
+            ));
+        }
         // Both depend on the config: the one the checkpoint was written with is in its
         // metadata and in its run folder's `config.toml`.
         if file.strategy != self.strategy.name() {

@@ -13,8 +13,10 @@ use crate::error::TrainError;
 
 mod appearance;
 mod distributed;
+mod poses;
 pub use appearance::{AppearanceConfig, AppearanceKind};
 pub use distributed::{DistributedConfig, ReduceStrategyKind, host_port};
+pub use poses::PosesConfig;
 
 /// Every setting of a run. Sections mirror the step's data flow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +39,8 @@ pub struct TrainConfig {
     pub loss: LossConfig,
     /// Each training photo's own exposure and white balance.
     pub appearance: AppearanceConfig,
+    /// Refining the training cameras' poses.
+    pub poses: PosesConfig,
     /// How the field is drawn, in training and in its evaluations.
     pub raster: RasterConfig,
     /// Adam and its learning rates.
@@ -61,6 +65,7 @@ impl Default for TrainConfig {
             init: InitConfig::default(),
             loss: LossConfig::default(),
             appearance: AppearanceConfig::default(),
+            poses: PosesConfig::default(),
             raster: RasterConfig::default(),
             optim: OptimConfig::default(),
             densify: DensifyConfig::default(),
@@ -685,6 +690,18 @@ impl TrainConfig {
                 origin: "config".to_string(),
                 message,
             })?;
+        self.poses
+            .validate()
+            .map_err(|message| TrainError::Config {
+                origin: "config".to_string(),
+                message,
+            })?;
+        if self.poses.refine && self.distributed.peers() > 1 {
+            return fail(
+                "poses.refine",
+                "is per camera and not yet summed over the peers: data-parallel runs take `false`",
+            );
+        }
         if self.appearance.kind != AppearanceKind::None && self.distributed.peers() > 1 {
             return fail(
                 "appearance.kind",

@@ -59,6 +59,7 @@ pub mod lpips;
 pub mod parallel;
 pub mod params;
 pub mod pass;
+pub mod poses;
 pub mod reduce;
 pub mod run;
 pub mod scene;

@@ -12,6 +12,10 @@
 //! - [`autodiff_forward`], for a [`TrainingLoss`] of the user's own: the render on the autodiff
 //!   backend and `backward()` through whatever the loss does.
 //!
+//! With `[poses] refine`, the direct pass runs the projection's backward once per view and
+//! returns each camera's pose gradient beside the field's ([`crate::poses`]); the autodiff pass
+//! does not (a loss of one's own trains with the given poses).
+//!
 //! Each returns a [`Forward`]: what the step reads, and [`Forward::backward`]. On ndarray, the
 //! autodiff pass with the photometric loss and the direct pass give the same
 //! bits: the same kernels run on the same values, and every scale the autodiff graph applies
@@ -21,7 +25,8 @@ use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 use ember_field::{Camera, GaussianField, RenderOptions, SplatAutodiffBackend, render_batch};
-use ember_kernels::project::{ProjectInputs, ProjectOptions, project_views};
+use ember_kernels::project::pose::PoseMoments;
+use ember_kernels::project::{ProjectGrads, ProjectInputs, ProjectOptions, project_views};
 use ember_kernels::raster::{
     IMAGE_CHANNELS, RasterSetup, RasterState, rasterize_views_backward, rasterize_views_forward,
 };
@@ -77,6 +82,9 @@ pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
     /// Whether the step reads the loss, or the render's mean squared error.
     pub wants_loss: bool,
     pub wants_mse: bool,
+    /// Whether the backward returns each view's pose gradient ([`crate::poses`]; the direct
+    /// pass only).
+    pub wants_poses: bool,
 }
 
 /// A pass after its forward: what the step reads, and what its backward needs.
@@ -118,6 +126,8 @@ struct DirectBackward<I: burn::tensor::backend::Backend> {
     scale_reg: Option<Tensor<I, 2>>,
     /// The views' appearance gradients, computed with the loss's.
     appearance: Vec<Tensor<I, 2>>,
+    /// Whether to return each view's pose gradient.
+    wants_poses: bool,
     view: String,
 }
 
@@ -129,6 +139,9 @@ pub(crate) struct PassGradients<I: burn::tensor::backend::Backend> {
     pub screen: Option<Tensor<I, 2>>,
     /// Each view's appearance gradient `[1, 6]`, in order (empty without appearance).
     pub appearance: Vec<Tensor<I, 2>>,
+    /// Each view's pose gradient `[dL/dtau, dL/domega]` at its camera as drawn (see
+    /// [`crate::poses`]), in order (empty unless asked).
+    pub poses: Vec<[f64; 6]>,
 }
 
 /// The views' mean squared error over the batch, as this replica's share of it: `rgb [C, H, W,
@@ -340,6 +353,7 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
             opacity_reg,
             scale_reg,
             appearance: appearance_grads,
+            wants_poses: inputs.wants_poses,
             view: inputs.names[0].clone(),
         })),
     })
@@ -410,6 +424,7 @@ impl<B: SplatAutodiffBackend> Forward<B> {
                                 .unwrap_or_else(|| row.clone().inner().zeros_like())
                         })
                         .collect(),
+                    poses: Vec::new(),
                 })
             }
         }
@@ -426,12 +441,18 @@ impl<I: SplatBackend> DirectBackward<I> {
                     cause: e.into(),
                 },
             )?;
-        let g = I::project_backward(
-            self.inputs,
-            grad_packed.into_primitive().tensor(),
-            &self.cameras,
-            self.project,
-        );
+        let (g, poses) = match self.wants_poses {
+            false => (
+                I::project_backward(
+                    self.inputs,
+                    grad_packed.into_primitive().tensor(),
+                    &self.cameras,
+                    self.project,
+                ),
+                Vec::new(),
+            ),
+            true => per_view_backward(self.inputs, grad_packed, &self.cameras, self.project),
+        };
         let float = |t| TensorPrimitive::Float(t);
         let opacity: Tensor<I, 1> = Tensor::from_primitive(float(g.opacity_logits));
         let log_scales: Tensor<I, 2> = Tensor::from_primitive(float(g.log_scales));
@@ -453,8 +474,58 @@ impl<I: SplatBackend> DirectBackward<I> {
             field: grads,
             screen: Some(screen_grads),
             appearance: self.appearance,
+            poses,
         })
     }
+}
+
+/// The projection's backward one view at a time, so that each camera's pose gradient comes
+/// from its own Gaussians' gradients: the field's gradients (summed over the views) and each
+/// view's pose gradient.
+fn per_view_backward<I: SplatBackend>(
+    inputs: ProjectInputs<I>,
+    grad_packed: Tensor<I, 2>,
+    cameras: &[Camera],
+    options: ProjectOptions,
+) -> (ProjectGrads<I>, Vec<[f64; 6]>) {
+    let float2 = |t| Tensor::<I, 2>::from_primitive(TensorPrimitive::Float(t));
+    let float3 = |t| Tensor::<I, 3>::from_primitive(TensorPrimitive::Float(t));
+    let n = grad_packed.dims()[0] / cameras.len();
+    let mut total: Option<ProjectGrads<I>> = None;
+    let mut poses = Vec::with_capacity(cameras.len());
+    for (v, camera) in cameras.iter().enumerate() {
+        let view_grad = match cameras.len() {
+            1 => grad_packed.clone(),
+            _ => grad_packed.clone().narrow(0, v * n, n),
+        };
+        let g = I::project_backward(
+            inputs.clone(),
+            view_grad.into_primitive().tensor(),
+            core::slice::from_ref(camera),
+            options,
+        );
+        let moments = PoseMoments::from_tensors(
+            float2(inputs.means.clone()),
+            float2(inputs.quats.clone()),
+            float3(inputs.sh_rest.clone()),
+            float2(g.means.clone()),
+            float2(g.quats.clone()),
+            float3(g.sh_rest.clone()),
+            camera.center(),
+        );
+        poses.push(moments.gradient(camera, options.view_dir_grad));
+        total = Some(match total {
+            None => g,
+            Some(sum) => {
+                let mut view = g.into_array().into_iter();
+                ProjectGrads::from_array(
+                    sum.into_array()
+                        .map(|s| I::float_add(s, view.next().expect("six gradients in each"))),
+                )
+            }
+        });
+    }
+    (total.expect("a pass has at least one view"), poses)
 }
 
 /// The forward through Burn's autodiff with `loss_fn` per view (see the module docs).

@@ -7,8 +7,10 @@
 //! `eval.csv` has a row per held-out view and one for their means, `view` = `mean`, with
 //! `lpips` empty where it was off), `curve.svg` (loss and PSNR against the step),
 //! `eval/step_NNNNNN_<view>.png` (render left, ground truth right), `checkpoint.safetensors`
-//! (every `output.checkpoint_every` steps and at the end) and `splats.ply` (3DGS PLY, at the
-//! end). The three logs get each row appended as it is logged, so a killed run keeps them up to
+//! (every `output.checkpoint_every` steps and at the end), `splats.ply` (3DGS PLY, at the
+//! end) and, when the run refines the camera poses, `cameras.json` (every camera as the run
+//! drew it, at each evaluation and at the end: [`cameras_json`]) with a `"kind": "poses"`
+//! record in `metrics.jsonl` per evaluation (how far the training cameras moved). The three logs get each row appended as it is logged, so a killed run keeps them up to
 //! its last logged step; every other file is written atomically (rewritten as the run goes).
 
 use std::fs::{File, OpenOptions};
@@ -26,6 +28,7 @@ use crate::config::TrainConfig;
 use crate::curve::{CurvePoint, curve_svg};
 use crate::error::{TrainError, write_atomically};
 use crate::eval::{EvalReport, ViewMetrics};
+use crate::poses::CameraMotion;
 use crate::scene::TrainScene;
 use crate::timing::{Phase, PhaseTimes};
 use crate::trainer::{StepReport, Trainer};
@@ -94,6 +97,19 @@ pub struct RunSummary {
     /// In a data-parallel run, [`crate::parallel::parameter_hash`] of the final parameters:
     /// every node's replica has the same.
     pub parameter_hash: Option<u64>,
+    /// How far pose refinement moved the training cameras (`None` unless `poses.refine`).
+    pub camera_motion: Option<CameraMotion>,
+}
+
+/// `cameras.json`: `{"cameras": [{"name", "refined", "camera"}, ...]}`, every camera of the
+/// scene as [`Trainer::cameras`] lists them, `camera` in the camera JSON of `trainer render
+/// --camera` (which reads one of these entries with `--name`).
+pub fn cameras_json(cameras: &[(String, ember_field::Camera, bool)]) -> String {
+    let entries: Vec<serde_json::Value> = cameras
+        .iter()
+        .map(|(name, camera, refined)| json!({"name": name, "refined": refined, "camera": camera}))
+        .collect();
+    serde_json::to_string_pretty(&json!({ "cameras": entries })).expect("JSON values serialise")
 }
 
 /// `config` as a run folder's `config.toml`: a relative `data.path` is relative to the
@@ -427,6 +443,18 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
             image.save_png(&path)?;
         }
         logs.eval(&report)?;
+        if let Some(motion) = trainer.camera_motion() {
+            logs.jsonl.append(
+                &json!({"kind": "poses", "step": report.step, "mean_degrees": motion.mean_degrees,
+                    "max_degrees": motion.max_degrees, "mean_shift": motion.mean_shift,
+                    "max_shift": motion.max_shift})
+                .to_string(),
+            )?;
+            write_atomically(
+                &out.join("cameras.json"),
+                cameras_json(&trainer.cameras()).as_bytes(),
+            )?;
+        }
         logs.write_curve()?;
         trainer.times_mut().add(Phase::Output, t.elapsed());
         observer.on_eval(&report);
@@ -498,6 +526,11 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
     logs.write_curve()?;
     trainer.save_checkpoint(&checkpoint_path)?;
     observer.on_message(&format!("wrote {}", checkpoint_path.display()));
+    if trainer.camera_motion().is_some() {
+        let path = out.join("cameras.json");
+        write_atomically(&path, cameras_json(&trainer.cameras()).as_bytes())?;
+        observer.on_message(&format!("wrote {}", path.display()));
+    }
     if config.output.ply {
         let ply = out.join("splats.ply");
         write_field(trainer.field(), &ply)?;
@@ -516,5 +549,6 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
         eval_cache: trainer.eval_cache_stats(),
         peak_memory: trainer.peak_memory(),
         parameter_hash,
+        camera_motion: trainer.camera_motion(),
     })
 }

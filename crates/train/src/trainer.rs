@@ -7,8 +7,8 @@
 //! [`Reducer`] (the identity alone, the sum over the peers of a data-parallel run); the reads
 //! the step is due (the loss, the tile lists' counts, agreed over the replicas: the step's one
 //! wait for the device, on the steps that have it); the densification statistics; one Adam
-//! update for all parameter groups (and, with `[appearance]`, one for each photo of the batch);
-//! the densification strategy. Every random draw is a function
+//! update for all parameter groups (and, with `[appearance]`, one for each photo of the batch;
+//! with `[poses] refine`, one for each camera: [`crate::poses`]); the densification strategy. Every random draw is a function
 //! of `(seed, step)`, so a run resumed from a checkpoint takes the same decisions as one that
 //! never stopped; on the CPU the numbers are bit-identical.
 
@@ -36,6 +36,7 @@ use crate::params::ParamGroup;
 use crate::pass::{
     Forward, PassGradients, PassInputs, TrainingLoss, autodiff_forward, direct_forward,
 };
+use crate::poses::{CameraMotion, CameraPoses};
 use crate::reduce::{OneDevice, PeerLink, ReadRequest, ReadValues, Reducer};
 use crate::scene::TrainScene;
 use crate::targets::{TargetImages, TargetStats};
@@ -84,6 +85,8 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     pub(crate) adam: GroupAdam<Inner<B>>,
     /// Each training photo's exposure and white balance (`None` for `appearance.kind = "none"`).
     pub(crate) appearance: Option<PhotoAppearance<Inner<B>>>,
+    /// Each training camera's pose correction (`None` unless `poses.refine`).
+    pub(crate) poses: Option<CameraPoses>,
     pub(crate) strategy: Box<dyn Strategy<Inner<B>>>,
     pub(crate) step: usize,
     pub(crate) device: B::Device,
@@ -260,6 +263,13 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             (config.optim.beta1, config.optim.beta2, config.optim.eps),
             device,
         );
+        let poses = CameraPoses::new(
+            &config.poses,
+            scene.train.len(),
+            (config.optim.beta1, config.optim.beta2, config.optim.eps),
+            scene.extent,
+            config.steps,
+        );
         let strategy = strategy_from_config(&config.densify, field.num_gaussians(), device);
         let evaluator = Evaluator::new(&config.eval);
         let targets = TargetImages::new(scene.train.len(), config.data.image_budget_mb, device);
@@ -270,6 +280,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             field,
             adam,
             appearance,
+            poses,
             strategy,
             step: 0,
             device: device.clone(),
@@ -339,6 +350,34 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     /// Each training photo's appearance (see [`crate::appearance`]), when the run learns it.
     pub fn appearance(&self) -> Option<&PhotoAppearance<Inner<B>>> {
         self.appearance.as_ref()
+    }
+
+    /// How far pose refinement has moved the training cameras, when the run refines them.
+    pub fn camera_motion(&self) -> Option<CameraMotion> {
+        let poses = self.poses.as_ref()?;
+        let given: Vec<Camera> = self.scene.train.iter().map(|v| v.camera).collect();
+        Some(poses.motion(&given))
+    }
+
+    /// Every camera of the scene as the run draws it, with its name and whether it was
+    /// refined: the training cameras (moved by their corrections when the run refines them),
+    /// then the held-out ones as given.
+    pub fn cameras(&self) -> Vec<(String, Camera, bool)> {
+        let train = self
+            .scene
+            .train
+            .iter()
+            .enumerate()
+            .map(|(v, view)| match &self.poses {
+                Some(poses) => (view.name.clone(), poses.camera(v, &view.camera), true),
+                None => (view.name.clone(), view.camera, false),
+            });
+        let eval = self
+            .scene
+            .eval
+            .iter()
+            .map(|view| (view.name.clone(), view.camera, false));
+        train.chain(eval).collect()
     }
 
     /// The densification strategy.
@@ -571,6 +610,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             field: grads,
             screen: screen_grads,
             appearance: appearance_grads,
+            poses: pose_grads,
         } = forward.backward()?;
         let grads = self.reducer.gradients(&self.field, grads)?;
         self.end_phase(Phase::Backward, t)?;
@@ -597,6 +637,11 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         if let Some(appearance) = &mut self.appearance {
             for (&photo, grad) in views.views.iter().zip(appearance_grads) {
                 appearance.update(photo, grad);
+            }
+        }
+        if let Some(poses) = &mut self.poses {
+            for (&camera, grad) in views.views.iter().zip(pose_grads) {
+                poses.update(camera, grad, step);
             }
         }
         self.end_phase(Phase::Optimizer, t)?;
@@ -661,7 +706,13 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             )));
         }
         Ok(StepViews {
-            cameras: views.iter().map(|&v| self.scene.train[v].camera).collect(),
+            cameras: views
+                .iter()
+                .map(|&v| match &self.poses {
+                    Some(poses) => poses.camera(v, &self.scene.train[v].camera),
+                    None => self.scene.train[v].camera,
+                })
+                .collect(),
             names: views
                 .iter()
                 .map(|&v| self.scene.train[v].name.clone())
@@ -704,7 +755,16 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             scale_reg: self.config.loss.scale_reg / replicas,
             wants_loss: reads.loss,
             wants_mse: reads.psnr,
+            wants_poses: self.poses.as_ref().is_some_and(|p| p.active_at(step)),
         };
+        if inputs.wants_poses && self.loss_fn.is_some() {
+            return Err(TrainError::Config {
+                origin: "config".to_string(),
+                message: "`poses.refine` takes its gradient from the built-in loss's pass: a \
+                          loss of one's own (`Trainer::set_loss`) trains with `false`"
+                    .to_string(),
+            });
+        }
         match &self.loss_fn {
             None if self.field.num_gaussians() > 0 => direct_forward::<B>(&self.field, &inputs),
             None => {

@@ -672,6 +672,17 @@ where
         "\ndone: {} steps in {:.1} s, {} Gaussians; {held_out}",
         summary.steps, summary.seconds, summary.gaussians
     );
+    if let Some(m) = summary.camera_motion {
+        println!(
+            "training cameras moved {:.3} degrees and {:.4} scene units on average (at most \
+             {:.3} and {:.4}); refined poses in {}",
+            m.mean_degrees,
+            m.mean_shift,
+            m.max_degrees,
+            m.max_shift,
+            args.out.join("cameras.json").display()
+        );
+    }
     println!("\ntime per phase\n{}", summary.times.table());
     println!("evaluation render cache: {}", summary.eval_cache);
     if let Some(hash) = summary.parameter_hash {

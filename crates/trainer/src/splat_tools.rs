@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use ember_data::{
     CameraPath, Dataset, DatasetOptions, SplatInfo, convert, info, parse_camera_file,
-    parse_camera_path, read_splats, transform,
+    parse_camera_list, parse_camera_path, read_splats, transform,
 };
 use ember_field::splats::field_from_splats;
 use ember_field::{GaussianField, RenderOptions, render_batch_images};
@@ -58,6 +58,10 @@ pub struct RenderArgs {
         required_unless_present_any = ["data", "path"]
     )]
     camera: Option<PathBuf>,
+    /// With `--camera`, the camera of that name in a camera list: the `cameras.json` of a run
+    /// that refined its poses (`{"cameras": [{"name", "refined", "camera"}]}`).
+    #[arg(long, value_name = "NAME", requires = "camera")]
+    name: Option<String>,
     /// A dataset (COLMAP, NeRF-Synthetic, nerfstudio) whose view `--view` to render.
     #[arg(long, value_name = "PATH", requires = "view", conflicts_with = "path")]
     data: Option<PathBuf>,
@@ -83,7 +87,10 @@ impl RenderArgs {
         if let Some(path) = &self.camera {
             let bytes = std::fs::read(path)
                 .with_context(|| format!("reading the camera {}", path.display()))?;
-            return Ok(parse_camera_file(&bytes, path)?);
+            return Ok(match &self.name {
+                Some(name) => parse_camera_list(&bytes, path, name)?,
+                None => parse_camera_file(&bytes, path)?,
+            });
         }
         let (Some(data), Some(view)) = (&self.data, self.view) else {
             bail!("give --camera FILE.json, or --data PATH with --view I");

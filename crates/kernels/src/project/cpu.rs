@@ -668,7 +668,7 @@ pub fn sh_basis<T: Real>(degree: usize, [x, y, z]: [T; 3]) -> [T; 16] {
 /// `sum_k s_k grad B_k(d)`: the basis polynomials of [`sh_basis`] differentiated in `(x, y, z)`
 /// as free variables (the caller projects onto the sphere's tangent plane).
 #[inline(always)]
-fn sh_basis_vjp<T: Real>(degree: usize, [x, y, z]: [T; 3], s: &[T; 16]) -> [T; 3] {
+pub(crate) fn sh_basis_vjp<T: Real>(degree: usize, [x, y, z]: [T; 3], s: &[T; 16]) -> [T; 3] {
     let c = T::from_f64;
     let mut g = [T::ZERO; 3];
     if degree >= 1 {

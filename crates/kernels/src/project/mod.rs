@@ -81,6 +81,7 @@ pub(crate) mod cube;
 pub(crate) mod fusion;
 #[cfg(feature = "ndarray")]
 pub(crate) mod ndarray;
+pub mod pose;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};

@@ -12,6 +12,7 @@ mod lego;
 mod lpips;
 mod masks;
 mod parallel;
+mod poses;
 mod procedural;
 mod resume;
 mod smoke;

@@ -1,0 +1,54 @@
+//! `[poses]`: refining the training cameras' poses beside the field (see [`crate::poses`]).
+
+use serde::{Deserialize, Serialize};
+
+/// Camera pose refinement: a rotation and a translation correction per training camera,
+/// learned with the field, for captures whose poses (COLMAP's, a phone's) are off by a fraction
+/// of a degree. Held-out cameras keep their given poses.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PosesConfig {
+    /// Whether the training cameras' poses are learned.
+    pub refine: bool,
+    /// First (0-based) step at which the corrections learn; before it the field forms from
+    /// the given poses (a correction learned against an empty field only chases noise).
+    pub start: usize,
+    /// Adam's learning rate of the rotation corrections, radians. Each camera's correction
+    /// takes one step per visit, so a scene of V photos trained for S steps moves it about
+    /// S / V times.
+    pub lr_rotation: f64,
+    /// Adam's learning rate of the translation corrections, in units of the scene's extent
+    /// (the cameras' spread, as the centres' rate).
+    pub lr_translation: f64,
+    /// The rates at the last step as a fraction of the first ones, reached by an exponential
+    /// decay from `start`.
+    pub lr_final: f64,
+}
+
+impl Default for PosesConfig {
+    fn default() -> Self {
+        PosesConfig {
+            refine: false,
+            start: 500,
+            lr_rotation: 1e-3,
+            lr_translation: 1e-3,
+            lr_final: 0.1,
+        }
+    }
+}
+
+impl PosesConfig {
+    /// Checks the values no type can; `Err` names the key.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        if !(self.lr_rotation.is_finite() && self.lr_rotation >= 0.0) {
+            return Err("`poses.lr_rotation` must be a finite rate >= 0".to_string());
+        }
+        if !(self.lr_translation.is_finite() && self.lr_translation >= 0.0) {
+            return Err("`poses.lr_translation` must be a finite rate >= 0".to_string());
+        }
+        if !(self.lr_final.is_finite() && self.lr_final > 0.0 && self.lr_final <= 1.0) {
+            return Err("`poses.lr_final` must be in (0, 1]".to_string());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,179 @@
+//! Camera pose refinement: a rotation and translation correction per training camera, learned
+//! with the field (`[poses] refine = true`).
+//!
+//! ## The correction
+//! Camera `v` is drawn through its given pose moved by a correction `(R_v, tau_v)`: a point it
+//! sees at `p` is seen at `R_v p + tau_v` (a turn about its centre, then a shift in its own
+//! axes; [`ember_kernels::project::pose`]). Each step, the projection's gradient with respect
+//! to a further correction `(tau, omega)` of the camera as drawn
+//! ([`PoseMoments::gradient`]) takes one Adam step, `delta`, applied on the left:
+//!
+//! ```text
+//! R_v <- exp([delta_omega]x) R_v,      tau_v <- exp([delta_omega]x) tau_v + delta_tau
+//! ```
+//!
+//! so the moments live in the tangent space at the current correction and no angle wraps.
+//! Each camera keeps its own moments and step count (one step per visit, as each photo's
+//! appearance: [`crate::appearance`]). The rates decay exponentially from `poses.start` to
+//! `poses.lr_final` of themselves at the last step; the translation's is in units of the
+//! scene's extent, as the centres' is.
+//!
+//! The held-out cameras keep their given poses: the field the refined cameras teach is measured
+//! from the poses a user gave.
+//!
+//! ## What it costs
+//! The gradient is four small matrix products over the Gaussians per view and one read of a few
+//! hundred numbers (which waits for the device): the poses are host values, as the cameras
+//! are. A batch of several views runs the projection's backward once per view, so that each
+//! camera gets its own gradient (the same work as one backward over all of them).
+
+use ember_field::Camera;
+use ember_kernels::project::pose::{compose, rotation_matrix};
+use serde::{Deserialize, Serialize};
+
+use crate::config::PosesConfig;
+
+/// One training camera's correction and its Adam state.
+#[derive(Debug, Clone, PartialEq)]
+struct Correction {
+    /// `R_v`, row-major.
+    rotation: [f64; 9],
+    /// `tau_v`, scene units, in the camera's axes.
+    translation: [f64; 3],
+    /// Adam's moments over `(tau, omega)`.
+    exp_avg: [f64; 6],
+    exp_avg_sq: [f64; 6],
+    steps: u32,
+}
+
+impl Correction {
+    const IDENTITY: Correction = Correction {
+        rotation: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        translation: [0.0; 3],
+        exp_avg: [0.0; 6],
+        exp_avg_sq: [0.0; 6],
+        steps: 0,
+    };
+}
+
+/// The training cameras' pose corrections, with their optimiser state (see the module docs).
+#[derive(Debug, Clone)]
+pub struct CameraPoses {
+    config: PosesConfig,
+    corrections: Vec<Correction>,
+    /// Adam's decays and epsilon.
+    betas: (f64, f64),
+    eps: f64,
+    /// The scene's extent: the translation's rate is in these units.
+    extent: f64,
+    /// The run's steps, for the rates' decay.
+    steps: usize,
+}
+
+/// How far refinement moved a set of cameras.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CameraMotion {
+    /// Mean turn, degrees.
+    pub mean_degrees: f64,
+    /// Largest turn, degrees.
+    pub max_degrees: f64,
+    /// Mean move of the camera centre, scene units.
+    pub mean_shift: f64,
+    /// Largest move of the camera centre, scene units.
+    pub max_shift: f64,
+}
+
+impl CameraPoses {
+    /// Identity corrections for `cameras` training cameras, or `None` when `config` does not
+    /// refine. `adam` is the run's `(beta1, beta2, eps)`; `extent` the scene's; `steps` the
+    /// run's.
+    pub fn new(
+        config: &PosesConfig,
+        cameras: usize,
+        adam: (f64, f64, f64),
+        extent: f64,
+        steps: usize,
+    ) -> Option<CameraPoses> {
+        config.refine.then(|| CameraPoses {
+            config: config.clone(),
+            corrections: vec![Correction::IDENTITY; cameras],
+            betas: (adam.0, adam.1),
+            eps: adam.2,
+            extent,
+            steps,
+        })
+    }
+
+    /// Whether the corrections learn at (0-based) step `step`.
+    pub fn active_at(&self, step: usize) -> bool {
+        step >= self.config.start
+    }
+
+    /// Camera `v` as drawn: `given` moved by its correction.
+    pub fn camera(&self, v: usize, given: &Camera) -> Camera {
+        let c = &self.corrections[v];
+        given.moved_by(&c.rotation, &c.translation)
+    }
+
+    /// The rates `(rotation, translation)` at (0-based) step `step`.
+    fn rates(&self, step: usize) -> (f64, f64) {
+        let span = self.steps.saturating_sub(self.config.start).max(1) as f64;
+        let t = (step.saturating_sub(self.config.start) as f64 / span).min(1.0);
+        let decay = self.config.lr_final.powf(t);
+        (
+            self.config.lr_rotation * decay,
+            self.config.lr_translation * self.extent * decay,
+        )
+    }
+
+    /// One Adam step of camera `v`'s correction at (0-based) step `step`, from the loss's
+    /// gradient `[dL/dtau (3), dL/domega (3)]` at the camera as drawn.
+    pub fn update(&mut self, v: usize, grad: [f64; 6], step: usize) {
+        let (lr_rotation, lr_translation) = self.rates(step);
+        let (b1, b2) = self.betas;
+        let eps = self.eps;
+        let c = &mut self.corrections[v];
+        c.steps += 1;
+        let bias1 = 1.0 - b1.powi(c.steps as i32);
+        let bias2 = 1.0 - b2.powi(c.steps as i32);
+        let mut delta = [0.0; 6];
+        for e in 0..6 {
+            c.exp_avg[e] = b1 * c.exp_avg[e] + (1.0 - b1) * grad[e];
+            c.exp_avg_sq[e] = b2 * c.exp_avg_sq[e] + (1.0 - b2) * grad[e] * grad[e];
+            let lr = if e < 3 { lr_translation } else { lr_rotation };
+            delta[e] = -lr * (c.exp_avg[e] / bias1) / ((c.exp_avg_sq[e] / bias2).sqrt() + eps);
+        }
+        let turn = rotation_matrix([delta[3], delta[4], delta[5]]);
+        (c.rotation, c.translation) = compose(
+            &turn,
+            &[delta[0], delta[1], delta[2]],
+            &c.rotation,
+            &c.translation,
+        );
+    }
+
+    /// Camera `v`'s correction as `(degrees turned, camera centre moved in scene units)`.
+    pub fn moved(&self, v: usize, given: &Camera) -> (f64, f64) {
+        let r = &self.corrections[v].rotation;
+        let cos = ((r[0] + r[4] + r[8] - 1.0) / 2.0).clamp(-1.0, 1.0);
+        let (a, b) = (given.center(), self.camera(v, given).center());
+        let shift = (0..3).map(|k| (a[k] - b[k]).powi(2)).sum::<f64>().sqrt();
+        (cos.acos().to_degrees(), shift)
+    }
+
+    /// How far the corrections moved `given` (the training cameras, in order).
+    pub fn motion(&self, given: &[Camera]) -> CameraMotion {
+        let moved: Vec<(f64, f64)> = given
+            .iter()
+            .enumerate()
+            .map(|(v, camera)| self.moved(v, camera))
+            .collect();
+        let count = moved.len().max(1) as f64;
+        CameraMotion {
+            mean_degrees: moved.iter().map(|m| m.0).sum::<f64>() / count,
+            max_degrees: moved.iter().map(|m| m.0).fold(0.0, f64::max),
+            mean_shift: moved.iter().map(|m| m.1).sum::<f64>() / count,
+            max_shift: moved.iter().map(|m| m.1).fold(0.0, f64::max),
+        }
+    }
+}
