@@ -327,12 +327,12 @@ pub fn parse_camera_file(bytes: &[u8], path: &Path) -> Result<CameraParams> {
     Ok(camera)
 }
 
-/// The camera named `name` in a camera list read from `path`: the `cameras.json` a run that
-/// refines its poses writes, `{"cameras": [{"name": .., "refined": .., "camera": {..}}, ..]}`
-/// (each `camera` in the form of [`parse_camera_file`], checked as it checks one).
-pub fn parse_camera_list(bytes: &[u8], path: &Path, name: &str) -> Result<CameraParams> {
-    /// Other keys of an entry (`refined`) say how the camera came to be, which a render does
-    /// not need.
+/// Every camera of a camera list read from `path`, with its name, in order: the
+/// `cameras.json` a run that refines its poses writes, `{"cameras": [{"name": .., "refined":
+/// .., "camera": {..}}, ..]}` (each `camera` in the form of [`parse_camera_file`], checked as it
+/// checks one).
+pub fn parse_camera_list(bytes: &[u8], path: &Path) -> Result<Vec<(String, CameraParams)>> {
+    /// Other keys of an entry (`refined`) say how the camera came to be, which no reader needs.
     #[derive(serde::Deserialize)]
     struct Entry {
         name: String,
@@ -347,15 +347,26 @@ pub fn parse_camera_list(bytes: &[u8], path: &Path, name: &str) -> Result<Camera
         path: path.to_path_buf(),
         cause,
     })?;
-    let Some(entry) = list.cameras.iter().find(|e| e.name == name) else {
-        return Err(DataError::UnknownCamera {
+    list.cameras
+        .into_iter()
+        .map(|entry| {
+            check_camera(&entry.camera, path, &format!("cameras[{}]", entry.name))?;
+            Ok((entry.name, entry.camera))
+        })
+        .collect()
+}
+
+/// The camera named `name` in the camera list read from `path` ([`parse_camera_list`]).
+pub fn find_camera(bytes: &[u8], path: &Path, name: &str) -> Result<CameraParams> {
+    let cameras = parse_camera_list(bytes, path)?;
+    match cameras.iter().find(|(n, _)| n == name) {
+        Some((_, camera)) => Ok(*camera),
+        None => Err(DataError::UnknownCamera {
             path: path.to_path_buf(),
             name: name.to_string(),
-            known: list.cameras.iter().map(|e| e.name.clone()).collect(),
-        });
-    };
-    check_camera(&entry.camera, path, &format!("cameras[{name}]"))?;
-    Ok(entry.camera)
+            known: cameras.into_iter().map(|(n, _)| n).collect(),
+        }),
+    }
 }
 
 /// The check [`parse_camera_file`] makes of a camera read from `path`, where `name` (`camera`,

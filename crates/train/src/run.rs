@@ -103,7 +103,8 @@ pub struct RunSummary {
 
 /// `cameras.json`: `{"cameras": [{"name", "refined", "camera"}, ...]}`, every camera of the
 /// scene as [`Trainer::cameras`] lists them, `camera` in the camera JSON of `trainer render
-/// --camera` (which reads one of these entries with `--name`).
+/// --camera` (which reads one of these entries with `--name`); `trainer view` of the run shows
+/// the dataset's cameras at these poses.
 pub fn cameras_json(cameras: &[(String, ember_field::Camera, bool)]) -> String {
     let entries: Vec<serde_json::Value> = cameras
         .iter()

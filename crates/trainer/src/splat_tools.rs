@@ -9,8 +9,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use ember_data::{
-    CameraPath, Dataset, DatasetOptions, SplatInfo, convert, info, parse_camera_file,
-    parse_camera_list, parse_camera_path, read_splats, transform,
+    CameraPath, Dataset, DatasetOptions, SplatInfo, convert, find_camera, info, parse_camera_file,
+    parse_camera_path, read_splats, transform,
 };
 use ember_field::splats::field_from_splats;
 use ember_field::{GaussianField, RenderOptions, render_batch_images};
@@ -88,7 +88,7 @@ impl RenderArgs {
             let bytes = std::fs::read(path)
                 .with_context(|| format!("reading the camera {}", path.display()))?;
             return Ok(match &self.name {
-                Some(name) => parse_camera_list(&bytes, path, name)?,
+                Some(name) => find_camera(&bytes, path, name)?,
                 None => parse_camera_file(&bytes, path)?,
             });
         }

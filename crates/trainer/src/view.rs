@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use ember_data::lod::is_hierarchy;
-use ember_data::{HierarchyConfig, read_hierarchy, read_splats};
+use ember_data::{HierarchyConfig, parse_camera_list, read_hierarchy, read_splats};
 use ember_field::splats::field_from_splats;
 use ember_field::{DEFAULT_LOD_THRESHOLD, GaussianField, GaussianHierarchy};
 use ember_kernels::SplatBackend;
@@ -193,6 +193,26 @@ fn dataset_cameras(scene: Arc<TrainScene>) -> (Vec<DatasetCamera>, PhotoSource) 
     (cameras, photos)
 }
 
+/// The dataset cameras as a run that refined its poses drew them: each camera named in the
+/// run's `cameras.json` (`list`) takes the pose written there.
+fn refined_cameras(cameras: &mut [DatasetCamera], list: &Path) -> Result<()> {
+    let bytes = std::fs::read(list).with_context(|| format!("reading {}", list.display()))?;
+    let refined = parse_camera_list(&bytes, list)?;
+    let mut moved = 0;
+    for camera in cameras.iter_mut() {
+        if let Some((_, pose)) = refined.iter().find(|(name, _)| *name == camera.name) {
+            camera.camera = *pose;
+            moved += 1;
+        }
+    }
+    println!(
+        "the dataset cameras as the run refined them ({}): {moved} of {}",
+        list.display(),
+        cameras.len()
+    );
+    Ok(())
+}
+
 fn focus(cameras: &[DatasetCamera]) -> Option<[f64; 3]> {
     let cameras: Vec<_> = cameras.iter().map(|c| c.camera).collect();
     cameras_focus(&cameras)
@@ -299,7 +319,7 @@ pub fn load_scene<B: SplatBackend>(
         }
         (None, None) => None,
     };
-    let (cameras, photos) = match data.as_ref().and_then(|d| d.path.as_ref().map(|p| (p, d))) {
+    let (mut cameras, photos) = match data.as_ref().and_then(|d| d.path.as_ref().map(|p| (p, d))) {
         Some((path, config)) => {
             let dataset = TrainScene::from_dataset(path, config)
                 .with_context(|| format!("loading the dataset {}", path.display()))?;
@@ -308,6 +328,12 @@ pub fn load_scene<B: SplatBackend>(
         }
         None => (Vec::new(), None),
     };
+    if let Some(list) = run_folder(scene)
+        .map(|f| f.join("cameras.json"))
+        .filter(|f| f.is_file())
+    {
+        refined_cameras(&mut cameras, &list)?;
+    }
     let means = ember_field::to_host(field.means.val(), "the Gaussian centres")?;
     let focus = focus(&cameras);
     let name = scene.display().to_string();

@@ -978,3 +978,115 @@ async fn a_hierarchy_is_drawn_at_the_pages_level_of_detail() {
     );
     drop(server);
 }
+
+/// A run that refines its poses: `trainer view RUN` shows the dataset's cameras at the poses of
+/// the run's `cameras.json` (the training ones moved, the held-out one as given), and `trainer
+/// render --camera cameras.json --name` draws through one of them.
+#[test]
+fn view_and_render_use_a_runs_refined_cameras() {
+    let dir = scratch("viewer-poses");
+    let (_, data) = write_scene(&dir);
+    let run = dir.join("run");
+    let path = |p: &Path| p.to_str().expect("path").to_string();
+    let out = crate::common::trainer(&[
+        "--data",
+        &path(&data),
+        "--steps",
+        "6",
+        "--set",
+        "poses.refine=true",
+        "--set",
+        "poses.start=0",
+        "--set",
+        "eval.lpips=\"never\"",
+        "--out",
+        &path(&run),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("training cameras moved"), "{stdout}");
+    let list: Value = serde_json::from_slice(&std::fs::read(run.join("cameras.json")).unwrap())
+        .expect("cameras.json is JSON");
+    let list = list["cameras"].as_array().expect("a camera list");
+    let given = Dataset::load(&data, &DatasetOptions::default()).expect("the dataset");
+    let given: Vec<(String, ember_field::Camera)> = given
+        .all_views()
+        .map(|v| (v.name.clone(), v.camera()))
+        .collect();
+    let pose = |c: &Value| -> Vec<f64> {
+        let numbers = |key: &str| -> Vec<f64> {
+            c[key]
+                .as_array()
+                .expect("numbers")
+                .iter()
+                .map(|v| v.as_f64().expect("a number"))
+                .collect()
+        };
+        [numbers("rotation"), numbers("translation")].concat()
+    };
+    let distance = |a: &[f64], b: &[f64]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
+    };
+
+    let (_server, url) = trainer_with_viewer(&["view", &path(&run), "--port", "0"]);
+    let (status, body) = http_get(&url, "/api/info");
+    assert_eq!(status, 200);
+    let info: Value = serde_json::from_slice(&body).expect("JSON");
+    let shown = info["cameras"].as_array().expect("cameras");
+    assert_eq!(shown.len(), list.len(), "{info}");
+    let mut moved = 0;
+    for camera in shown {
+        let name = camera["name"].as_str().expect("a name");
+        let entry = list
+            .iter()
+            .find(|e| e["name"] == name)
+            .expect("every camera in cameras.json");
+        assert!(
+            distance(&pose(camera), &pose(&entry["camera"])) < 1e-12,
+            "{name}: the viewer shows the run's pose"
+        );
+        let (_, original) = given
+            .iter()
+            .find(|(n, _)| n == name)
+            .expect("a dataset view");
+        let original = [original.rotation.to_vec(), original.translation.to_vec()].concat();
+        let off = distance(&pose(camera), &original);
+        match entry["refined"].as_bool().expect("refined") {
+            true => moved += usize::from(off > 1e-9),
+            false => assert!(off < 1e-12, "{name} is held out: its given pose"),
+        }
+    }
+    assert!(moved > 0, "refinement moved a training camera: {list:?}");
+
+    let refined = list
+        .iter()
+        .find(|e| e["refined"] == true)
+        .expect("a training camera");
+    let image = dir.join("refined.png");
+    let out = crate::common::trainer(&[
+        "render",
+        &path(&run.join("splats.ply")),
+        "--camera",
+        &path(&run.join("cameras.json")),
+        "--name",
+        refined["name"].as_str().expect("a name"),
+        "--out",
+        &path(&image),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        image::open(&image).expect("a PNG").to_rgb8().dimensions(),
+        (64, 48)
+    );
+}
