@@ -18,7 +18,10 @@ pub struct PosesConfig {
     /// S / V times.
     pub lr_rotation: f64,
     /// Adam's learning rate of the translation corrections, in units of the scene's extent
-    /// (the cameras' spread, as the centres' rate).
+    /// (the cameras' spread, as the centres' rate). A tenth of the rotation's: for a camera
+    /// a few scene units from what it sees, a shift across the view draws nearly what a turn
+    /// does, and the faster of the two takes the correction (on cup_colmap's pose variant,
+    /// equal rates left the shifts further off than they started: BENCHMARKS.md).
     pub lr_translation: f64,
     /// The rates at the last step as a fraction of the first ones, reached by an exponential
     /// decay from `start`.
@@ -30,8 +33,8 @@ impl Default for PosesConfig {
         PosesConfig {
             refine: false,
             start: 500,
-            lr_rotation: 1e-3,
-            lr_translation: 1e-3,
+            lr_rotation: 2e-3,
+            lr_translation: 2e-4,
             lr_final: 0.1,
         }
     }
