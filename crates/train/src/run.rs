@@ -10,8 +10,9 @@
 //! (every `output.checkpoint_every` steps and at the end), `splats.ply` (3DGS PLY, at the
 //! end) and, when the run refines the camera poses, `cameras.json` (every camera as the run
 //! drew it, at each evaluation and at the end: [`cameras_json`]) with a `"kind": "poses"`
-//! record in `metrics.jsonl` per evaluation (how far the training cameras moved). The three logs get each row appended as it is logged, so a killed run keeps them up to
-//! its last logged step; every other file is written atomically (rewritten as the run goes).
+//! record in `metrics.jsonl` per evaluation (how far the training cameras moved). The three
+//! logs get each row appended as it is logged, so a killed run keeps them up to its last
+//! logged step; every other file is written atomically (rewritten as the run goes).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;

@@ -8,9 +8,9 @@
 //! the step is due (the loss, the tile lists' counts, agreed over the replicas: the step's one
 //! wait for the device, on the steps that have it); the densification statistics; one Adam
 //! update for all parameter groups (and, with `[appearance]`, one for each photo of the batch;
-//! with `[poses] refine`, one for each camera: [`crate::poses`]); the densification strategy. Every random draw is a function
-//! of `(seed, step)`, so a run resumed from a checkpoint takes the same decisions as one that
-//! never stopped; on the CPU the numbers are bit-identical.
+//! with `[poses] refine`, one for each camera: [`crate::poses`]); the densification strategy.
+//! Every random draw is a function of `(seed, step)`, so a run resumed from a checkpoint takes
+//! the same decisions as one that never stopped; on the CPU the numbers are bit-identical.
 
 use std::sync::Arc;
 use std::time::Instant;
