@@ -212,9 +212,8 @@ impl PoseMoments {
                 }
             }
         }
-        let turn = |v: [f64; 3]| -> [f64; 3] {
-            core::array::from_fn(|a| (0..3).map(|k| r[3 * a + k] * v[k]).sum())
-        };
+        let turn =
+            |v: [f64; 3]| [0, 1, 2].map(|a| r[3 * a] * v[0] + r[3 * a + 1] * v[1] + r[3 * a + 2] * v[2]);
         let tau = turn(self.grad_means);
         let omega = turn(world);
         [tau[0], tau[1], tau[2], omega[0], omega[1], omega[2]]
