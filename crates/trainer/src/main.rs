@@ -190,8 +190,9 @@ struct Args {
     /// Output folder.
     #[arg(long, value_name = "DIR", default_value = "runs/latest")]
     out: PathBuf,
-    /// Backend (among the compiled cargo features).
-    #[arg(long, value_enum, default_value_t = Backend::default_compiled())]
+    /// Backend (among the compiled cargo features); `EMBER_BACKEND` sets it when the flag is
+    /// not given.
+    #[arg(long, value_enum, env = "EMBER_BACKEND", default_value_t = Backend::default_compiled())]
     backend: Backend,
     /// Continue from a checkpoint written by an earlier run.
     #[arg(long, value_name = "CHECKPOINT")]

@@ -431,7 +431,7 @@ fn a_failed_resume_writes_nothing_and_no_held_out_views_is_said() {
 /// A long procedural training run into `run` (every step logged, no evaluation), its output
 /// captured, returned once `train.csv` holds `rows` lines (or after two minutes).
 fn training_until_rows(run: &Path, rows: usize) -> std::process::Child {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
+    let child = crate::common::trainer_command()
         .args([
             "--steps",
             "1000000",
@@ -538,7 +538,7 @@ fn a_configs_data_path_is_relative_to_the_config_file() {
         env!("CARGO_MANIFEST_DIR"),
         "/../../configs/lego-100-smoke.toml"
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
+    let out = crate::common::trainer_command()
         .current_dir(&dir)
         .args([
             "--config",

@@ -2,7 +2,7 @@
 //! their mean; a suite that names a missing scene stops before training anything.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -11,7 +11,7 @@ use crate::common::{arg as path, data_path, scratch, stdout};
 /// `trainer --backend ndarray benchmark args...` (the CPU whatever the features' default backend)
 /// with no LPIPS weights in the environment (the shipped ones measure it).
 fn benchmark(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_trainer"))
+    crate::common::trainer_command()
         .args(["--backend", "ndarray", "benchmark"])
         .args(args)
         .env_remove("EMBER_LPIPS_WEIGHTS")

@@ -40,7 +40,7 @@ impl Drop for Running {
 
 /// Starts `trainer args...` and returns it with the URL it prints (`viewer: open URL`).
 pub(crate) fn trainer_with_viewer(args: &[&str]) -> (Running, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_trainer"))
+    let mut child = crate::common::trainer_command()
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -19,12 +19,18 @@ pub fn data_path(relative: &str) -> Option<PathBuf> {
     }
 }
 
+/// The `trainer` binary, on the ndarray backend unless its arguments say `--backend`: the
+/// commands under test are the same on every backend, and under `--features wgpu` the compiled
+/// default (wgpu on lavapipe in CI) would spend minutes per test on shader compilation.
+pub fn trainer_command() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_trainer"));
+    command.env("EMBER_BACKEND", "ndarray");
+    command
+}
+
 /// Runs the `trainer` binary with `args`.
 pub fn trainer(args: &[&str]) -> Output {
-    match Command::new(env!("CARGO_BIN_EXE_trainer"))
-        .args(args)
-        .output()
-    {
+    match trainer_command().args(args).output() {
         Ok(out) => out,
         Err(e) => panic!("running trainer {args:?}: {e}"),
     }
@@ -33,7 +39,7 @@ pub fn trainer(args: &[&str]) -> Output {
 /// Runs `trainer SUBCOMMAND args...` without LPIPS weights in the environment (a user's
 /// `EMBER_LPIPS_WEIGHTS` does not change what the tests see: the shipped weights measure it).
 pub fn without_lpips(subcommand: &str, args: &[&str]) -> Output {
-    match Command::new(env!("CARGO_BIN_EXE_trainer"))
+    match trainer_command()
         .arg(subcommand)
         .args(args)
         .env_remove("EMBER_LPIPS_WEIGHTS")

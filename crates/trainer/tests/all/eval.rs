@@ -3,7 +3,7 @@
 //! refusals.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
@@ -48,7 +48,7 @@ fn a_run_and_its_splat_file_measure_as_the_run_did() {
     let dir = scratch("eval");
     let run = dir.join("run");
     // 100x100 views, 4 per split (evenly spaced), a short run evaluated at its end.
-    let trained = Command::new(env!("CARGO_BIN_EXE_trainer"))
+    let trained = crate::common::trainer_command()
         .args([
             "--config",
             "configs/lego-100-smoke.toml",

@@ -5,7 +5,7 @@
 //! node that never comes or dies, and a port already taken, stop the others with a clear error.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{arg, scratch, stdout};
@@ -37,7 +37,7 @@ impl Drop for Killed {
 /// `trainer orchestrator --port port`.
 fn orchestrator(port: u16) -> Killed {
     Killed(Some(
-        Command::new(env!("CARGO_BIN_EXE_trainer"))
+        crate::common::trainer_command()
             .args(["orchestrator", "--port", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -89,7 +89,7 @@ log_every = 2
 /// `trainer --backend ndarray --config config args...`, started.
 fn start(config: &Path, args: &[String]) -> Killed {
     Killed(Some(
-        Command::new(env!("CARGO_BIN_EXE_trainer"))
+        crate::common::trainer_command()
             .args(["--backend", "ndarray", "--config", arg(config)])
             .args(args)
             .stdout(Stdio::piped())
@@ -266,7 +266,7 @@ fn global_all_reduces_follow_one_another() {
     // (vendor/burn-collective/PATCHES.md); every sum is checked against the local one.
     let json = scratch("multi-node-allreduce").join("allreduce.json");
     let child = Killed(Some(
-        Command::new(env!("CARGO_BIN_EXE_trainer"))
+        crate::common::trainer_command()
             .args(["--backend", "ndarray", "bench", "allreduce", "--nodes", "2"])
             .args([
                 "--gaussians",
@@ -378,7 +378,7 @@ fn a_port_in_use_is_a_clear_error() {
         stderr.contains(&format!("cannot listen on port {port}")),
         "{stderr}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_trainer"))
+    let out = crate::common::trainer_command()
         .args(["orchestrator", "--port", &port.to_string()])
         .output()
         .expect("trainer runs");
