@@ -87,6 +87,24 @@ pub enum DatasetFormat {
     },
 }
 
+impl DatasetFormat {
+    /// The layout of the scene folder `path`, from which files it holds, without reading them:
+    /// per-split `transforms_*.json` first, then one `transforms.json`, then a COLMAP model (the order
+    /// [`Dataset::load`] tries them in); `None` when it is none of these.
+    pub fn detect(path: &Path) -> Option<DatasetFormat> {
+        if path.join("transforms_train.json").is_file() {
+            return Some(DatasetFormat::TransformsSplits);
+        }
+        let file = path.join("transforms.json");
+        if file.is_file() {
+            return Some(DatasetFormat::Transforms { file });
+        }
+        let model_dir = find_model_dir(path)?;
+        let format = ColmapFormat::detect(&model_dir)?;
+        Some(DatasetFormat::Colmap { model_dir, format })
+    }
+}
+
 /// One camera and where its image comes from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct View {
@@ -206,18 +224,14 @@ impl Dataset {
                 std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or folder"),
             ));
         }
-        if path.join("transforms_train.json").is_file() {
-            return load_transform_splits(path, options);
+        match DatasetFormat::detect(path) {
+            Some(DatasetFormat::TransformsSplits) => load_transform_splits(path, options),
+            Some(DatasetFormat::Transforms { file }) => load_transforms(path, &file, options),
+            Some(DatasetFormat::Colmap { model_dir, .. }) => load_colmap(path, &model_dir, options),
+            None => Err(DataError::NotADataset {
+                path: path.to_path_buf(),
+            }),
         }
-        if path.join("transforms.json").is_file() {
-            return load_transforms(path, &path.join("transforms.json"), options);
-        }
-        if let Some(model_dir) = find_model_dir(path) {
-            return load_colmap(path, &model_dir, options);
-        }
-        Err(DataError::NotADataset {
-            path: path.to_path_buf(),
-        })
     }
 
     /// Every view: train, then val, then test.
@@ -226,8 +240,9 @@ impl Dataset {
     }
 }
 
-/// The indices of `max` items evenly spaced over `0..len` (all of them when `max >= len`).
-fn evenly_spaced(len: usize, max: Option<usize>) -> Vec<usize> {
+/// The indices of `max` items evenly spaced over `0..len` (all of them when `max >= len` or
+/// there is no `max`): the views a `max_images` or `max_views` keeps.
+pub fn evenly_spaced(len: usize, max: Option<usize>) -> Vec<usize> {
     match max {
         Some(max) if max < len => (0..max).map(|i| i * len / max).collect(),
         _ => (0..len).collect(),
@@ -742,6 +757,35 @@ mod tests {
         assert_eq!(evenly_spaced(4, Some(10)), vec![0, 1, 2, 3]);
         assert_eq!(evenly_spaced(4, None), vec![0, 1, 2, 3]);
         assert!(evenly_spaced(4, Some(0)).is_empty());
+    }
+
+    #[test]
+    fn the_layout_is_detected_in_the_order_load_tries() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(DatasetFormat::detect(dir.path()), None);
+        let model = dir.path().join("sparse").join("0");
+        std::fs::create_dir_all(&model).unwrap();
+        for file in ["cameras.txt", "images.txt"] {
+            std::fs::write(model.join(file), "").unwrap();
+        }
+        assert_eq!(
+            DatasetFormat::detect(dir.path()),
+            Some(DatasetFormat::Colmap {
+                model_dir: model,
+                format: ColmapFormat::Text
+            })
+        );
+        let file = dir.path().join("transforms.json");
+        std::fs::write(&file, "{}").unwrap();
+        assert_eq!(
+            DatasetFormat::detect(dir.path()),
+            Some(DatasetFormat::Transforms { file })
+        );
+        std::fs::write(dir.path().join("transforms_train.json"), "{}").unwrap();
+        assert_eq!(
+            DatasetFormat::detect(dir.path()),
+            Some(DatasetFormat::TransformsSplits)
+        );
     }
 
     #[test]

@@ -76,7 +76,7 @@ pub use camera::{
     parse_camera_list,
 };
 pub use camera_path::{CameraPath, Keyframe, parse_camera_path};
-pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View};
+pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View, evenly_spaced};
 pub use error::{DataError, Result};
 pub use images::{DecodedImage, ImageSource, MaskSource};
 pub use loader::{DevicePrefetcher, ImageLoader, IoStats, LoaderOptions, Prefetcher, Sample};

@@ -121,13 +121,14 @@ impl std::fmt::Display for IoStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "decoded {} images ({:.1} MB files, {:.1} MB pixels) in {:.3} s: {:.1} images/s, {:.1} MB/s files; cache {} images ({:.1} MB), hit rate {:.1}%; waited {:.3} s of {:.3} s ({:.2}%)",
+            "decoded {} images ({:.1} MB files, {:.1} MB pixels) in {:.3} s: {:.1} images/s, {:.1} MB/s files, {:.1} MB/s pixels; cache {} images ({:.1} MB), hit rate {:.1}%; waited {:.3} s of {:.3} s ({:.2}%)",
             self.images_decoded,
             self.file_bytes as f64 / 1e6,
             self.pixel_bytes as f64 / 1e6,
             self.decode_seconds,
             self.decode_images_per_second(),
             self.decode_file_mb_per_second(),
+            self.decode_pixel_mb_per_second(),
             self.cached_images,
             self.cached_bytes as f64 / 1e6,
             100.0 * self.cache_hit_rate(),

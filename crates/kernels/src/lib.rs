@@ -3,9 +3,10 @@
 //!
 //! Burn composes its `Backend` from per-concept op traits (`FloatTensorOps`, `ModuleOps`, ...);
 //! this crate adds one trait per op in the same way: [`FieldOps`], [`ProjectOps`], [`RasterOps`],
-//! [`TransformOps`], [`LossOps`], [`AdamOps`], [`NoiseOps`] and [`DensifyStatsOps`]. Each entry
-//! function bounds only the trait it uses (`fn rasterize<B: RasterOps>`); [`SplatBackend`] is
-//! the alias over all eight that the pipeline asks for, with no methods of its own, plus
+//! [`TransformOps`], [`LossOps`], [`AdamOps`], [`NoiseOps`], [`DensifyStatsOps`] and [`LodOps`].
+//! Each entry function bounds only the trait it uses (`fn rasterize<B: RasterOps>`);
+//! [`SplatBackend`] is the alias over all nine that the pipeline asks for, with no methods of its
+//! own, plus
 //! [`DeviceMemory`] (the allocator's figures, for peak-memory reports).
 //!
 //! Each op lives in its own folder with all of its implementations side by side:

@@ -220,5 +220,26 @@ mod tests {
                 assert!((back[k] - unit[k]).abs() < 1e-12, "{q:?}: {back:?}");
             }
         }
+        // Turns near each of Shepperd's four branches and the half turns about each axis
+        // (where `w = 0` and the sign is free): the matrix comes back.
+        let pi = std::f64::consts::PI;
+        for axis in [
+            [1.0, 0.0, 0.0],
+            [0.0, 1.0, 0.0],
+            [0.0, 0.0, 1.0],
+            [0.6, -0.48, 0.64],
+        ] {
+            for angle in [0.0, 0.3, 1.5, 2.9, pi] {
+                let (s, c) = (angle / 2.0f64).sin_cos();
+                let r = rotation_matrix([c, axis[0] * s, axis[1] * s, axis[2] * s]);
+                let back = rotation_matrix(quat_from_rotation(r));
+                let worst = r
+                    .iter()
+                    .zip(&back)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0, f64::max);
+                assert!(worst < 1e-12, "{axis:?} {angle}");
+            }
+        }
     }
 }

@@ -130,7 +130,7 @@ pub enum TrainError {
         step: usize,
         /// The peer's rank.
         peer: usize,
-        /// The hash of its parameters' bits ([`crate::parallel::parameter_hash`]).
+        /// The hash of its parameters' bits ([`crate::params::parameter_hash`]).
         hash: u64,
         /// Peer 0's.
         reference: u64,

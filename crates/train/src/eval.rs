@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{ElementConversion, Tensor};
+use ember_data::evenly_spaced;
 use ember_field::{GaussianField, RenderOptions, SplatBackend, render};
 use serde::{Deserialize, Serialize};
 
@@ -150,14 +151,6 @@ pub struct EvalReport {
     /// The first `eval.save_images` views, side by side with their ground truth.
     #[serde(skip)]
     pub images: Vec<SideBySide>,
-}
-
-/// Indices of at most `max` of `n` items, evenly spaced.
-pub fn evenly_spaced(n: usize, max: Option<usize>) -> Vec<usize> {
-    match max {
-        Some(m) if m < n => (0..m).map(|i| i * n / m.max(1)).collect(),
-        _ => (0..n).collect(),
-    }
 }
 
 /// What one evaluation asks for.
@@ -637,12 +630,5 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
         assert!(worst < 1e-4, "worst {worst}");
-    }
-
-    #[test]
-    fn evenly_spaced_picks() {
-        assert_eq!(evenly_spaced(5, None), vec![0, 1, 2, 3, 4]);
-        assert_eq!(evenly_spaced(10, Some(3)), vec![0, 3, 6]);
-        assert_eq!(evenly_spaced(2, Some(3)), vec![0, 1]);
     }
 }

@@ -51,7 +51,7 @@ use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 use crate::adam::FieldGradients;
 use crate::config::{ReduceStrategyKind, TrainConfig, host_port};
 use crate::error::TrainError;
-use crate::params::ParamGroup;
+use crate::params::{ParamGroup, parameter_hash};
 use crate::reduce::{OneDevice, PeerLink, ReadRequest, ReadValues, Reducer, read_together};
 use crate::run::{RunObserver, RunSummary, run_trainer};
 use crate::scene::TrainScene;
@@ -61,21 +61,6 @@ use ember_field::{GaussianField, SplatAutodiffBackend};
 
 /// Steps between replica checks in debug and test builds when the config sets none.
 const DEBUG_CHECK_EVERY: usize = 10;
-
-/// A 64-bit FNV-1a hash of the bits of `field`'s parameters, group by group in
-/// [`ParamGroup::ALL`]'s order: equal for two fields exactly when (but for a collision) they
-/// hold the same values, bit for bit.
-pub fn parameter_hash<B: Backend>(field: &GaussianField<B>) -> Result<u64, TrainError> {
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
-    for group in ParamGroup::ALL {
-        for value in to_host(group.columns(field), "parameters")? {
-            for byte in value.to_bits().to_le_bytes() {
-                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-    }
-    Ok(hash)
-}
 
 /// Runs `operation` (a call into the collective engine across nodes) on a helper thread and
 /// waits at most `timeout` for it: burn-collective waits on the network without a deadline and
@@ -267,7 +252,7 @@ impl PeerLink {
         ))
     }
 
-    /// Compares the hash of `field`'s parameters ([`parameter_hash`]) with peer 0's: every
+    /// Compares the hash of `field`'s parameters ([`crate::params::parameter_hash`]) with peer 0's: every
     /// peer's hash is gathered with one all-reduce (its four 16-bit parts at its own slots,
     /// zeros elsewhere: sums of one value and zeros are exact).
     pub(crate) fn check_replica<B: Backend>(
@@ -532,7 +517,7 @@ pub struct FollowSummary {
     pub steps: usize,
     /// Gaussians at the end.
     pub gaussians: usize,
-    /// [`parameter_hash`] of its replica at the end: node 0's, unless the run failed.
+    /// [`crate::params::parameter_hash`] of its replica at the end: node 0's, unless the run failed.
     pub parameter_hash: u64,
 }
 

@@ -5,7 +5,9 @@
 use burn::module::Param;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
-use ember_field::GaussianField;
+use ember_field::{GaussianField, to_host};
+
+use crate::error::TrainError;
 
 /// A parameter group: one learning rate, one Adam state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,6 +103,21 @@ impl ParamGroup {
 pub fn index_tensor<B: Backend>(indices: &[usize], device: &B::Device) -> Tensor<B, 1, Int> {
     let data: Vec<i64> = indices.iter().map(|&i| i as i64).collect();
     Tensor::from_data(TensorData::new(data, [indices.len()]), device)
+}
+
+/// A 64-bit FNV-1a hash of the bits of `field`'s parameters, group by group in
+/// [`ParamGroup::ALL`]'s order: equal for two fields exactly when (but for a collision) they
+/// hold the same values, bit for bit.
+pub fn parameter_hash<B: Backend>(field: &GaussianField<B>) -> Result<u64, TrainError> {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for group in ParamGroup::ALL {
+        for value in to_host(group.columns(field), "parameters")? {
+            for byte in value.to_bits().to_le_bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    Ok(hash)
 }
 
 #[cfg(test)]

@@ -95,7 +95,7 @@ pub struct RunSummary {
     pub eval_cache: CacheStats,
     /// The largest device memory the allocator held during the steps (`None` on the CPU).
     pub peak_memory: Option<MemoryUsage>,
-    /// In a data-parallel run, [`crate::parallel::parameter_hash`] of the final parameters:
+    /// In a data-parallel run, [`crate::params::parameter_hash`] of the final parameters:
     /// every node's replica has the same.
     pub parameter_hash: Option<u64>,
     /// How far pose refinement moved the training cameras (`None` unless `poses.refine`).
@@ -520,7 +520,7 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
     }
     evaluate(&mut trainer, &mut logs, &mut evals, observer)?;
     let parameter_hash = match trainer.peer() {
-        Some(_) => Some(crate::parallel::parameter_hash(trainer.field())?),
+        Some(_) => Some(crate::params::parameter_hash(trainer.field())?),
         None => None,
     };
     trainer.leave_peers()?;

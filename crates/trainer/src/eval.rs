@@ -16,9 +16,8 @@ use ember_train::{TrainScene, write_atomically};
 use serde_json::json;
 
 use crate::guard::{not_an_input, not_inside};
-use crate::lpips_text;
-use crate::splat_tools::parse_triple;
-use crate::view::load_field;
+use crate::inputs::{load_field, parse_triple};
+use crate::progress::lpips_text;
 
 /// `--split`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

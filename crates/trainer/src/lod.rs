@@ -10,7 +10,7 @@ use ember_data::{HierarchyConfig, build_hierarchy, write_hierarchy};
 use ember_field::splats::splats_from_field;
 
 use crate::guard::not_an_input;
-use crate::view::load_field;
+use crate::inputs::load_field;
 
 /// `trainer lod ...`.
 #[derive(Subcommand, Debug)]

@@ -14,7 +14,7 @@ use ember_train::write_atomically;
 use serde_json::json;
 
 use crate::guard::not_an_input;
-use crate::splat_tools::parse_triple;
+use crate::inputs::parse_triple;
 
 /// `trainer metrics A.png B.png [--json FILE]`.
 #[derive(Args, Debug)]

@@ -10,9 +10,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use ember_data::{
     CameraPath, Dataset, DatasetOptions, SplatInfo, convert, find_camera, info, parse_camera_file,
-    parse_camera_path, read_splats, transform,
+    parse_camera_path, transform,
 };
-use ember_field::splats::field_from_splats;
 use ember_field::{GaussianField, RenderOptions, render_batch_images};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
@@ -20,6 +19,7 @@ use ember_train::write_atomically;
 use image::ImageFormat;
 
 use crate::guard::{fits_in_memory, not_an_input};
+use crate::inputs::{parse_numbers, parse_triple, read_splat_field};
 
 /// A splat-file operation.
 #[derive(Subcommand, Debug)]
@@ -139,28 +139,6 @@ fn render_fits_in_memory(camera: &CameraParams) -> Result<()> {
     )
 }
 
-/// The splat file `input` as a field on `device`, and its number of Gaussians; Gaussians with
-/// NaN or infinite values are refused.
-fn load_field<B: SplatBackend>(
-    input: &Path,
-    device: &B::Device,
-) -> Result<(GaussianField<B>, usize)> {
-    let splats = read_splats(input).with_context(|| format!("reading {}", input.display()))?;
-    if let Some(bad) = splats.non_finite() {
-        bail!(
-            "{}: {} of {} Gaussians hold NaN or infinite values (the first is index {}): \
-             refusing to render them",
-            input.display(),
-            bad.count,
-            splats.len(),
-            bad.first
-        );
-    }
-    let field = field_from_splats::<B>(&splats, device)
-        .with_context(|| format!("{} as a field", input.display()))?;
-    Ok((field, splats.len()))
-}
-
 /// `field` through `camera` as 8-bit RGB, `[height, width, 3]` row-major, read back to the host.
 /// The images alone ([`render_batch_images`] of one camera): no depth image, and a
 /// `[1, H, W, 3]` read back as it is (`render`'s `[H, W, 3]` is a copy on ndarray).
@@ -215,7 +193,7 @@ pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Res
     not_an_input("--out", &out, &inputs)?;
     let camera = args.camera()?;
     render_fits_in_memory(&camera)?;
-    let (field, count) = load_field::<B>(&args.input, device)?;
+    let (field, count) = read_splat_field::<B>(&args.input, device)?;
     let started = Instant::now();
     let rgb = render_rgb8(&field, &camera, &args.options())?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
@@ -269,7 +247,7 @@ fn render_path<B: SplatBackend>(
     not_an_input("the animation", &animation, &inputs)?;
     let first = camera_path.keyframes()[0].camera;
     render_fits_in_memory(&first)?;
-    let (field, count) = load_field::<B>(&args.input, device)?;
+    let (field, count) = read_splat_field::<B>(&args.input, device)?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
 
     let mut partial = animation.clone().into_os_string();
@@ -394,24 +372,6 @@ pub struct TransformArgs {
     /// Fixed point `c` of the rotation and scale, world units (default: the origin).
     #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple)]
     center: Option<[f64; 3]>,
-}
-
-fn parse_numbers<const N: usize>(text: &str) -> Result<[f64; N], String> {
-    let values: Vec<f64> = text
-        .split(',')
-        .map(|v| v.trim().parse::<f64>().map_err(|e| format!("`{v}`: {e}")))
-        .collect::<Result<_, _>>()?;
-    let array: [f64; N] = values
-        .try_into()
-        .map_err(|v: Vec<f64>| format!("expected {N} comma-separated numbers, got {}", v.len()))?;
-    if array.iter().any(|v| !v.is_finite()) {
-        return Err("the numbers must be finite".into());
-    }
-    Ok(array)
-}
-
-pub(crate) fn parse_triple(text: &str) -> Result<[f64; 3], String> {
-    parse_numbers::<3>(text)
 }
 
 fn parse_quad(text: &str) -> Result<[f64; 4], String> {

@@ -8,14 +8,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::inputs::load_field;
+use crate::progress::interrupt_flag;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use ember_data::lod::is_hierarchy;
-use ember_data::{HierarchyConfig, parse_camera_list, read_hierarchy, read_splats};
-use ember_field::splats::field_from_splats;
+use ember_data::{HierarchyConfig, parse_camera_list, read_hierarchy};
 use ember_field::{DEFAULT_LOD_THRESHOLD, GaussianField, GaussianHierarchy};
 use ember_kernels::SplatBackend;
-use ember_train::checkpoint::CheckpointFile;
 use ember_train::config::DataConfig;
 use ember_train::scene::cameras_focus;
 use ember_train::{
@@ -26,7 +26,6 @@ use ember_viewer::{
     DatasetCamera, EVALS_KEPT, EvalViews, Frame, LiveAction, LiveRenderer, Mode, PhotoSource,
     SceneInfo, SceneLod, Split, Status, Viewer, ViewerConfig, serve_scene,
 };
-use signal_hook::consts::SIGINT;
 
 /// Where the viewer listens.
 #[derive(Args, Debug, Clone)]
@@ -106,68 +105,6 @@ pub struct LodArgs {
     pub no_lod: bool,
 }
 
-/// The field a SCENE argument names (a splat file, a checkpoint or a run folder, see
-/// [`ViewArgs`]), and the run's config when it is a run's.
-pub fn load_field<B: SplatBackend>(
-    scene: &Path,
-    device: &B::Device,
-) -> Result<(GaussianField<B>, Option<TrainConfig>)> {
-    let run_config = |folder: &Path| -> Result<Option<TrainConfig>> {
-        let file = folder.join("config.toml");
-        if !file.is_file() {
-            return Ok(None);
-        }
-        let config = TrainConfig::from_file(&file)
-            .with_context(|| format!("reading the run's config {}", file.display()))?;
-        Ok(Some(config))
-    };
-    let from_checkpoint = |path: &Path| -> Result<GaussianField<B>> {
-        let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        let file = CheckpointFile::parse(&bytes, path)?;
-        Ok(file.field(device, path)?)
-    };
-    let from_splats = |path: &Path| -> Result<GaussianField<B>> {
-        let splats = read_splats(path).with_context(|| format!("reading {}", path.display()))?;
-        if let Some(bad) = splats.non_finite() {
-            bail!(
-                "{}: {} of {} Gaussians hold NaN or infinite values (the first is index {})",
-                path.display(),
-                bad.count,
-                splats.len(),
-                bad.first
-            );
-        }
-        field_from_splats::<B>(&splats, device)
-            .with_context(|| format!("{} as a field", path.display()))
-    };
-    if scene.is_dir() {
-        let data = run_config(scene)?;
-        let checkpoint = scene.join("checkpoint.safetensors");
-        let ply = scene.join("splats.ply");
-        let field = if checkpoint.is_file() {
-            from_checkpoint(&checkpoint)?
-        } else if ply.is_file() {
-            from_splats(&ply)?
-        } else {
-            bail!(
-                "{} is a folder without checkpoint.safetensors or splats.ply: give a run \
-                 folder, a splat file or a checkpoint",
-                scene.display()
-            );
-        };
-        return Ok((field, data));
-    }
-    let is_checkpoint = scene
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("safetensors"));
-    if is_checkpoint {
-        let data = scene.parent().map(run_config).transpose()?.flatten();
-        Ok((from_checkpoint(scene)?, data))
-    } else {
-        Ok((from_splats(scene)?, None))
-    }
-}
-
 /// The dataset cameras (train, then held-out) and their photos.
 fn dataset_cameras(scene: Arc<TrainScene>) -> (Vec<DatasetCamera>, PhotoSource) {
     let cameras = scene
@@ -216,18 +153,6 @@ fn refined_cameras(cameras: &mut [DatasetCamera], list: &Path) -> Result<()> {
 fn focus(cameras: &[DatasetCamera]) -> Option<[f64; 3]> {
     let cameras: Vec<_> = cameras.iter().map(|c| c.camera).collect();
     cameras_focus(&cameras)
-}
-
-/// The Ctrl-C flag (a second Ctrl-C exits at once).
-pub fn interrupt_flag() -> Result<Arc<AtomicBool>> {
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for handler in [
-        signal_hook::flag::register_conditional_shutdown(SIGINT, 130, interrupted.clone()),
-        signal_hook::flag::register(SIGINT, interrupted.clone()),
-    ] {
-        handler.context("installing the Ctrl-C handler")?;
-    }
-    Ok(interrupted)
 }
 
 /// A SCENE argument loaded for the viewer: the field, what the page is told, the photos.

@@ -61,6 +61,8 @@ fn cache_keeps_what_fits_and_counts_hits() {
     assert_eq!(stats.images_decoded, 5);
     assert_eq!(stats.pixel_bytes, 5 * IMAGE_BYTES as u64);
     assert!(stats.decode_images_per_second() > 0.0 && stats.decode_file_mb_per_second() > 0.0);
+    let pixel_rate = stats.pixel_bytes as f64 / 1e6 / stats.decode_seconds;
+    assert!((stats.decode_pixel_mb_per_second() - pixel_rate).abs() <= 1e-9 * pixel_rate);
 }
 
 #[test]

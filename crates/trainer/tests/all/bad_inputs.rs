@@ -359,7 +359,7 @@ fn non_finite_gaussians_are_reported_and_not_rendered() {
             "--out",
             s(&dir.join("nan.png")),
         ],
-        &["3 of 3 Gaussians hold NaN", "refusing to render"],
+        &["3 of 3 Gaussians hold NaN", "refusing to use them"],
     );
     std::fs::remove_dir_all(&dir).expect("clean up");
 }

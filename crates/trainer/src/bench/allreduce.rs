@@ -28,8 +28,8 @@ use burn::tensor::{Distribution, Tensor, TensorPrimitive};
 use clap::{Args, ValueEnum};
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
 
-use crate::Backend as BackendName;
-use crate::bench::write_bench_file;
+use super::write_bench_file;
+use crate::backend::Backend as BackendName;
 
 /// `trainer bench allreduce [--peers 2,4] [--gaussians 100000,1000000] [--sh-degree 3]`.
 #[derive(Args, Debug)]

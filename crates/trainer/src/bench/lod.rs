@@ -23,7 +23,7 @@ use ember_kernels::{CameraParams, SplatBackend};
 use ember_viewer::{Mode, SceneInfo};
 use serde::Serialize;
 
-use crate::bench_view::Orbit;
+use super::view::Orbit;
 
 /// `trainer bench lod --ply FILE [--threshold PX] [--json OUT]`.
 #[derive(Args, Debug)]
@@ -36,7 +36,7 @@ pub struct LodBenchArgs {
     #[arg(long, default_value_t = DEFAULT_LOD_THRESHOLD)]
     threshold: f32,
     /// Frame size.
-    #[arg(long, value_name = "WxH", default_value = "800x600", value_parser = crate::bench::parse_resolution)]
+    #[arg(long, value_name = "WxH", default_value = "800x600", value_parser = super::parse_resolution)]
     resolution: (u32, u32),
     /// Views per orbit.
     #[arg(long, default_value_t = 8)]

@@ -24,7 +24,7 @@ use clap::Args;
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
 use ember_data::{Dataset, DatasetOptions, ImageLoader, IoStats, LoaderOptions};
 
-use crate::bench::write_bench_file;
+use super::write_bench_file;
 
 /// `trainer bench data --data PATH [--downsample N] [--epochs K] [--step-ms MS]`.
 #[derive(Args, Debug)]

@@ -1,13 +1,12 @@
-//! `trainer bench render` (frames per second of a splat file over view sets, and with
-//! `--batches` batched renders against a loop of single ones; JSON out) and
-//! `trainer compare` (two result files side by side). The JSON is `ember_bench::BenchFile`.
+//! `trainer bench render`: frames per second of a splat file over view sets, and with
+//! `--batches` batched renders against a loop of single ones; JSON out.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use ember_bench::{BenchFile, BenchResult, comparison_table, peak_host_mib};
+use ember_bench::{BenchFile, BenchResult, peak_host_mib};
 use ember_data::{Dataset, DatasetOptions, read_splats};
 use ember_field::splats::field_from_splats;
 use ember_field::{Camera, RenderOptions, render, render_batch};
@@ -24,7 +23,7 @@ pub struct RenderBenchArgs {
     #[arg(long, value_name = "PATH")]
     data: Option<PathBuf>,
     /// Side of the standard orbit set: 8 views around the splats' centre.
-    #[arg(long, value_name = "WxH", default_value = "800x800", value_parser = parse_resolution)]
+    #[arg(long, value_name = "WxH", default_value = "800x800", value_parser = super::parse_resolution)]
     resolution: (u32, u32),
     /// Timed renders per view (after one warm-up render of each set).
     #[arg(long, default_value_t = 3)]
@@ -40,17 +39,6 @@ pub struct RenderBenchArgs {
         default_value = "target/ember-bench/bench-render.json"
     )]
     json: PathBuf,
-}
-
-pub(crate) fn parse_resolution(text: &str) -> Result<(u32, u32), String> {
-    let (w, h) = text.split_once('x').ok_or("expected WxH, e.g. 800x800")?;
-    let side = |v: &str| -> Result<u32, String> {
-        match v.trim().parse::<u32>() {
-            Ok(0) | Err(_) => Err(format!("`{v}` is not a positive integer")),
-            Ok(n) => Ok(n),
-        }
-    };
-    Ok((side(w)?, side(h)?))
 }
 
 /// 8 cameras on a circle around `centre` (radius `1.5 x` the bounds' half-diagonal, slightly
@@ -257,32 +245,5 @@ pub fn bench_render<B: SplatBackend>(args: &RenderBenchArgs, device: &B::Device)
         results,
         device_activity: None,
     };
-    write_bench_file(&file, &args.json)
-}
-
-/// Prints the peak host memory of `file` and writes it to `path` (atomically).
-pub fn write_bench_file(file: &BenchFile, path: &Path) -> Result<()> {
-    if let Some(mib) = file.peak_host_mib {
-        println!("peak host memory: {mib:.0} MiB");
-    }
-    file.write(path)?;
-    println!("wrote {}", path.display());
-    Ok(())
-}
-
-/// `trainer compare A.json B.json`: the sets of both side by side with B's speed-up over A.
-pub fn compare(a: &Path, b: &Path) -> Result<()> {
-    let (fa, fb) = (BenchFile::read(a)?, BenchFile::read(b)?);
-    for (label, path, file) in [("A", a, &fa), ("B", b, &fb)] {
-        println!(
-            "{label}: {} ({}, {}, {}, {} Gaussians)",
-            path.display(),
-            file.tool,
-            file.backend,
-            file.input,
-            file.gaussians
-        );
-    }
-    println!("\n{}", comparison_table(&fa, &fb));
-    Ok(())
+    super::write_bench_file(&file, &args.json)
 }

@@ -27,8 +27,8 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::ConfigArgs;
-use crate::bench::write_bench_file;
+use super::write_bench_file;
+use crate::presets::{ConfigArgs, load_config};
 
 /// `trainer bench view SCENE [--data PATH] [--width W --height H] [--frames N] [--train ...]`.
 #[derive(Args, Debug)]
@@ -392,7 +392,7 @@ fn bench_training<Bk: SplatBackend>(
 ) -> Result<Vec<BenchResult>> {
     let timed = args.run.steps.unwrap_or(30);
     let warmup = 2;
-    let mut config = crate::load_config(&args.run)?;
+    let mut config = load_config(&args.run)?;
     config.steps = warmup + timed;
     config.validate()?;
     let scene = Arc::new(TrainScene::load::<Bk>(&config.data, config.seed, device)?);

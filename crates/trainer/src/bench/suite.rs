@@ -31,9 +31,10 @@ use ember_kernels::SplatBackend;
 use ember_train::{Phase, SplatAutodiffBackend, TrainConfig, TrainScene, run, write_atomically};
 use serde::{Deserialize, Serialize};
 
+use crate::backend::Backend;
 use crate::guard::not_inside;
-use crate::view::interrupt_flag;
-use crate::{Backend, ConfigArgs, Progress, load_config};
+use crate::presets::{ConfigArgs, load_config};
+use crate::progress::{Progress, interrupt_flag, lpips_text};
 
 /// `trainer benchmark SUITE.toml`.
 #[derive(Args, Debug)]
@@ -430,7 +431,7 @@ fn run_suite<B: SplatAutodiffBackend>(args: &BenchmarkArgs, device: &B::Device) 
             row.scene,
             row.psnr,
             row.ssim,
-            crate::lpips_text(row.lpips),
+            lpips_text(row.lpips),
             row.gaussians,
             row.train_seconds
         );

@@ -35,8 +35,8 @@ use ember_bench::{BenchFile, BenchResult, peak_host_mib};
 use ember_kernels::SplatBackend;
 use ember_train::{Phase, PhaseTimes, TrainScene, Trainer};
 
-use crate::ConfigArgs;
-use crate::bench::write_bench_file;
+use super::write_bench_file;
+use crate::presets::{ConfigArgs, load_config};
 
 /// Timed steps when `--steps` is not given.
 const DEFAULT_STEPS: usize = 100;
@@ -80,7 +80,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     if timed == 0 {
         bail!("--steps must be at least 1");
     }
-    let mut config = crate::load_config(&args.run)?;
+    let mut config = load_config(&args.run)?;
     let mut inputs: Vec<&std::path::Path> = Vec::new();
     inputs.extend(args.run.config.as_deref());
     inputs.extend(config.data.path.as_deref());
@@ -367,7 +367,7 @@ fn tile_pairs<Bk: SplatBackend>(
     field: &ember_field::GaussianField<Bk>,
     scene: &TrainScene,
 ) -> Result<TilePairs> {
-    let views = ember_train::eval::evenly_spaced(scene.train.len(), Some(8));
+    let views = ember_data::evenly_spaced(scene.train.len(), Some(8));
     let (mut pairs, mut pixels, mut tiles, mut visible) = (0.0, 0.0, 0.0, 0.0);
     let n = field.num_gaussians().max(1) as f64;
     for &i in &views {
