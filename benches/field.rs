@@ -11,7 +11,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion};
@@ -208,15 +208,15 @@ fn main() {
         .configure_from_args();
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
     let mut backends = vec!["ndarray"];
-    bench_backend::<NdArray<f32>>(&mut c, "ndarray", &Default::default());
+    bench_backend::<ember::backend::Cpu>(&mut c, "ndarray", &Default::default());
     #[cfg(feature = "cuda")]
     {
-        bench_backend::<burn::backend::Cuda<f32, i32>>(&mut c, "cuda", &Default::default());
+        bench_backend::<ember::backend::Cuda>(&mut c, "cuda", &Default::default());
         backends.push("cuda");
     }
     #[cfg(feature = "wgpu")]
     if std::env::var_os("EMBER_BENCH_WGPU").is_some() {
-        bench_backend::<burn::backend::Wgpu<f32, i32, u32>>(&mut c, "wgpu", &Default::default());
+        bench_backend::<ember::backend::Wgpu>(&mut c, "wgpu", &Default::default());
         backends.push("wgpu");
     }
     c.final_summary();

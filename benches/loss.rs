@@ -14,7 +14,7 @@
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::{Distribution, Tensor};
 use criterion::{Criterion, SamplingMode};
 use ember::kernels::{LossOptions, SplatBackend, photometric_loss};
@@ -85,21 +85,17 @@ fn main() {
         .configure_from_args();
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
     let (mut groups, mut backends) = (
-        bench_backend::<NdArray<f32>>(&mut c, "ndarray"),
+        bench_backend::<ember::backend::Cpu>(&mut c, "ndarray"),
         vec!["ndarray"],
     );
     #[cfg(feature = "cuda")]
     {
-        groups.extend(bench_backend::<burn::backend::Cuda<f32, i32>>(
-            &mut c, "cuda",
-        ));
+        groups.extend(bench_backend::<ember::backend::Cuda>(&mut c, "cuda"));
         backends.push("cuda");
     }
     #[cfg(feature = "wgpu")]
     if std::env::var_os("EMBER_BENCH_WGPU").is_some() {
-        groups.extend(bench_backend::<burn::backend::Wgpu<f32, i32, u32>>(
-            &mut c, "wgpu",
-        ));
+        groups.extend(bench_backend::<ember::backend::Wgpu>(&mut c, "wgpu"));
         backends.push("wgpu");
     }
     c.final_summary();

@@ -11,7 +11,6 @@ use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use burn::backend::NdArray;
 use burn::tensor::{Distribution, Tensor};
 use criterion::{Criterion, SamplingMode};
 use ember::kernels::SplatBackend;
@@ -77,19 +76,19 @@ fn main() {
         .configure_from_args();
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
     let (mut groups, mut backends) = (
-        bench_backend::<NdArray<f32>>(&mut c, "ndarray", &weights),
+        bench_backend::<ember::backend::Cpu>(&mut c, "ndarray", &weights),
         vec!["ndarray"],
     );
     #[cfg(feature = "cuda")]
     {
-        groups.extend(bench_backend::<burn::backend::Cuda<f32, i32>>(
+        groups.extend(bench_backend::<ember::backend::Cuda>(
             &mut c, "cuda", &weights,
         ));
         backends.push("cuda");
     }
     #[cfg(feature = "wgpu")]
     if std::env::var_os("EMBER_BENCH_WGPU").is_some() {
-        groups.extend(bench_backend::<burn::backend::Wgpu<f32, i32, u32>>(
+        groups.extend(bench_backend::<ember::backend::Wgpu>(
             &mut c, "wgpu", &weights,
         ));
         backends.push("wgpu");

@@ -336,33 +336,15 @@ fn main() {
     let stages = bench_stages(&mut c, &scene, &cases[0].cam, &mut rng);
     #[cfg_attr(not(any(feature = "cuda", feature = "wgpu")), allow(unused_mut))]
     let mut backends = vec!["ndarray"];
-    bench_render::<burn::backend::NdArray<f32>>(
-        &mut c,
-        "ndarray",
-        &Default::default(),
-        &scene,
-        &cases,
-    );
+    bench_render::<ember::backend::Cpu>(&mut c, "ndarray", &Default::default(), &scene, &cases);
     #[cfg(feature = "cuda")]
     {
-        bench_render::<burn::backend::Cuda<f32, i32>>(
-            &mut c,
-            "cuda",
-            &Default::default(),
-            &scene,
-            &cases,
-        );
+        bench_render::<ember::backend::Cuda>(&mut c, "cuda", &Default::default(), &scene, &cases);
         backends.push("cuda");
     }
     #[cfg(feature = "wgpu")]
     if std::env::var_os("EMBER_BENCH_WGPU").is_some() {
-        bench_render::<burn::backend::Wgpu<f32, i32, u32>>(
-            &mut c,
-            "wgpu",
-            &Default::default(),
-            &scene,
-            &cases,
-        );
+        bench_render::<ember::backend::Wgpu>(&mut c, "wgpu", &Default::default(), &scene, &cases);
         backends.push("wgpu");
     }
     c.final_summary();

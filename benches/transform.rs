@@ -21,7 +21,6 @@
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
 
-use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use criterion::{BenchmarkId, Criterion, Throughput};
@@ -37,7 +36,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use rayon::prelude::*;
 
-type Cpu = NdArray<f32>;
+use ember::backend::Cpu;
 
 const SIZES: [usize; 3] = [100_000, 1_000_000, 4_000_000];
 
@@ -174,8 +173,8 @@ fn tensor_ops<B: Backend>(
 #[cfg(feature = "cuda")]
 mod gpu {
     use super::*;
+    pub use ember::backend::Cuda;
     use ember::kernels::transform_gaussians;
-    pub type Cuda = burn::backend::Cuda<f32, i32>;
 
     /// The CUDA kernel on device-resident tensors, synchronised after every call.
     pub fn bench_cuda(

@@ -2,13 +2,13 @@
 //! `ember-train` (value and autodiff gradient). The kernel's own tests are in
 //! `crates/kernels/src/loss/tests.rs`.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use ember::kernels::{LossOptions, photometric_loss, ssim};
 use ember::train::loss::burn_ops;
 
 use crate::common::{host, image, image_pair};
 
-type A = Autodiff<NdArray<f32>>;
+type A = Autodiff<ember::backend::Cpu>;
 
 #[test]
 fn fused_loss_matches_burn_ops() {
@@ -37,9 +37,9 @@ fn fused_loss_matches_burn_ops() {
             );
         }
     }
-    let s = host(ssim(image::<NdArray<f32>>(&x, h, w), image(&y, h, w)).unwrap())[0];
+    let s = host(ssim(image::<ember::backend::Cpu>(&x, h, w), image(&y, h, w)).unwrap())[0];
     let r = host(burn_ops::ssim(
-        image::<NdArray<f32>>(&x, h, w),
+        image::<ember::backend::Cpu>(&x, h, w),
         image(&y, h, w),
     ))[0];
     assert!((s - r).abs() < 1e-5, "ssim {s} vs {r}");

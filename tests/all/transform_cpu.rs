@@ -3,7 +3,7 @@
 //! field from the moved camera), the batched form, and splat files to fields and back. The
 //! kernel's caller-buffer API against its tensor op is tested in `crates/kernels/src/transform/tests.rs`.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use ember::field::{Camera, GaussianField, RenderOptions, render, transform_camera};
@@ -15,8 +15,8 @@ use rand::rngs::StdRng;
 
 use crate::common::uniform;
 
-type Cpu = NdArray<f32>;
-type Cpu64 = NdArray<f64>;
+use ember::backend::Cpu;
+use ember::backend::Cpu64;
 
 /// Raw parameters of a random set, f64, row-major (`sh_rest` is `[N, K, 3]`).
 #[derive(Clone, Debug)]

@@ -1,5 +1,6 @@
 //! Ember's model layer: the learnable [`GaussianField`], its differentiable queries,
-//! [`render`] (and [`render_batch`] for several cameras), level of detail ([`lod`]: a
+//! [`render`] (and [`render_batch`] for several cameras; [`render_pass`] when the caller runs
+//! the backward itself), level of detail ([`lod`]: a
 //! [`GaussianHierarchy`] drawn by the cut each view needs, [`render_lod`]), and [`Similarity`] transforms of a whole field
 //! ([`GaussianField::transformed`], [`transform_camera`]).
 //!
@@ -12,6 +13,7 @@
 mod gaussian_field;
 mod init;
 pub mod lod;
+mod pass;
 mod render;
 pub mod sh;
 pub mod splats;
@@ -24,9 +26,10 @@ pub use init::knn_mean_distance;
 pub use lod::{
     DEFAULT_LOD_THRESHOLD, GaussianHierarchy, LodCut, lod_cut, render_lod, render_lod_images,
 };
+pub use pass::{PassImages, RenderBackward, RenderGradients, RenderPass, render_pass};
 pub use render::{
-    BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, render,
-    render_batch, render_batch_images,
+    BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, project,
+    render, render_batch, render_batch_images,
 };
 pub use transform::transform_camera;
 

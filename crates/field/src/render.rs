@@ -158,9 +158,7 @@ pub fn render<B: ember_kernels::SplatBackend>(
     camera: &CameraParams,
     options: &RenderOptions,
 ) -> Result<RenderOutput<B>, RenderError> {
-    let setup = RasterSetup::new(camera.width, camera.height)
-        .with_background(options.background)
-        .with_tile_pairs(options.tile_pairs);
+    let setup = batch_setup(core::slice::from_ref(camera), options)?;
     if field.num_gaussians() == 0 {
         // Zero-size tensors trip several cube-backend ops; there is nothing to draw anyway.
         ember_kernels::project::check_camera(camera)?;
@@ -223,7 +221,21 @@ fn project_and_rasterize<B: ember_kernels::SplatBackend>(
     ),
     RenderError,
 > {
-    let projected = project_views(
+    let projected = project(field, cameras, options)?;
+    let raster = rasterize_views(projected.packed.clone(), projected.extents.clone(), setup)?;
+    Ok((projected, raster))
+}
+
+/// The projection of every Gaussian of `field` through each of `cameras` (see
+/// [`ember_kernels::project_views`]): what the rasterizer draws, and each Gaussian's screen
+/// extents and tile count per view ([`ember_kernels::Projected::tiles`]). Every render of a field
+/// projects it here.
+pub fn project<B: ember_kernels::ProjectOps>(
+    field: &GaussianField<B>,
+    cameras: &[CameraParams],
+    options: &RenderOptions,
+) -> Result<ember_kernels::Projected<B>, RenderError> {
+    Ok(project_views(
         field.means.val(),
         field.quats.val(),
         field.log_scales.val(),
@@ -232,9 +244,7 @@ fn project_and_rasterize<B: ember_kernels::SplatBackend>(
         field.sh_rest.val(),
         cameras,
         &options.project,
-    )?;
-    let raster = rasterize_views(projected.packed.clone(), projected.extents.clone(), setup)?;
-    Ok((projected, raster))
+    )?)
 }
 
 /// `C` views of one field, stacked: [`RenderOutput`]'s tensors with a leading camera axis.
@@ -305,8 +315,9 @@ pub fn render_batch_images<B: ember_kernels::SplatBackend>(
     })
 }
 
-/// The raster setup of a batch: every camera of one size, at most `u32::MAX` of them.
-fn batch_setup(
+/// The raster setup of a batch: every camera of one size, at most `u32::MAX` of them. Every
+/// render of a field draws with the setup made here.
+pub(crate) fn batch_setup(
     cameras: &[CameraParams],
     options: &RenderOptions,
 ) -> Result<RasterSetup, RenderError> {

@@ -90,9 +90,8 @@ pub enum WriteFieldError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::backend::NdArray;
 
-    type B = NdArray<f32>;
+    type B = ember_kernels::backend::Cpu;
 
     #[test]
     fn ply_export_has_the_3dgs_layout_and_reads_back() {

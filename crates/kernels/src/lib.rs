@@ -41,7 +41,10 @@
 //!    - `ndarray.rs`: `impl<B: NdArrayBackend> MyOps for B`, calling `cpu.rs`;
 //!    - `cube.rs`: the CubeCL kernels and `impl MyOps for CubeBackend<R, F, I, BT>`;
 //!    - `fusion.rs`: `impl<B: FusionBackend + MyOps> MyOps for Fusion<B>`;
-//!    - `autodiff.rs`: `impl<B: MyOps, C: CheckpointStrategy> MyOps for Autodiff<B, C>`;
+//!    - `autodiff.rs`: `impl<B: MyOps, C: CheckpointStrategy> MyOps for Autodiff<B, C>`, with
+//!      the hand-written `Backward` node; an op without a backward runs `B`'s implementation
+//!      untracked, its structs of tensors moved by one `untracked_bundle!` line each
+//!      (`crate::untracked`);
 //!    - `tests.rs` (declared `#[cfg(test)] mod tests;` in `mod.rs`): the CPU kernel against f64
 //!      central differences, the ndarray op against the CPU kernel, and bad inputs;
 //!    - `gpu_tests.rs` (declared under `#[cfg(all(test, any(feature = "wgpu", feature =
@@ -66,6 +69,7 @@
 #![warn(missing_docs)]
 
 pub mod activity;
+pub mod backend;
 #[cfg(feature = "cube")]
 mod cube_alloc;
 #[cfg(feature = "cube")]
@@ -78,6 +82,7 @@ pub mod quat;
 pub mod real;
 mod simd;
 pub mod sort;
+mod untracked;
 
 pub use activity::{ActivityCounts, ActivityError, DeviceActivity, count_device_activity};
 pub use memory::{DeviceMemory, MemoryUsage};

@@ -285,11 +285,10 @@ fn assign<B: Backend, const D: usize>(
 mod tests {
     use super::*;
     use crate::params::index_tensor;
-    use burn::backend::NdArray;
     use burn::tensor::TensorData;
     use ember_field::to_host;
 
-    type B = NdArray<f32>;
+    type B = ember_kernels::backend::Cpu;
 
     fn settings() -> AdamSettings {
         AdamSettings {

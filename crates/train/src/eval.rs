@@ -566,7 +566,7 @@ mod tests {
                     (state >> 40) as f32 / (1u64 << 24) as f32
                 })
                 .collect();
-            Tensor::<burn::backend::NdArray<f32>, 3>::from_data(
+            Tensor::<ember_kernels::backend::Cpu, 3>::from_data(
                 burn::tensor::TensorData::new(values, [12, 16, 3]),
                 &device,
             )
@@ -585,7 +585,7 @@ mod tests {
         let b = masked_psnr_ssim(other_render, other_target, mask.clone());
         assert_eq!(a, b);
         // The right half alone, measured as an image of its own, has the same PSNR.
-        let half = |t: Tensor<burn::backend::NdArray<f32>, 3>| t.narrow(1, 8, 8);
+        let half = |t: Tensor<ember_kernels::backend::Cpu, 3>| t.narrow(1, 8, 8);
         let alone = psnr_from_mse(
             (half(render.clone()) - half(target.clone()))
                 .powi_scalar(2)
@@ -603,7 +603,7 @@ mod tests {
 
     #[test]
     fn the_colour_correction_undoes_an_affine_colour_map() {
-        type Cpu = burn::backend::NdArray<f32>;
+        use ember_kernels::backend::Cpu;
         let (h, w) = (6, 5);
         let render: Vec<f32> = (0..h * w * 3)
             .map(|i| ((i * 37 % 101) as f32 / 101.0) * 0.8 + 0.1)

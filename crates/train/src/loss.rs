@@ -135,13 +135,12 @@ pub mod burn_ops {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::backend::NdArray;
     use burn::tensor::Distribution;
 
     #[test]
     fn psnr_of_known_errors() {
         let device = Default::default();
-        let x = Tensor::<NdArray<f32>, 3>::random(
+        let x = Tensor::<ember_kernels::backend::Cpu, 3>::random(
             [20, 20, 3],
             Distribution::Uniform(0.0, 1.0),
             &device,

@@ -123,10 +123,9 @@ pub fn parameter_hash<B: Backend>(field: &GaussianField<B>) -> Result<u64, Train
 #[cfg(test)]
 mod tests {
     use super::*;
-    use burn::backend::NdArray;
     use ember_field::{GaussianFieldConfig, to_host};
 
-    type B = NdArray<f32>;
+    type B = ember_kernels::backend::Cpu;
 
     #[test]
     fn columns_round_trip_every_group() {

@@ -24,11 +24,9 @@
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
-use ember_field::{Camera, GaussianField, RenderOptions, SplatAutodiffBackend, render_batch};
-use ember_kernels::project::pose::PoseMoments;
-use ember_kernels::project::{ProjectGrads, ProjectInputs, ProjectOptions, project_views};
-use ember_kernels::raster::{
-    IMAGE_CHANNELS, RasterSetup, RasterState, rasterize_views_backward, rasterize_views_forward,
+use ember_field::{
+    Camera, GaussianField, RenderBackward, RenderOptions, RenderPass, SplatAutodiffBackend,
+    render_batch, render_pass,
 };
 use ember_kernels::{LossOps, LossOptions, LossOutputs, SplatBackend};
 
@@ -111,16 +109,11 @@ enum Backward<B: SplatAutodiffBackend> {
     },
 }
 
-/// The direct pass's backward: the loss's gradient with respect to the colour images, and
-/// what the rasterizer's and the projection's backwards replay.
-struct DirectBackward<I: burn::tensor::backend::Backend> {
+/// The direct pass's backward: the loss's gradient with respect to the colour images, and the
+/// render's backward (the rasterizer's, then the projection's: [`ember_field::render_pass`]).
+struct DirectBackward<I: SplatBackend> {
     grad_rgb: Tensor<I, 4>,
-    packed: Tensor<I, 2>,
-    state: RasterState<I>,
-    setup: RasterSetup,
-    inputs: ProjectInputs<I>,
-    cameras: Vec<Camera>,
-    project: ProjectOptions,
+    render: RenderBackward<I>,
     /// The regularisers' gradients, added to the projection's.
     opacity_reg: Option<Tensor<I, 1>>,
     scale_reg: Option<Tensor<I, 2>>,
@@ -244,26 +237,12 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
         cameras[0].width as usize,
         cameras.len(),
     );
-    let projected = project_views(
-        field.means.val(),
-        field.quats.val(),
-        field.log_scales.val(),
-        field.opacity_logits.val(),
-        field.sh_dc.val(),
-        field.sh_rest.val(),
-        cameras,
-        &inputs.render.project,
-    )
-    .map_err(|e| render_error(e.into()))?;
-    let setup = RasterSetup::new(cameras[0].width, cameras[0].height)
-        .with_background(inputs.render.background)
-        .with_views(views as u32)
-        .with_tile_pairs(inputs.render.tile_pairs);
-    let raster =
-        rasterize_views_forward(projected.packed.clone(), projected.extents.clone(), &setup)
-            .map_err(|e| render_error(e.into()))?;
-    let image = Tensor::<Inner<B>, 1>::from_primitive(TensorPrimitive::Float(raster.image));
-    let pixels = h * w;
+    let RenderPass {
+        images,
+        extents,
+        tile_pairs,
+        backward: render,
+    } = render_pass(field, cameras, &inputs.render).map_err(render_error)?;
     let mut losses = Vec::with_capacity(views);
     let mut grads = Vec::with_capacity(views);
     let mut appearance_grads = Vec::with_capacity(inputs.appearance.len());
@@ -275,11 +254,7 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
         b => grad.mul_scalar(1.0 / b as f32),
     };
     for (j, target) in inputs.targets.iter().enumerate() {
-        // View `j`'s colour: the first three of its `IMAGE_CHANNELS` planes.
-        let rendered = image
-            .clone()
-            .narrow(0, j * IMAGE_CHANNELS * pixels, 3 * pixels)
-            .reshape([h, w, 3]);
+        let rendered = images.rgb(j);
         let row = inputs.appearance.get(j);
         let compared = match row {
             Some(row) => appearance::apply(rendered.clone(), row.clone()),
@@ -320,10 +295,7 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
     } = regularisers::<B>(field, inputs);
     let mse = inputs.wants_mse.then(|| {
         let rgb = match compared_images.is_empty() {
-            true => image
-                .reshape([views, IMAGE_CHANNELS * pixels])
-                .narrow(1, 0, 3 * pixels)
-                .reshape([views, h, w, 3]),
+            true => images.rgb_batch(),
             false => Tensor::stack(compared_images, 0),
         };
         batch_mse(rgb, inputs.targets, inputs.masks, inputs.batch)
@@ -333,23 +305,11 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
             .wants_loss
             .then(|| batch_loss(losses, inputs.batch, terms)),
         mse,
-        extents: projected.extents,
-        tile_pairs: Some(Tensor::from_primitive(raster.state.pairs.clone())),
+        extents,
+        tile_pairs: Some(tile_pairs),
         backward: Backward::Direct(Box::new(DirectBackward {
             grad_rgb,
-            packed: projected.packed,
-            state: raster.state,
-            setup,
-            inputs: ProjectInputs {
-                means: field.means.val().into_primitive().tensor(),
-                quats: field.quats.val().into_primitive().tensor(),
-                log_scales: field.log_scales.val().into_primitive().tensor(),
-                opacity_logits: field.opacity_logits.val().into_primitive().tensor(),
-                sh_dc: field.sh_dc.val().into_primitive().tensor(),
-                sh_rest: field.sh_rest.val().into_primitive().tensor(),
-            },
-            cameras: cameras.to_vec(),
-            project: inputs.render.project,
+            render,
             opacity_reg,
             scale_reg,
             appearance: appearance_grads,
@@ -432,100 +392,34 @@ impl<B: SplatAutodiffBackend> Forward<B> {
 }
 
 impl<I: SplatBackend> DirectBackward<I> {
-    /// The rasterizer's backward, then the projection's, plus the regularisers.
+    /// The render's backward, plus the regularisers.
     fn run(self) -> Result<PassGradients<I>, TrainError> {
-        let (grad_packed, screen_grads) =
-            rasterize_views_backward(self.packed, self.state, self.grad_rgb, &self.setup).map_err(
-                |e| TrainError::Render {
-                    view: self.view.clone(),
-                    cause: e.into(),
-                },
-            )?;
-        let (g, poses) = match self.wants_poses {
-            false => (
-                I::project_backward(
-                    self.inputs,
-                    grad_packed.into_primitive().tensor(),
-                    &self.cameras,
-                    self.project,
-                ),
-                Vec::new(),
-            ),
-            true => per_view_backward(self.inputs, grad_packed, &self.cameras, self.project),
-        };
-        let float = |t| TensorPrimitive::Float(t);
-        let opacity: Tensor<I, 1> = Tensor::from_primitive(float(g.opacity_logits));
-        let log_scales: Tensor<I, 2> = Tensor::from_primitive(float(g.log_scales));
+        let view = self.view;
+        let g = self
+            .render
+            .run(self.grad_rgb, self.wants_poses)
+            .map_err(|cause| TrainError::Render { view, cause })?;
         let grads = FieldGradients {
-            means: Some(Tensor::from_primitive(float(g.means))),
-            quats: Some(Tensor::from_primitive(float(g.quats))),
+            means: Some(g.means),
+            quats: Some(g.quats),
             log_scales: Some(match self.scale_reg {
-                Some(reg) => log_scales + reg,
-                None => log_scales,
+                Some(reg) => g.log_scales + reg,
+                None => g.log_scales,
             }),
             opacity_logits: Some(match self.opacity_reg {
-                Some(reg) => opacity + reg,
-                None => opacity,
+                Some(reg) => g.opacity_logits + reg,
+                None => g.opacity_logits,
             }),
-            sh_dc: Some(Tensor::from_primitive(float(g.sh_dc))),
-            sh_rest: Some(Tensor::from_primitive(float(g.sh_rest))),
+            sh_dc: Some(g.sh_dc),
+            sh_rest: Some(g.sh_rest),
         };
         Ok(PassGradients {
             field: grads,
-            screen: Some(screen_grads),
+            screen: Some(g.screen),
             appearance: self.appearance,
-            poses,
+            poses: g.poses,
         })
     }
-}
-
-/// The projection's backward one view at a time, so that each camera's pose gradient comes
-/// from its own Gaussians' gradients: the field's gradients (summed over the views) and each
-/// view's pose gradient.
-fn per_view_backward<I: SplatBackend>(
-    inputs: ProjectInputs<I>,
-    grad_packed: Tensor<I, 2>,
-    cameras: &[Camera],
-    options: ProjectOptions,
-) -> (ProjectGrads<I>, Vec<[f64; 6]>) {
-    let float2 = |t| Tensor::<I, 2>::from_primitive(TensorPrimitive::Float(t));
-    let float3 = |t| Tensor::<I, 3>::from_primitive(TensorPrimitive::Float(t));
-    let n = grad_packed.dims()[0] / cameras.len();
-    let mut total: Option<ProjectGrads<I>> = None;
-    let mut poses = Vec::with_capacity(cameras.len());
-    for (v, camera) in cameras.iter().enumerate() {
-        let view_grad = match cameras.len() {
-            1 => grad_packed.clone(),
-            _ => grad_packed.clone().narrow(0, v * n, n),
-        };
-        let g = I::project_backward(
-            inputs.clone(),
-            view_grad.into_primitive().tensor(),
-            core::slice::from_ref(camera),
-            options,
-        );
-        let moments = PoseMoments::from_tensors(
-            float2(inputs.means.clone()),
-            float2(inputs.quats.clone()),
-            float3(inputs.sh_rest.clone()),
-            float2(g.means.clone()),
-            float2(g.quats.clone()),
-            float3(g.sh_rest.clone()),
-            camera.center(),
-        );
-        poses.push(moments.gradient(camera, options.view_dir_grad));
-        total = Some(match total {
-            None => g,
-            Some(sum) => {
-                let mut view = g.into_array().into_iter();
-                ProjectGrads::from_array(
-                    sum.into_array()
-                        .map(|s| I::float_add(s, view.next().expect("six gradients in each"))),
-                )
-            }
-        });
-    }
-    (total.expect("a pass has at least one view"), poses)
 }
 
 /// The forward through Burn's autodiff with `loss_fn` per view (see the module docs).

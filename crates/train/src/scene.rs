@@ -704,7 +704,7 @@ mod tests {
             gaussians: 300,
             points: 50,
         };
-        type Cpu = burn::backend::NdArray<f32>;
+        use ember_kernels::backend::Cpu;
         let device = Default::default();
         let a = procedural::<Cpu>(&config, [1.0; 3], 1, &device).unwrap();
         let b = procedural::<Cpu>(&config, [1.0; 3], 1, &device).unwrap();

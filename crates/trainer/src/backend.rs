@@ -5,15 +5,12 @@ use anyhow::{Result, anyhow};
 use clap::ValueEnum;
 use ember_train::config::DistributedConfig;
 
-/// The CPU backend (ndarray + Ember's rayon kernels).
 #[cfg(feature = "ndarray")]
-pub type Cpu = burn::backend::NdArray<f32>;
-/// The wgpu backend (Vulkan, Metal, DX12).
-#[cfg(feature = "wgpu")]
-pub type Wgpu = burn::backend::Wgpu<f32, i32, u32>;
-/// The CUDA backend.
+pub use ember_kernels::backend::Cpu;
 #[cfg(feature = "cuda")]
-pub type Cuda = burn::backend::Cuda<f32, i32>;
+pub use ember_kernels::backend::Cuda;
+#[cfg(feature = "wgpu")]
+pub use ember_kernels::backend::Wgpu;
 
 /// `--backend`: a backend by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -50,7 +50,7 @@ pub fn run(command: &LodCommand) -> Result<()> {
         );
     }
     let started = Instant::now();
-    let (field, _) = load_field::<burn::backend::NdArray<f32>>(&args.input, &Default::default())?;
+    let (field, _) = load_field::<crate::backend::Cpu>(&args.input, &Default::default())?;
     let splats = splats_from_field(&field)?;
     drop(field);
     let loaded = started.elapsed().as_secs_f64();

@@ -591,27 +591,42 @@ impl Drop for Viewer {
 
 /// The page's files, compiled in: the binary serves them without reading any file.
 const INDEX_HTML: &str = include_str!("../assets/index.html");
-const APP_JS: &str = include_str!("../assets/app.js");
-const GEOMETRY_JS: &str = include_str!("../assets/geometry.js");
-const FRAME_JS: &str = include_str!("../assets/frame.js");
-const CURVES_JS: &str = include_str!("../assets/curves.js");
-const OVERLAY_JS: &str = include_str!("../assets/overlay.js");
-const PATH_JS: &str = include_str!("../assets/path.js");
 const STYLE_CSS: &str = include_str!("../assets/style.css");
+/// The page's scripts, each at its route: ES modules, app.js the entry, which imports the rest.
+const SCRIPTS: &[(&str, &str)] = &[
+    ("/app.js", include_str!("../assets/app.js")),
+    ("/automation.js", include_str!("../assets/automation.js")),
+    ("/camera.js", include_str!("../assets/camera.js")),
+    ("/camera-path.js", include_str!("../assets/camera-path.js")),
+    ("/connection.js", include_str!("../assets/connection.js")),
+    ("/curves.js", include_str!("../assets/curves.js")),
+    (
+        "/dataset-cameras.js",
+        include_str!("../assets/dataset-cameras.js"),
+    ),
+    ("/dom.js", include_str!("../assets/dom.js")),
+    ("/frame.js", include_str!("../assets/frame.js")),
+    ("/geometry.js", include_str!("../assets/geometry.js")),
+    ("/input.js", include_str!("../assets/input.js")),
+    ("/overlay.js", include_str!("../assets/overlay.js")),
+    ("/panel.js", include_str!("../assets/panel.js")),
+    ("/path.js", include_str!("../assets/path.js")),
+    ("/render.js", include_str!("../assets/render.js")),
+    ("/state.js", include_str!("../assets/state.js")),
+    ("/training.js", include_str!("../assets/training.js")),
+    ("/view.js", include_str!("../assets/view.js")),
+];
 
 fn router(shared: Arc<Shared>) -> Router {
     let asset = |mime: &'static str, body: &'static str| {
         get(move || async move { ([(header::CONTENT_TYPE, mime)], body) })
     };
-    let script = |body: &'static str| asset("text/javascript; charset=utf-8", body);
-    Router::new()
-        .route("/", asset("text/html; charset=utf-8", INDEX_HTML))
-        .route("/app.js", script(APP_JS))
-        .route("/geometry.js", script(GEOMETRY_JS))
-        .route("/frame.js", script(FRAME_JS))
-        .route("/curves.js", script(CURVES_JS))
-        .route("/overlay.js", script(OVERLAY_JS))
-        .route("/path.js", script(PATH_JS))
+    let mut router: Router<Arc<Shared>> =
+        Router::new().route("/", asset("text/html; charset=utf-8", INDEX_HTML));
+    for &(path, body) in SCRIPTS {
+        router = router.route(path, asset("text/javascript; charset=utf-8", body));
+    }
+    router
         .route("/style.css", asset("text/css; charset=utf-8", STYLE_CSS))
         .route("/api/info", get(info))
         .route("/photo/{index}", get(photo))

@@ -5,7 +5,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use burn::backend::NdArray;
 use ember_data::{Dataset, DatasetOptions, ImageLoader, ImageSource, LoaderOptions};
 use image::{Rgb, RgbImage};
 
@@ -140,7 +139,7 @@ fn device_prefetcher_uploads_every_image() {
     let loader = ImageLoader::new(sources, LoaderOptions::default()).unwrap();
     let device = Default::default();
     let mut seen: HashMap<usize, usize> = HashMap::new();
-    for item in loader.iter_device::<NdArray<f32>>(Some(2), &device) {
+    for item in loader.iter_device::<ember_kernels::backend::Cpu>(Some(2), &device) {
         let (index, tensor) = item.unwrap();
         assert_eq!(tensor.dims(), [12, 16, 3]);
         let values = tensor.into_data().to_vec::<f32>().unwrap();

@@ -1,7 +1,6 @@
 //! `smoke_dataset`: one 50x50 RGBA view, `transforms.json` with nerfstudio intrinsics, and an
 //! `init.ply` of 100 coloured points.
 
-use burn::backend::NdArray;
 use ember_data::{Dataset, DatasetFormat, DatasetOptions, ImageLoader, LoaderOptions};
 
 use crate::common::data_path;
@@ -44,7 +43,7 @@ fn smoke_dataset_loads_with_its_point_cloud() {
     let image = loader.get(0).unwrap().unwrap();
     assert_eq!((image.width, image.height), (50, 50));
     let device = Default::default();
-    let tensor = image.to_tensor::<NdArray<f32>>(&device);
+    let tensor = image.to_tensor::<ember_kernels::backend::Cpu>(&device);
     assert_eq!(tensor.dims(), [50, 50, 3]);
     let values = tensor.into_data().to_vec::<f32>().unwrap();
     assert!(values.iter().all(|v| (0.0..=1.0).contains(v)));

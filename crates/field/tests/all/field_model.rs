@@ -1,14 +1,14 @@
 //! `GaussianField` and the tensor-level query: construction, differentiability, edge cases and
 //! bad input.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::{Tensor, TensorData};
 use ember_field::*;
 use ember_kernels::field_query;
 
 use crate::common::{fresh_rng, uniform};
 
-type B = NdArray<f32>;
+type B = ember_kernels::backend::Cpu;
 type AD = Autodiff<B>;
 
 fn tensor<Bk: burn::tensor::backend::Backend>(v: Vec<f32>, shape: [usize; 2]) -> Tensor<Bk, 2> {

@@ -2,7 +2,7 @@
 //! the gsplat oracle through the public API, GPU against CPU on fresh random scenes, f64 central
 //! differences of the whole pipeline, edge cases, and bit-identical CPU repeats.
 
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use ember_field::{
@@ -16,15 +16,15 @@ use crate::common::{
     OracleCase, fresh_rng, join_sh, oracle_camera, oracle_err, rel_err, split_sh, uniform,
 };
 
-pub type Cpu = NdArray<f32>;
-type Cpu64 = NdArray<f64>;
+pub use ember_kernels::backend::Cpu;
+use ember_kernels::backend::Cpu64;
 #[cfg(feature = "wgpu")]
-pub type WgpuFused = burn::backend::Wgpu<f32, i32, u32>;
+pub type WgpuFused = ember_kernels::backend::Wgpu;
 #[cfg(feature = "wgpu")]
 pub type WgpuPlain =
     burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
 #[cfg(feature = "cuda")]
-pub type CudaFused = burn::backend::Cuda<f32, i32>;
+pub type CudaFused = ember_kernels::backend::Cuda;
 
 /// A scene's raw parameters, f64, row-major (`sh` is `[N, K, 3]`).
 #[derive(Clone, Debug)]

@@ -8,7 +8,7 @@ use crate::{
     DensifyStats, DensifyStatsError, DensifyStatsPrimitives, SplatBackend, ViewSize,
     accumulate_densify_stats, densify_stats_tensor_ops,
 };
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Int, Tensor, TensorData, TensorPrimitive};
 use rand::RngExt;
@@ -152,7 +152,7 @@ fn oracle(p: &Problem) -> Totals {
 fn totals_follow_the_formula() {
     let p = problem("densify_stats_formula");
     let want = oracle(&p);
-    let got = run::<NdArray<f32>>(&p, DType::F64);
+    let got = run::<crate::backend::Cpu>(&p, DType::F64);
     assert!(ember_test_utils::rel_err(&got[0], &want[0]) < 1e-12);
     assert_eq!(got[1], want[1]);
     assert_eq!(got[2], want[2]);
@@ -164,10 +164,10 @@ fn totals_follow_the_formula() {
 fn ndarray_matches_tensor_ops_bit_for_bit() {
     let p = problem("densify_stats_ndarray");
     for dtype in [DType::F32, DType::F64] {
-        let want = run_tensor_ops::<NdArray<f32>>(&p, dtype);
-        assert_eq!(run::<NdArray<f32>>(&p, dtype), want, "{dtype:?}");
+        let want = run_tensor_ops::<crate::backend::Cpu>(&p, dtype);
+        assert_eq!(run::<crate::backend::Cpu>(&p, dtype), want, "{dtype:?}");
         assert_eq!(
-            run::<Autodiff<NdArray<f32>>>(&p, dtype),
+            run::<Autodiff<crate::backend::Cpu>>(&p, dtype),
             want,
             "{dtype:?} through Autodiff"
         );
@@ -176,7 +176,7 @@ fn ndarray_matches_tensor_ops_bit_for_bit() {
 
 #[test]
 fn refuses_shapes_that_do_not_fit() {
-    type B = NdArray<f32>;
+    type B = crate::backend::Cpu;
     let device = Default::default();
     let totals = |n: usize| DensifyStats::<B> {
         grad_sum: Tensor::zeros([n], &device),
@@ -232,7 +232,7 @@ fn gpu_matches_cpu<B: SplatBackend>(label: &str) {
     let p = problem(label);
     let got = run::<B>(&p, DType::F32);
     for (reference, want) in [
-        ("ndarray", run::<NdArray<f32>>(&p, DType::F32)),
+        ("ndarray", run::<crate::backend::Cpu>(&p, DType::F32)),
         ("tensor ops", run_tensor_ops::<B>(&p, DType::F32)),
     ] {
         let err = ember_test_utils::rel_err(&got[0], &want[0]);
@@ -245,11 +245,11 @@ fn gpu_matches_cpu<B: SplatBackend>(label: &str) {
 #[cfg(feature = "wgpu")]
 #[test]
 fn densify_stats_wgpu_matches_cpu() {
-    gpu_matches_cpu::<burn::backend::Wgpu<f32, i32, u32>>("densify_stats_wgpu");
+    gpu_matches_cpu::<crate::backend::Wgpu>("densify_stats_wgpu");
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn densify_stats_cuda_matches_cpu() {
-    gpu_matches_cpu::<burn::backend::Cuda<f32, i32>>("densify_stats_cuda");
+    gpu_matches_cpu::<crate::backend::Cuda>("densify_stats_cuda");
 }

@@ -5,7 +5,7 @@
 //! with `--features cuda` also on CUDA (needs an NVIDIA GPU: CI only builds it).
 
 use crate::{Covariance, FieldOptions, SplatBackend, field_query};
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use rand::RngExt;
@@ -13,13 +13,13 @@ use rand::rngs::StdRng;
 
 use ember_test_utils::{Problem, fresh_rng, rel_err, to_f32, to_f64, uniform};
 
-type Cpu = NdArray<f32>;
+use crate::backend::Cpu;
 #[cfg(feature = "wgpu")]
-type WgpuFused = burn::backend::Wgpu<f32, i32, u32>;
+type WgpuFused = crate::backend::Wgpu;
 #[cfg(feature = "wgpu")]
 type WgpuPlain = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
 #[cfg(feature = "cuda")]
-type CudaFused = burn::backend::Cuda<f32, i32>;
+type CudaFused = crate::backend::Cuda;
 
 /// Relative error allowed between the f32 GPU and f32 CPU results.
 const TOL: f64 = 1e-4;

@@ -4,7 +4,7 @@
 use crate::field::cpu;
 use crate::field::field_query_reference;
 use crate::{Covariance, FieldOptions, SplatBackend, field_query};
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::{Tensor, TensorData};
 use rand::RngExt;
 
@@ -222,7 +222,7 @@ fn compare_with_reference(problem: &Problem, options: FieldOptions, tol: f64) {
     for (what, (values, grads), tol) in [
         (
             "fused f32",
-            run_autodiff::<NdArray<f32>>(&problem, &weights, options, true),
+            run_autodiff::<crate::backend::Cpu>(&problem, &weights, options, true),
             tol,
         ),
         // Burn's tensor ops in f32 lose more on d/dquats (the normalisation and the matrix
@@ -230,7 +230,7 @@ fn compare_with_reference(problem: &Problem, options: FieldOptions, tol: f64) {
         // 2026-11-26 (1e-3 failed 12 of those 80).
         (
             "tensor ops f32",
-            run_autodiff::<NdArray<f32>>(&problem, &weights, options, false),
+            run_autodiff::<crate::backend::Cpu>(&problem, &weights, options, false),
             4e-3,
         ),
     ] {

@@ -6,14 +6,13 @@
 use crate::lod::cpu;
 use crate::lod::{lod_gather_tensor_ops, lod_weights_tensor_ops};
 use crate::{LodError, LodInputs, LodNodes, LodOps, LodView, lod_weights};
-use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 
 use ember_test_utils::{fresh_rng, uniform};
 use rand::RngExt;
 
-type Cpu = NdArray<f32>;
+use crate::backend::Cpu;
 
 /// A random hierarchy of `leaves` leaves: groups of 2 to 4 consecutive nodes of a level merge
 /// into a parent at their mean, whose sphere holds the children's and whose size is at least
@@ -311,11 +310,11 @@ fn gpu_matches_cpu<B: LodOps>(label: &str) {
 #[cfg(feature = "wgpu")]
 #[test]
 fn lod_wgpu_matches_cpu() {
-    gpu_matches_cpu::<burn::backend::Wgpu<f32, i32, u32>>("lod_wgpu");
+    gpu_matches_cpu::<crate::backend::Wgpu>("lod_wgpu");
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn lod_cuda_matches_cpu() {
-    gpu_matches_cpu::<burn::backend::Cuda<f32, i32>>("lod_cuda");
+    gpu_matches_cpu::<crate::backend::Cuda>("lod_cuda");
 }

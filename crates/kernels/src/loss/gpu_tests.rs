@@ -3,17 +3,17 @@
 //! the fused and the plain cube backends of every compiled GPU runtime.
 
 use crate::{LossOptions, SplatBackend, photometric_loss};
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::{Tensor, TensorData};
 
 use ember_test_utils::{fresh_rng, uniform};
 
 #[cfg(feature = "wgpu")]
-type WgpuFused = burn::backend::Wgpu<f32, i32, u32>;
+type WgpuFused = crate::backend::Wgpu;
 #[cfg(feature = "wgpu")]
 type WgpuPlain = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
 #[cfg(feature = "cuda")]
-type CudaFused = burn::backend::Cuda<f32, i32>;
+type CudaFused = crate::backend::Cuda;
 
 /// Loss and gradient on `B` (through `Autodiff<B>`).
 fn run<B: SplatBackend>(x: &[f32], y: &[f32], shape: [usize; 3], lambda: f64) -> (f64, Vec<f64>) {
@@ -42,7 +42,7 @@ fn check<B: SplatBackend>(name: &str) {
             .iter()
             .map(|&v| v as f32)
             .collect();
-        let (cpu_loss, cpu_grad) = run::<NdArray<f32>>(&x, &y, shape, lambda);
+        let (cpu_loss, cpu_grad) = run::<crate::backend::Cpu>(&x, &y, shape, lambda);
         let (gpu_loss, gpu_grad) = run::<B>(&x, &y, shape, lambda);
         assert!(
             (cpu_loss - gpu_loss).abs() < 1e-5,

@@ -3,13 +3,13 @@
 //! the same loss written as Burn ops is in the root tests, beside `ember-train`'s `burn_ops`.)
 
 use crate::{LossError, LossOptions, photometric_loss};
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::{Tensor, TensorData};
 
 use ember_test_utils::{host, image, image_pair};
 
-type A = Autodiff<NdArray<f32>>;
-type A64 = Autodiff<NdArray<f64>>;
+type A = Autodiff<crate::backend::Cpu>;
+type A64 = Autodiff<crate::backend::Cpu64>;
 
 #[test]
 fn backward_scales_by_the_incoming_gradient() {
@@ -64,8 +64,8 @@ fn f64_gradient_matches_central_differences() {
 
 #[test]
 fn bad_inputs_are_typed_errors() {
-    let a = image::<NdArray<f32>>(&[0.5; 12], 2, 2);
-    let b = image::<NdArray<f32>>(&[0.5; 18], 3, 2);
+    let a = image::<crate::backend::Cpu>(&[0.5; 12], 2, 2);
+    let b = image::<crate::backend::Cpu>(&[0.5; 18], 3, 2);
     assert_eq!(
         photometric_loss(a.clone(), b, LossOptions::default()).unwrap_err(),
         LossError::ShapeMismatch {

@@ -5,13 +5,12 @@
 use crate::noise::cpu::standard_normals;
 use crate::noise::perturb_means_tensor_ops;
 use crate::{MeanNoise, NoiseError, NoiseInputs, NoiseOps, perturb_means};
-use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData, TensorPrimitive};
 
 use ember_test_utils::{fresh_rng, uniform};
 
-type Cpu = NdArray<f32>;
+use crate::backend::Cpu;
 
 /// A random field of `n` Gaussians as `f32` rows: means, quats, log-scales, opacity logits. Row
 /// 1 has a zero quaternion, row 2 a NaN centre, row 3 a NaN log-scale, row 4 a scale whose
@@ -241,11 +240,11 @@ fn gpu_matches_cpu<B: NoiseOps>(label: &str) {
 #[cfg(feature = "wgpu")]
 #[test]
 fn noise_wgpu_matches_cpu() {
-    gpu_matches_cpu::<burn::backend::Wgpu<f32, i32, u32>>("noise_wgpu");
+    gpu_matches_cpu::<crate::backend::Wgpu>("noise_wgpu");
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn noise_cuda_matches_cpu() {
-    gpu_matches_cpu::<burn::backend::Cuda<f32, i32>>("noise_cuda");
+    gpu_matches_cpu::<crate::backend::Cuda>("noise_cuda");
 }

@@ -1,5 +1,6 @@
 //! The Adam update on `Autodiff<B>`: `B`'s implementation on the inner tensors, the result
-//! untracked (an optimizer step is not part of a differentiable computation).
+//! untracked (an optimizer step is not part of a differentiable computation; see
+//! [`crate::untracked`]).
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
@@ -7,6 +8,9 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::ops::FloatTensor;
 
 use super::{AdamOps, AdamPrimitives, AdamStep};
+use crate::untracked::{Untracked, untracked_bundle};
+
+untracked_bundle!(AdamPrimitives { param, exp_avg, exp_avg_sq });
 
 impl<B: AdamOps, C: CheckpointStrategy> AdamOps for Autodiff<B, C> {
     fn adam_step(
@@ -14,21 +18,7 @@ impl<B: AdamOps, C: CheckpointStrategy> AdamOps for Autodiff<B, C> {
         grad: FloatTensor<Self>,
         step: AdamStep,
     ) -> AdamPrimitives<Self> {
-        let inner = |t| <Autodiff<B, C> as AutodiffBackend>::inner(t);
-        let outer = |t| <Autodiff<B, C> as AutodiffBackend>::from_inner(t);
-        let updated = B::adam_step(
-            AdamPrimitives {
-                param: inner(state.param),
-                exp_avg: inner(state.exp_avg),
-                exp_avg_sq: inner(state.exp_avg_sq),
-            },
-            inner(grad),
-            step,
-        );
-        AdamPrimitives {
-            param: outer(updated.param),
-            exp_avg: outer(updated.exp_avg),
-            exp_avg_sq: outer(updated.exp_avg_sq),
-        }
+        let grad = <Self as AutodiffBackend>::inner(grad);
+        Untracked::from_inner(B::adam_step(state.into_inner(), grad, step))
     }
 }

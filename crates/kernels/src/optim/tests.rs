@@ -5,7 +5,7 @@
 //! the refusals.
 
 use crate::{AdamPrimitives, AdamStep, OptimError, SplatBackend, adam_step, adam_step_tensor_ops};
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
 
@@ -94,7 +94,7 @@ fn run_tensor_ops<B: Backend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
 
 /// The updates of `p` as Burn tensor ops on ndarray, in the order the op documents.
 fn reference(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
-    run_with::<NdArray<f64>>(p, dtype, |param, g, m, v, s| {
+    run_with::<crate::backend::Cpu64>(p, dtype, |param, g, m, v, s| {
         let bias1 = 1.0 - s.beta1.powi(s.step as i32);
         let bias2 = 1.0 - s.beta2.powi(s.step as i32);
         let m = m * s.beta1 + g.clone() * (1.0 - s.beta1);
@@ -110,9 +110,9 @@ fn fused_adam_matches_tensor_ops_bit_for_bit() {
         let p = problem(&format!("adam_fused_{dtype:?}"), SHAPE, 6);
         let want = reference(&p, dtype);
         for (backend, got) in [
-            ("ndarray", run::<NdArray<f64>>(&p, dtype)),
-            ("autodiff", run::<Autodiff<NdArray<f64>>>(&p, dtype)),
-            ("tensor ops", run_tensor_ops::<NdArray<f64>>(&p, dtype)),
+            ("ndarray", run::<crate::backend::Cpu64>(&p, dtype)),
+            ("autodiff", run::<Autodiff<crate::backend::Cpu64>>(&p, dtype)),
+            ("tensor ops", run_tensor_ops::<crate::backend::Cpu64>(&p, dtype)),
         ] {
             for (name, (g, w)) in ["param", "exp_avg", "exp_avg_sq"]
                 .iter()
@@ -130,7 +130,7 @@ fn fused_adam_matches_tensor_ops_bit_for_bit() {
 
 #[test]
 fn adam_refuses_mismatched_shapes_and_step_zero() {
-    type B = NdArray<f32>;
+    type B = crate::backend::Cpu;
     let device = Default::default();
     let z = |shape: [usize; 2]| Tensor::<B, 2>::zeros(shape, &device);
     let err = adam_step(
@@ -179,7 +179,7 @@ fn gpu_matches_cpu<B: SplatBackend>(label: &str) {
         let p = problem(&format!("{label}_{shape:?}"), shape, 6);
         let got = run::<B>(&p, DType::F32);
         for (reference, want) in [
-            ("ndarray", run::<NdArray<f32>>(&p, DType::F32)),
+            ("ndarray", run::<crate::backend::Cpu>(&p, DType::F32)),
             ("tensor ops", run_tensor_ops::<B>(&p, DType::F32)),
         ] {
             for (name, (g, w)) in ["param", "exp_avg", "exp_avg_sq"]
@@ -199,13 +199,13 @@ fn gpu_matches_cpu<B: SplatBackend>(label: &str) {
 #[cfg(feature = "wgpu")]
 #[test]
 fn fused_adam_wgpu_matches_cpu() {
-    gpu_matches_cpu::<burn::backend::Wgpu<f32, i32, u32>>("adam_wgpu");
+    gpu_matches_cpu::<crate::backend::Wgpu>("adam_wgpu");
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn fused_adam_cuda_matches_cpu() {
-    gpu_matches_cpu::<burn::backend::Cuda<f32, i32>>("adam_cuda");
+    gpu_matches_cpu::<crate::backend::Cuda>("adam_cuda");
 }
 
 /// `AdamOps::adam_steps`: several groups of different sizes and ranks, each with its own
@@ -286,18 +286,18 @@ fn groups_of_shapes_match_single_updates<B: SplatBackend>(
 
 #[test]
 fn grouped_adam_matches_single_updates_cpu() {
-    groups_match_single_updates::<NdArray<f32>>("adam groups cpu", 0.0);
+    groups_match_single_updates::<crate::backend::Cpu>("adam groups cpu", 0.0);
 }
 
 #[cfg(feature = "wgpu")]
 #[test]
 fn grouped_adam_matches_single_updates_wgpu() {
-    groups_match_single_updates::<burn::backend::Wgpu<f32, i32, u32>>("adam groups wgpu", 1e-6);
+    groups_match_single_updates::<crate::backend::Wgpu>("adam groups wgpu", 1e-6);
     groups_match_single_updates::<crate::WgpuCube>("adam groups wgpu (cube)", 1e-6);
 }
 
 #[cfg(feature = "cuda")]
 #[test]
 fn grouped_adam_matches_single_updates_cuda() {
-    groups_match_single_updates::<burn::backend::Cuda<f32, i32>>("adam groups cuda", 1e-6);
+    groups_match_single_updates::<crate::backend::Cuda>("adam groups cuda", 1e-6);
 }

@@ -7,7 +7,7 @@
 //! this runs on wgpu (lavapipe in CI); with `--features cuda` also on CUDA (CI only builds it).
 
 use crate::{CameraParams, PACKED_WIDTH, ProjectOptions, SplatBackend, project_gaussians};
-use burn::backend::{Autodiff, NdArray};
+use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData};
 use rand::RngExt;
@@ -17,13 +17,13 @@ use rand::rngs::StdRng;
 use ember_test_utils::{OracleCase, oracle_camera, oracle_err};
 use ember_test_utils::{fresh_rng, join_sh, rel_err, split_sh, to_f32, to_f64, uniform};
 
-type Cpu = NdArray<f32>;
+use crate::backend::Cpu;
 #[cfg(feature = "wgpu")]
-type WgpuFused = burn::backend::Wgpu<f32, i32, u32>;
+type WgpuFused = crate::backend::Wgpu;
 #[cfg(feature = "wgpu")]
 type WgpuPlain = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
 #[cfg(feature = "cuda")]
-type CudaFused = burn::backend::Cuda<f32, i32>;
+type CudaFused = crate::backend::Cuda;
 
 /// Relative error allowed between the f32 GPU and f32 CPU results.
 const TOL: f64 = 1e-4;

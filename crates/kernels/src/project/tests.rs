@@ -813,9 +813,9 @@ fn matches_gsplat_oracle_basic() {
 #[test]
 fn burn_op_matches_the_cpu_kernels() {
     use crate::{PACKED_WIDTH, project_gaussians};
-    use burn::backend::{Autodiff, NdArray};
+    use burn::backend::Autodiff;
     use burn::tensor::{DType, Tensor, TensorData};
-    type Ad = Autodiff<NdArray<f32>>;
+    type Ad = Autodiff<crate::backend::Cpu>;
 
     let mut rng = fresh_rng("project_burn_op");
     let camera = random_camera(&mut rng);

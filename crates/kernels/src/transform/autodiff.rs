@@ -1,34 +1,20 @@
 //! The transform on `Autodiff<B>`: `B`'s kernel on the inner tensors, outputs untracked (the
-//! op edits a scene; it is not part of a differentiable computation).
+//! op edits a scene; it is not part of a differentiable computation; see [`crate::untracked`]).
 
 use burn::backend::Autodiff;
 use burn::backend::autodiff::checkpoint::strategy::CheckpointStrategy;
-use burn::tensor::backend::AutodiffBackend;
 
-use super::TransformOps;
-use super::{Similarity, TransformInputs, TransformPrimitives};
+use super::{Similarity, TransformInputs, TransformOps, TransformPrimitives};
+use crate::untracked::{Untracked, untracked_bundle};
+
+untracked_bundle!(TransformInputs { means, quats, log_scales, sh_rest });
+untracked_bundle!(TransformPrimitives { means, quats, log_scales, sh_rest });
 
 impl<B: TransformOps, C: CheckpointStrategy> TransformOps for Autodiff<B, C> {
     fn transform_forward(
         inputs: TransformInputs<Self>,
         similarities: &[Similarity],
     ) -> TransformPrimitives<Self> {
-        let inner = |t| <Autodiff<B, C> as AutodiffBackend>::inner(t);
-        let out = B::transform_forward(
-            TransformInputs {
-                means: inner(inputs.means),
-                quats: inner(inputs.quats),
-                log_scales: inner(inputs.log_scales),
-                sh_rest: inner(inputs.sh_rest),
-            },
-            similarities,
-        );
-        let outer = |t| <Autodiff<B, C> as AutodiffBackend>::from_inner(t);
-        TransformPrimitives {
-            means: outer(out.means),
-            quats: outer(out.quats),
-            log_scales: outer(out.log_scales),
-            sh_rest: outer(out.sh_rest),
-        }
+        Untracked::from_inner(B::transform_forward(inputs.into_inner(), similarities))
     }
 }

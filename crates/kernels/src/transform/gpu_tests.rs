@@ -2,7 +2,6 @@
 //! fused and the plain cube backends of every compiled GPU runtime.
 
 use crate::{Similarity, SplatBackend, transform_gaussians};
-use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use rand::SeedableRng;
@@ -11,11 +10,11 @@ use rand::rngs::StdRng;
 use ember_test_utils::uniform;
 
 #[cfg(feature = "wgpu")]
-type WgpuFused = burn::backend::Wgpu<f32, i32, u32>;
+type WgpuFused = crate::backend::Wgpu;
 #[cfg(feature = "wgpu")]
 type WgpuPlain = burn::backend::wgpu::CubeBackend<burn::backend::wgpu::WgpuRuntime, f32, i32, u32>;
 #[cfg(feature = "cuda")]
-type CudaFused = burn::backend::Cuda<f32, i32>;
+type CudaFused = crate::backend::Cuda;
 
 fn frames(count: usize) -> Vec<Similarity> {
     let all = vec![
@@ -68,7 +67,7 @@ fn run<B: SplatBackend>(n: usize, k: usize, frame_count: usize) -> [Vec<f32>; 4]
 fn check<B: SplatBackend>(name: &str, coefficients: &[usize], frame_count: usize) {
     for &k in coefficients {
         let n = 1000 + k;
-        let cpu = run::<NdArray<f32>>(n, k, frame_count);
+        let cpu = run::<crate::backend::Cpu>(n, k, frame_count);
         let gpu = run::<B>(n, k, frame_count);
         for (what, (a, b)) in ["means", "quats", "log_scales", "sh_rest"]
             .iter()

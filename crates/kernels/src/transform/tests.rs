@@ -4,7 +4,6 @@
 
 use crate::transform::cpu::{GaussianSlices, GaussianSlicesMut, transform_into};
 use crate::{Similarity, transform_gaussians};
-use burn::backend::NdArray;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use rand::SeedableRng;
@@ -12,7 +11,7 @@ use rand::rngs::StdRng;
 
 use ember_test_utils::uniform;
 
-type Cpu = NdArray<f32>;
+use crate::backend::Cpu;
 
 /// Raw parameters of a random set, f64, row-major (`sh_rest` is `[N, K, 3]`), drawn in the
 /// order of the root tests' `Set` (opacities and DC colours are drawn and dropped).

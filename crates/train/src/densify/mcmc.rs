@@ -341,7 +341,7 @@ mod tests {
         assert!(f > 0.0 && f.is_finite());
     }
 
-    type Cpu = burn::backend::NdArray<f32>;
+    use ember_kernels::backend::Cpu;
 
     fn host(t: Tensor<Cpu, 2>) -> Vec<f32> {
         t.into_data().to_vec().expect("f32")

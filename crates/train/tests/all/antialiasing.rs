@@ -9,7 +9,7 @@ use ember_train::scene::{look_at_origin, procedural_field};
 
 use crate::common::{self, B};
 
-type Cpu = burn::backend::NdArray<f32>;
+use ember_kernels::backend::Cpu;
 
 /// The mean of each `k x k` block of an `[H, W, 3]` image.
 fn box_down(image: &[f32], size: usize, k: usize) -> Vec<f32> {

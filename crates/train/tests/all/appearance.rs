@@ -12,7 +12,7 @@ use ember_train::{TrainConfig, TrainScene, Trainer};
 
 use crate::common::{self, B};
 
-type F64 = burn::backend::NdArray<f64>;
+type F64 = ember_kernels::backend::Cpu64;
 
 /// A deterministic value in `[-1, 1)` for index `i` of stream `seed`.
 fn value(seed: u64, i: usize) -> f64 {
@@ -184,7 +184,7 @@ fn capture_config(path: &Path, kind: &str) -> TrainConfig {
 
 fn scene(config: &TrainConfig) -> Arc<TrainScene> {
     Arc::new(
-        TrainScene::load::<burn::backend::NdArray<f32>>(
+        TrainScene::load::<ember_kernels::backend::Cpu>(
             &config.data,
             config.seed,
             &Default::default(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ember_train::{TrainConfig, TrainScene};
 
 /// The CPU autodiff backend.
-pub type B = burn::backend::Autodiff<burn::backend::NdArray<f32>>;
+pub type B = burn::backend::Autodiff<ember_kernels::backend::Cpu>;
 
 /// `EMBER_DATA_DIR`, default `<workspace root>/../shared/data`.
 pub fn data_dir() -> PathBuf {
@@ -67,7 +67,7 @@ log_every = 2
 /// The scene of a config.
 pub fn scene(config: &TrainConfig) -> Arc<TrainScene> {
     Arc::new(
-        TrainScene::load::<burn::backend::NdArray<f32>>(
+        TrainScene::load::<ember_kernels::backend::Cpu>(
             &config.data,
             config.seed,
             &Default::default(),

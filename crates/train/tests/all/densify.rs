@@ -10,7 +10,7 @@ use ember_train::params::ParamGroup;
 
 use crate::common;
 
-type I = burn::backend::NdArray<f32>;
+type I = ember_kernels::backend::Cpu;
 
 fn tensor2(values: Vec<f32>, shape: [usize; 2]) -> Tensor<I, 2> {
     Tensor::from_data(TensorData::new(values, shape), &Default::default())

@@ -74,7 +74,7 @@ fn lpips_last_measures_the_last_evaluation_and_completes_cached_renders() {
         antialiased: false,
         lpips,
     };
-    let mut evaluator = Evaluator::<burn::backend::NdArray<f32>>::new(&config.eval);
+    let mut evaluator = Evaluator::<ember_kernels::backend::Cpu>::new(&config.eval);
     let without = evaluator.evaluate(&scene, &field, request(false)).unwrap();
     assert!(without.lpips.is_none());
     let with = evaluator.evaluate(&scene, &field, request(true)).unwrap();

@@ -30,7 +30,7 @@ fn lego_downscaled_learns() {
     ])
     .unwrap();
     let scene = Arc::new(
-        TrainScene::load::<burn::backend::NdArray<f32>>(
+        TrainScene::load::<ember_kernels::backend::Cpu>(
             &config.data,
             config.seed,
             &Default::default(),

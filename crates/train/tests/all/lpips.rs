@@ -10,7 +10,7 @@ use ember_train::lpips::{Lpips, LpipsError};
 
 use crate::common::data_path;
 
-type Cpu = burn::backend::NdArray<f32>;
+use ember_kernels::backend::Cpu;
 
 /// A pair of lego views as `scripts/lpips-fixtures.py` makes it, and the reference's LPIPS:
 /// first and second image, the rows and columns of the first's crop, the rows of the second's
@@ -139,8 +139,7 @@ fn lpips_matches_the_reference_on_real_images() {
 fn lpips_on_wgpu_matches_the_reference() {
     // The 128x128 pair: AlexNet on 400x400 images takes minutes on a software GPU (lavapipe).
     let small = &FIXTURES[3..];
-    let Some(pairs) = distances::<burn::backend::Wgpu<f32, i32, u32>>(small, &Default::default())
-    else {
+    let Some(pairs) = distances::<ember_kernels::backend::Wgpu>(small, &Default::default()) else {
         return;
     };
     for (want, got) in pairs {

@@ -20,7 +20,7 @@ fn smoke_dataset_trains() {
             "init.sh_degree=0".to_string(),
         ])
         .unwrap();
-    let scene = TrainScene::load::<burn::backend::NdArray<f32>>(
+    let scene = TrainScene::load::<ember_kernels::backend::Cpu>(
         &config.data,
         config.seed,
         &Default::default(),
@@ -57,7 +57,7 @@ fn a_run_folder_names_its_dataset_by_an_absolute_path() {
         ])
         .unwrap();
     let scene = Arc::new(
-        TrainScene::load::<burn::backend::NdArray<f32>>(
+        TrainScene::load::<ember_kernels::backend::Cpu>(
             &config.data,
             config.seed,
             &Default::default(),

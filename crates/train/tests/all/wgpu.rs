@@ -12,8 +12,8 @@ use ember_train::{Phase, SplatAutodiffBackend, TrainScene, Trainer};
 
 use crate::common;
 
-type Wgpu = burn::backend::Wgpu<f32, i32, u32>;
-type Cpu = burn::backend::NdArray<f32>;
+use ember_kernels::backend::Cpu;
+use ember_kernels::backend::Wgpu;
 
 /// The first step's loss, the held-out PSNR before and after 40 steps, and whether the count
 /// of Gaussians changed.

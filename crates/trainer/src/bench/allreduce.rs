@@ -508,7 +508,7 @@ mod tests {
     use super::*;
     use burn::tensor::TensorData;
 
-    type Cpu = burn::backend::NdArray<f32>;
+    use crate::backend::Cpu;
 
     /// Two and three CPU peers average their tensors with every strategy: each gets the
     /// element-wise mean. (One test: the collective server is one per backend and process.)

@@ -372,15 +372,10 @@ fn tile_pairs<Bk: SplatBackend>(
     let n = field.num_gaussians().max(1) as f64;
     for &i in &views {
         let camera = scene.train[i].camera;
-        let projected = ember_kernels::project::project_gaussians(
-            field.means.val(),
-            field.quats.val(),
-            field.log_scales.val(),
-            field.opacity_logits.val(),
-            field.sh_dc.val(),
-            field.sh_rest.val(),
-            &camera,
-            &ember_kernels::project::ProjectOptions::default(),
+        let projected = ember_field::project(
+            field,
+            core::slice::from_ref(&camera),
+            &ember_field::RenderOptions::default(),
         )?;
         let counts = projected.tiles().float();
         let touched = counts.clone().greater_elem(0.0).float().sum();

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use burn::backend::NdArray;
 use burn::tensor::{Tensor, TensorData};
 use ember_data::{Dataset, DatasetOptions, read_splats};
 use ember_field::splats::{field_from_splats, write_field};
@@ -26,7 +25,7 @@ use crate::browser::{
 };
 use crate::common::scratch;
 
-type B = NdArray<f32>;
+type B = ember_kernels::backend::Cpu;
 
 /// Writes round Gaussians as a 3DGS PLY: centres `means` (`[N, 3]` flattened), SH DC colours
 /// `dc` (`[N, 3]`), one log-scale and one opacity logit for all.

@@ -5,7 +5,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use burn::backend::NdArray;
 use burn::tensor::{Tensor, TensorData};
 use ember_data::DecodedImage;
 use ember_field::GaussianField;
@@ -18,7 +17,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-type B = NdArray<f32>;
+type B = ember_kernels::backend::Cpu;
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -210,18 +209,28 @@ fn routes_serve_the_page_and_refuse_everything_else() {
         !page.contains("http://") && !page.contains("https://"),
         "{page}"
     );
-    for script in [
-        "/app.js",
-        "/geometry.js",
-        "/frame.js",
-        "/curves.js",
-        "/overlay.js",
-        "/path.js",
-    ] {
-        let (status, mime, body) = get(address, script);
-        assert_eq!(status, 200, "{script}");
-        assert!(mime.starts_with("text/javascript"), "{script}: {mime}");
-        assert!(!body.is_empty(), "{script}");
+    // Every script of the page's folder is served as it is, and every module a script
+    // imports (`from '/x.js'`) is one of them.
+    let assets = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+    let mut scripts = Vec::new();
+    for entry in std::fs::read_dir(&assets).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "js") {
+            scripts.push(path);
+        }
+    }
+    assert!(scripts.len() > 1, "{}", assets.display());
+    for path in &scripts {
+        let route = format!("/{}", path.file_name().unwrap().to_str().unwrap());
+        let (status, mime, body) = get(address, &route);
+        assert_eq!(status, 200, "{route}");
+        assert!(mime.starts_with("text/javascript"), "{route}: {mime}");
+        let text = std::fs::read_to_string(path).unwrap();
+        assert_eq!(String::from_utf8(body).unwrap(), text, "{route}");
+        for import in text.split("from '").skip(1) {
+            let module = import.split('\'').next().unwrap();
+            assert_eq!(get(address, module).0, 200, "{route} imports {module}");
+        }
     }
     assert!(get(address, "/style.css").1.starts_with("text/css"));
     let (status, mime, body) = get(address, "/api/info");

@@ -472,9 +472,8 @@ fn bad_batches_are_errors() {
         CameraParams, PACKED_WIDTH, ProjectError, RasterSetup, project_views, rasterize,
         rasterize_views,
     };
-    use burn::backend::NdArray;
-    use burn::tensor::{Int, Tensor};
-    type B = NdArray<f32>;
+        use burn::tensor::{Int, Tensor};
+    type B = crate::backend::Cpu;
     let device = Default::default();
     let rows = |n: usize| {
         (
