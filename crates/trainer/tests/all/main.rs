@@ -11,4 +11,5 @@ mod metrics;
 mod multi_node;
 mod render_path;
 mod splat_commands;
+mod view_command;
 mod viewer;
