@@ -3,9 +3,9 @@
 //!
 //! Burn composes its `Backend` from per-concept op traits (`FloatTensorOps`, `ModuleOps`, ...);
 //! this crate adds one trait per op in the same way: [`FieldOps`], [`ProjectOps`], [`RasterOps`],
-//! [`TransformOps`], [`LossOps`], [`AdamOps`], [`NoiseOps`], [`DensifyStatsOps`] and [`LodOps`].
+//! [`TransformOps`], [`LossOps`], [`BilateralGridOps`], [`AdamOps`], [`NoiseOps`], [`DensifyStatsOps`] and [`LodOps`].
 //! Each entry function bounds only the trait it uses (`fn rasterize<B: RasterOps>`);
-//! [`SplatBackend`] is the alias over all nine that the pipeline asks for, with no methods of its
+//! [`SplatBackend`] is the alias over all ten that the pipeline asks for, with no methods of its
 //! own, plus
 //! [`DeviceMemory`] (the allocator's figures, for peak-memory reports).
 //!
@@ -138,6 +138,10 @@ ops! {
         transform_gaussians,
     },
     loss: LossOps { LossError, LossOptions, LossOutputs, LossPrimitives, photometric_loss, ssim },
+    bilateral_grid: BilateralGridOps {
+        AFFINE_ENTRIES, BilateralGridError, BilateralGridGrads, identity_grid,
+        slice_bilateral_grid, slice_bilateral_grid_backward,
+    },
     optim: AdamOps {
         AdamGroup, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step,
         adam_step_tensor_ops,

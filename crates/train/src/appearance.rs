@@ -32,14 +32,102 @@
 //! trade only as slowly as its weight allows: on cup_colmap the held-out views came out 3.6 dB
 //! worse than with no transform at all, `docs/benchmarks-history.md`.) Everything stays on the
 //! device: no step reads a parameter back.
+//!
+//! ## The bilateral grid (`appearance.kind = "bilateral_grid"`)
+//! Photo `v` has a grid `G_v [12, L, GH, GW]` of affine colour maps (`appearance.grid = [L, GH,
+//! GW]`), sliced by pixel position and luminance ([`ember_kernels::bilateral_grid`], Wang et al.
+//! 2024): a local, tone-dependent exposure and white balance, which a global gain cannot be
+//! (vignetting, a tone curve, a highlight that clips). The parameters are the grid's
+//! difference from the identity map, `G_v = I + p_v`, so the same Adam step, pull towards the
+//! identity (`identity_pull` on the 3x3 parts, `offset_pull` on the offsets) and centring on
+//! `sum_v p_v = 0` apply to it unchanged. Its gradient adds the total variation
+//! `w_tv sum_axes mean (G[.., i + 1] - G[.., i])^2` per photo (`appearance.tv_weight`), which
+//! keeps neighbouring cells' maps alike where the photo says nothing about them.
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
+use ember_kernels::{
+    AFFINE_ENTRIES, BilateralGridOps, identity_grid, slice_bilateral_grid,
+    slice_bilateral_grid_backward,
+};
 
 use crate::config::{AppearanceConfig, AppearanceKind};
 
-/// Parameters per photo: three log-gains, then three offsets.
+/// Parameters per photo of the exposure transform: three log-gains, then three offsets.
 pub const PARAMS_PER_PHOTO: usize = 6;
+
+/// How a photo's parameters `[1, P]` map a render: what a training pass applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transform {
+    /// A log-gain and an offset per channel ([`apply`]); `P = 6`.
+    Exposure,
+    /// A bilateral grid of `cells = [L, GH, GW]` cells; the row is the grid `[12, L, GH, GW]`
+    /// flattened (the identity included: [`PhotoAppearance::row`] adds it).
+    BilateralGrid {
+        /// `[L, GH, GW]`.
+        cells: [usize; 3],
+    },
+}
+
+impl Transform {
+    /// The transform `config` asks for (`None` for `kind = "none"`).
+    pub fn from_config(config: &AppearanceConfig) -> Option<Self> {
+        match config.kind {
+            AppearanceKind::None => None,
+            AppearanceKind::Exposure => Some(Transform::Exposure),
+            AppearanceKind::BilateralGrid => Some(Transform::BilateralGrid { cells: config.grid }),
+        }
+    }
+
+    /// Parameters per photo.
+    pub fn params_per_photo(self) -> usize {
+        match self {
+            Transform::Exposure => PARAMS_PER_PHOTO,
+            Transform::BilateralGrid { cells } => AFFINE_ENTRIES * cells.iter().product::<usize>(),
+        }
+    }
+
+    /// Photo `row [1, P]`'s colours from `rendered [H, W, 3]` -> `[H, W, 3]`; differentiable
+    /// through Burn's autodiff.
+    pub fn apply<B: BilateralGridOps>(
+        self,
+        rendered: Tensor<B, 3>,
+        row: Tensor<B, 2>,
+    ) -> Tensor<B, 3> {
+        match self {
+            Transform::Exposure => apply(rendered, row),
+            Transform::BilateralGrid { cells } => {
+                let [l, gh, gw] = cells;
+                slice_bilateral_grid(rendered, row.reshape([AFFINE_ENTRIES, l, gh, gw]))
+                    .expect("the grid's shape comes from the validated config")
+            }
+        }
+    }
+
+    /// The backward of [`Transform::apply`]: from `grad [H, W, 3]`, the gradients with
+    /// respect to `rendered` `[H, W, 3]` and `row` `[1, P]`.
+    pub fn apply_backward<B: BilateralGridOps>(
+        self,
+        rendered: Tensor<B, 3>,
+        row: Tensor<B, 2>,
+        grad: Tensor<B, 3>,
+    ) -> (Tensor<B, 3>, Tensor<B, 2>) {
+        match self {
+            Transform::Exposure => apply_backward(rendered, row, grad),
+            Transform::BilateralGrid { cells } => {
+                let [l, gh, gw] = cells;
+                let grid = row.reshape([AFFINE_ENTRIES, l, gh, gw]);
+                let (grad_rendered, grad_grid) =
+                    slice_bilateral_grid_backward(rendered, grid, grad)
+                        .expect("the grid's shape comes from the validated config");
+                (
+                    grad_rendered,
+                    grad_grid.reshape([1, self.params_per_photo()]),
+                )
+            }
+        }
+    }
+}
 
 /// Photo `v`'s colours from the render: `rendered [H, W, 3]`, `row [1, 6]` (see the module
 /// docs) -> `[H, W, 3]`. Differentiable through Burn's autodiff (the path a loss of the
@@ -74,24 +162,28 @@ pub fn apply_backward<B: Backend>(
 #[derive(Debug, Clone)]
 pub struct PhotoAppearance<B: Backend> {
     config: AppearanceConfig,
-    /// `[V, 6]`: each training photo's parameters, in the scene's training order.
+    transform: Transform,
+    /// `[V, P]`: each training photo's parameters, in the scene's training order (for the
+    /// bilateral grid, its difference from the identity).
     params: Tensor<B, 2>,
-    /// `[V, 6]`: Adam's first and second moments.
+    /// `[1, P]`: the identity grid a photo's row is added to (`None` for the exposure).
+    identity: Option<Tensor<B, 2>>,
+    /// `[V, P]`: Adam's first and second moments.
     exp_avg: Tensor<B, 2>,
     exp_avg_sq: Tensor<B, 2>,
     /// Adam steps taken per photo.
     steps: Vec<u64>,
-    /// `[1, 6]`: twice the pulls' weights (log-gains, then offsets), made once.
+    /// `[1, P]`: twice the pulls' weights per parameter, made once.
     pull: Tensor<B, 2>,
     beta1: f64,
     beta2: f64,
     eps: f64,
 }
 
-/// What a checkpoint keeps of a [`PhotoAppearance`]: `[V, 6]` rows and the step counts.
+/// What a checkpoint keeps of a [`PhotoAppearance`]: `[V, P]` rows and the step counts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AppearanceState {
-    /// `V * 6` parameters, row-major.
+    /// `V * P` parameters, row-major.
     pub params: Vec<f32>,
     /// Adam's first moments, as `params`.
     pub exp_avg: Vec<f32>,
@@ -110,21 +202,37 @@ impl<B: Backend> PhotoAppearance<B> {
         betas: (f64, f64, f64),
         device: &B::Device,
     ) -> Option<Self> {
-        if config.kind == AppearanceKind::None {
-            return None;
-        }
-        let zeros = || Tensor::zeros([photos, PARAMS_PER_PHOTO], device);
+        let transform = Transform::from_config(config)?;
+        let width = transform.params_per_photo();
+        let zeros = || Tensor::zeros([photos, width], device);
         let (g, b) = (
             (2.0 * config.identity_pull) as f32,
             (2.0 * config.offset_pull) as f32,
         );
+        let (pull, identity) = match transform {
+            Transform::Exposure => (Tensor::from_floats([[g, g, g, b, b, b]], device), None),
+            Transform::BilateralGrid { cells } => {
+                // Entry `k` of the 3x4 map is an offset when `k % 4 == 3`.
+                let plane = width / AFFINE_ENTRIES;
+                let pulls: Vec<f32> = (0..width)
+                    .map(|n| if (n / plane) % 4 == 3 { b } else { g })
+                    .collect();
+                let identity = identity_grid::<B>(cells, device).reshape([1, width]);
+                (
+                    Tensor::<B, 1>::from_floats(pulls.as_slice(), device).reshape([1, width]),
+                    Some(identity),
+                )
+            }
+        };
         Some(PhotoAppearance {
             config: config.clone(),
+            transform,
             params: zeros(),
+            identity,
             exp_avg: zeros(),
             exp_avg_sq: zeros(),
             steps: vec![0; photos],
-            pull: Tensor::from_floats([[g, g, g, b, b, b]], device),
+            pull,
             beta1: betas.0,
             beta2: betas.1,
             eps: betas.2,
@@ -136,22 +244,39 @@ impl<B: Backend> PhotoAppearance<B> {
         step >= self.config.start
     }
 
-    /// Every photo's parameters `[V, 6]` (log-gains, then offsets).
+    /// How a row maps a render.
+    pub fn transform(&self) -> Transform {
+        self.transform
+    }
+
+    /// Every photo's parameters `[V, P]` (exposure: log-gains, then offsets; bilateral grid:
+    /// the grid's difference from the identity).
     pub fn params(&self) -> Tensor<B, 2> {
         self.params.clone()
     }
 
-    /// Training photo `photo`'s parameters `[1, 6]`.
+    /// Training photo `photo`'s transform `[1, P]`, as [`Transform::apply`] takes it.
     pub fn row(&self, photo: usize) -> Tensor<B, 2> {
-        self.params.clone().narrow(0, photo, 1)
+        let row = self.params.clone().narrow(0, photo, 1);
+        match &self.identity {
+            Some(identity) => row + identity.clone(),
+            None => row,
+        }
     }
 
-    /// One Adam step of photo `photo`'s parameters from their gradient `grad [1, 6]`, with
-    /// the pull towards the identity.
+    /// One Adam step of photo `photo`'s parameters from their gradient `grad [1, P]` (with
+    /// respect to its [`PhotoAppearance::row`]), with the pull towards the identity and, for
+    /// the bilateral grid, the total variation's gradient.
     pub fn update(&mut self, photo: usize, grad: Tensor<B, 2>) {
-        let row = self.row(photo);
-        let grad = grad + row.clone() * self.pull.clone();
-        let ranges = [photo..photo + 1, 0..PARAMS_PER_PHOTO];
+        let width = self.transform.params_per_photo();
+        let row = self.params.clone().narrow(0, photo, 1);
+        let mut grad = grad + row.clone() * self.pull.clone();
+        if let Transform::BilateralGrid { cells } = self.transform
+            && self.config.tv_weight > 0.0
+        {
+            grad = grad + total_variation_grad(row.clone(), cells, self.config.tv_weight);
+        }
+        let ranges = [photo..photo + 1, 0..width];
         let m = self.exp_avg.clone().narrow(0, photo, 1) * self.beta1
             + grad.clone() * (1.0 - self.beta1);
         let v = self.exp_avg_sq.clone().narrow(0, photo, 1) * self.beta2
@@ -181,21 +306,28 @@ impl<B: Backend> PhotoAppearance<B> {
     /// `Err` says what does not match.
     pub fn load_state(&mut self, state: &AppearanceState) -> Result<(), String> {
         let photos = self.steps.len();
-        let values = photos * PARAMS_PER_PHOTO;
-        if state.steps.len() != photos
-            || [&state.params, &state.exp_avg, &state.exp_avg_sq]
-                .iter()
-                .any(|v| v.len() != values)
-        {
+        let width = self.transform.params_per_photo();
+        let values = photos * width;
+        if state.steps.len() != photos {
             return Err(format!(
                 "it holds the appearance of {} photos, this run has {photos}",
                 state.steps.len()
             ));
         }
+        if [&state.params, &state.exp_avg, &state.exp_avg_sq]
+            .iter()
+            .any(|v| v.len() != values)
+        {
+            return Err(format!(
+                "it holds {} appearance parameters per photo, this run's `[appearance]` has \
+                 {width}",
+                state.params.len() / photos.max(1)
+            ));
+        }
         let device = self.params.device();
         let upload = |v: &Vec<f32>| {
             Tensor::from_data(
-                burn::tensor::TensorData::new(v.clone(), [photos, PARAMS_PER_PHOTO]),
+                burn::tensor::TensorData::new(v.clone(), [photos, width]),
                 &device,
             )
         };
@@ -204,5 +336,98 @@ impl<B: Backend> PhotoAppearance<B> {
         self.exp_avg_sq = upload(&state.exp_avg_sq);
         self.steps = state.steps.clone();
         Ok(())
+    }
+}
+
+/// The gradient `[1, P]` of `w sum_axes mean (d_axis)^2` (the differences of neighbouring
+/// cells along each of the grid's three cell axes) with respect to a grid's row `[1, P]`.
+fn total_variation_grad<B: Backend>(
+    row: Tensor<B, 2>,
+    cells: [usize; 3],
+    weight: f64,
+) -> Tensor<B, 2> {
+    let [l, gh, gw] = cells;
+    let width = row.dims()[1];
+    let grid = row.reshape([AFFINE_ENTRIES, l, gh, gw]);
+    let mut grad = grid.zeros_like();
+    for axis in 1..4 {
+        let n = grid.dims()[axis];
+        let diff = grid.clone().narrow(axis, 1, n - 1) - grid.clone().narrow(axis, 0, n - 1);
+        // d/dG of mean(d^2): +2 d / count at the upper cell, -2 d / count at the lower one.
+        let scaled = diff.clone() * (2.0 * weight / diff.shape().num_elements() as f64);
+        let zero = scaled.clone().narrow(axis, 0, 1).zeros_like();
+        grad = grad + Tensor::cat(vec![zero.clone(), scaled.clone()], axis)
+            - Tensor::cat(vec![scaled, zero], axis);
+    }
+    grad.reshape([1, width])
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{DType, Tensor, TensorData};
+
+    use super::{AFFINE_ENTRIES, total_variation_grad};
+
+    type F64 = ember_kernels::backend::Cpu64;
+
+    /// `w sum_axes mean (d_axis)^2` of a `[12, L, GH, GW]` grid, on the host.
+    fn total_variation(grid: &[f64], cells: [usize; 3], weight: f64) -> f64 {
+        let [l, gh, gw] = cells;
+        let at = |k: usize, z: usize, y: usize, x: usize| grid[((k * l + z) * gh + y) * gw + x];
+        let mut sums = [0.0; 3];
+        for k in 0..AFFINE_ENTRIES {
+            for z in 0..l {
+                for y in 0..gh {
+                    for x in 0..gw {
+                        let here = at(k, z, y, x);
+                        if z + 1 < l {
+                            sums[0] += (at(k, z + 1, y, x) - here).powi(2);
+                        }
+                        if y + 1 < gh {
+                            sums[1] += (at(k, z, y + 1, x) - here).powi(2);
+                        }
+                        if x + 1 < gw {
+                            sums[2] += (at(k, z, y, x + 1) - here).powi(2);
+                        }
+                    }
+                }
+            }
+        }
+        let counts = [(l - 1) * gh * gw, l * (gh - 1) * gw, l * gh * (gw - 1)];
+        weight
+            * (0..3)
+                .map(|a| sums[a] / (AFFINE_ENTRIES * counts[a]) as f64)
+                .sum::<f64>()
+    }
+
+    #[test]
+    fn total_variation_gradient_matches_central_differences_in_f64() {
+        let cells = [3, 4, 2];
+        let width = AFFINE_ENTRIES * 24;
+        let grid: Vec<f64> = (0..width)
+            .map(|i| ((i * 7919) % 101) as f64 / 101.0 - 0.5)
+            .collect();
+        let row = Tensor::<F64, 2>::from_data(
+            TensorData::new(grid.clone(), [1, width]),
+            (&Default::default(), DType::F64),
+        );
+        let grad: Vec<f64> = total_variation_grad(row, cells, 7.0)
+            .into_data()
+            .to_vec()
+            .unwrap();
+        let h = 1e-6;
+        for k in 0..width {
+            let (mut plus, mut minus) = (grid.clone(), grid.clone());
+            plus[k] += h;
+            minus[k] -= h;
+            let numeric = (total_variation(&plus, cells, 7.0)
+                - total_variation(&minus, cells, 7.0))
+                / (2.0 * h);
+            assert!(
+                (numeric - grad[k]).abs() < 1e-7 * numeric.abs().max(1.0),
+                "entry {k}: {} vs {numeric}",
+                grad[k]
+            );
+        }
     }
 }

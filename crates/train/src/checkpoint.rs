@@ -8,13 +8,17 @@
 //! | `adam.<group>.exp_avg`     | `[N, columns]` |
 //! | `adam.<group>.exp_avg_sq`  | `[N, columns]` |
 //! | `strategy.<name>`          | `[N]`          |
-//! | `appearance.params`        | `[V, 6]`       |
-//! | `appearance.exp_avg`       | `[V, 6]`       |
-//! | `appearance.exp_avg_sq`    | `[V, 6]`       |
+//! | `appearance.params`        | `[V, P]`       |
+//! | `appearance.exp_avg`       | `[V, P]`       |
+//! | `appearance.exp_avg_sq`    | `[V, P]`       |
 //! | `appearance.steps`         | `[V]`          |
+//! | `poses.state`              | `[V, 25]` F64  |
 //!
 //! The `appearance.*` tensors are there when the run learns each training photo's appearance
-//! (`V` photos, [`crate::appearance`]); the step counts are stored as exact f32 integers.
+//! (`V` photos of `P` parameters each, [`crate::appearance`]); the step counts are stored as
+//! exact f32 integers. `poses.state` is there when the run refines its training cameras'
+//! poses: per camera the correction's rotation (9, row-major) and translation (3), Adam's two
+//! moments (6 each) and its step count, in f64 as they are learned ([`crate::poses`]).
 //!
 //! Metadata (strings): `format` (`ember-train checkpoint v1`), `step`, `sh_rest_coefficients`,
 //! `strategy`, `adam.<group>.steps`, and `config` (the run's TOML, for the record).
@@ -27,9 +31,10 @@ use burn::tensor::{Tensor, TensorData};
 use ember_field::{GaussianField, SplatAutodiffBackend};
 use safetensors::tensor::{Dtype, TensorView};
 
-use crate::appearance::{AppearanceState, PARAMS_PER_PHOTO};
+use crate::appearance::AppearanceState;
 use crate::error::{TrainError, write_atomically};
 use crate::params::ParamGroup;
+use crate::poses::STATE_PER_CAMERA;
 use crate::timing::Phase;
 use crate::trainer::{Inner, Trainer};
 use ember_field::to_host;
@@ -39,6 +44,7 @@ pub const FORMAT: &str = "ember-train checkpoint v1";
 
 struct Entry {
     name: String,
+    dtype: Dtype,
     shape: Vec<usize>,
     bytes: Vec<u8>,
 }
@@ -51,6 +57,7 @@ fn entry<B: Backend, const D: usize>(
     let values = to_host(tensor, "checkpoint tensor")?;
     Ok(Entry {
         name,
+        dtype: Dtype::F32,
         shape,
         bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
     })
@@ -93,7 +100,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         if let Some(appearance) = &self.appearance {
             let state = appearance.state()?;
             let photos = state.steps.len();
-            let rows = [photos, PARAMS_PER_PHOTO].to_vec();
+            let rows = [photos, state.params.len() / photos.max(1)].to_vec();
             let bytes = |values: &[f32]| values.iter().flat_map(|v| v.to_le_bytes()).collect();
             let steps: Vec<f32> = state.steps.iter().map(|&s| s as f32).collect();
             for (name, shape, values) in [
@@ -104,15 +111,25 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             ] {
                 entries.push(Entry {
                     name: format!("appearance.{name}"),
+                    dtype: Dtype::F32,
                     shape,
                     bytes: bytes(values),
                 });
             }
         }
+        if let Some(poses) = &self.poses {
+            let state = poses.state();
+            entries.push(Entry {
+                name: "poses.state".to_string(),
+                dtype: Dtype::F64,
+                shape: vec![state.len() / STATE_PER_CAMERA, STATE_PER_CAMERA],
+                bytes: state.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            });
+        }
         let views = entries
             .iter()
             .map(|e| {
-                TensorView::new(Dtype::F32, e.shape.clone(), &e.bytes)
+                TensorView::new(e.dtype, e.shape.clone(), &e.bytes)
                     .map(|v| (e.name.clone(), v))
                     .map_err(|err| TrainError::checkpoint(path, err.to_string()))
             })
@@ -134,14 +151,29 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let bytes = std::fs::read(path).map_err(|e| TrainError::io(path, e))?;
         let file = CheckpointFile::parse(&bytes, path)?;
         let bad = |m: String| TrainError::checkpoint(path, m);
-        if self.poses.is_some() {
-            return Err(bad(
-                "this run refines the camera poses (`poses.refine = true`), and a \
-                 checkpoint does not hold them yet: resume with `poses.refine = false`, or \
-                 train again"
-                    .to_string(),
-            ));
-        }
+        // Checked before anything is touched: a refused file changes nothing.
+        let poses = match (&self.poses, &file.poses) {
+            (Some(poses), Some(state)) => {
+                let mut restored = poses.clone();
+                restored.load_state(state).map_err(&bad)?;
+                Some(restored)
+            }
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(bad(
+                    "it holds no camera poses and this run refines them (`poses.refine = \
+                     true`; resume with the config the checkpoint was trained with)"
+                        .to_string(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(bad(
+                    "it holds refined camera poses and this run has `poses.refine = false` \
+                     (resume with the config the checkpoint was trained with)"
+                        .to_string(),
+                ));
+            }
+        };
         // Both depend on the config: the one the checkpoint was written with is in its
         // metadata and in its run folder's `config.toml`.
         if file.strategy != self.strategy.name() {
@@ -209,6 +241,9 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             }
         }
         self.strategy.load_state(strategy_state)?;
+        if poses.is_some() {
+            self.poses = poses;
+        }
         self.field = field;
         self.generation += 1;
         self.adam = adam;
@@ -257,6 +292,8 @@ pub struct CheckpointFile {
     pub strategy_state: Vec<(String, Vec<f32>)>,
     /// The `appearance.*` tensors, when the run learned each photo's appearance.
     pub appearance: Option<AppearanceState>,
+    /// `poses.state` (`[V, 25]`, row-major), when the run refined its cameras' poses.
+    pub poses: Option<Vec<f64>>,
 }
 
 impl CheckpointFile {
@@ -398,16 +435,45 @@ impl CheckpointFile {
                         "`appearance.steps` holds a value that is not a count".into()
                     ));
                 }
-                let (_, params) = rows("appearance.params", PARAMS_PER_PHOTO, Some(photos))?;
-                let (_, exp_avg) = rows("appearance.exp_avg", PARAMS_PER_PHOTO, Some(photos))?;
-                let (_, exp_avg_sq) =
-                    rows("appearance.exp_avg_sq", PARAMS_PER_PHOTO, Some(photos))?;
+                let width = match read("appearance.params")?.0[..] {
+                    [_, width] if width > 0 => width,
+                    ref shape => {
+                        return Err(bad(format!(
+                            "`appearance.params` has shape {shape:?}, expected [V, P]"
+                        )));
+                    }
+                };
+                let (_, params) = rows("appearance.params", width, Some(photos))?;
+                let (_, exp_avg) = rows("appearance.exp_avg", width, Some(photos))?;
+                let (_, exp_avg_sq) = rows("appearance.exp_avg_sq", width, Some(photos))?;
                 Some(AppearanceState {
                     params: params.values,
                     exp_avg: exp_avg.values,
                     exp_avg_sq: exp_avg_sq.values,
                     steps: steps.iter().map(|&s| s as u64).collect(),
                 })
+            }
+        };
+        let poses = match tensors.names().contains(&"poses.state") {
+            false => None,
+            true => {
+                let view = tensors
+                    .tensor("poses.state")
+                    .map_err(|_| bad("no tensor `poses.state`".to_string()))?;
+                match (view.dtype(), view.shape()) {
+                    (Dtype::F64, [_, STATE_PER_CAMERA]) => Some(
+                        view.data()
+                            .chunks_exact(8)
+                            .map(|b| f64::from_le_bytes(b.try_into().expect("eight bytes")))
+                            .collect(),
+                    ),
+                    (dtype, shape) => {
+                        return Err(bad(format!(
+                            "`poses.state` is {dtype:?} {shape:?}, expected F64 [V, \
+                             {STATE_PER_CAMERA}]"
+                        )));
+                    }
+                }
             }
         };
         Ok(CheckpointFile {
@@ -418,6 +484,7 @@ impl CheckpointFile {
             groups,
             strategy_state,
             appearance,
+            poses,
         })
     }
 }

@@ -31,7 +31,7 @@ use ember_field::{
 use ember_kernels::{LossOps, LossOptions, LossOutputs, SplatBackend};
 
 use crate::adam::FieldGradients;
-use crate::appearance;
+use crate::appearance::Transform;
 use crate::error::TrainError;
 use crate::loss::photometric_loss;
 
@@ -67,9 +67,11 @@ pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
     /// neither adds to the loss nor sends a gradient back.
     pub masks: &'a [Tensor<I, 3>],
     pub names: &'a [String],
-    /// Each view's appearance parameters `[1, 6]` (see [`crate::appearance`]), or none at
-    /// all: the views are compared with the field's colours as they are.
+    /// Each view's appearance row `[1, P]` (see [`crate::appearance`]), or none at all: the
+    /// views are compared with the field's colours as they are.
     pub appearance: &'a [Tensor<I, 2>],
+    /// How the rows map a render (`None` when the run learns no appearance).
+    pub transform: Option<Transform>,
     /// The whole batch's size (all replicas): each view's loss is divided by it.
     pub batch: usize,
     pub render: RenderOptions,
@@ -83,6 +85,13 @@ pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
     /// Whether the backward returns each view's pose gradient ([`crate::poses`]; the direct
     /// pass only).
     pub wants_poses: bool,
+}
+
+impl<I: burn::tensor::backend::Backend> PassInputs<'_, I> {
+    /// View `j`'s appearance transform and row, when the run learns them.
+    fn appearance_row(&self, j: usize) -> Option<(Transform, &Tensor<I, 2>)> {
+        Some((self.transform?, self.appearance.get(j)?))
+    }
 }
 
 /// A pass after its forward: what the step reads, and what its backward needs.
@@ -130,7 +139,7 @@ pub(crate) struct PassGradients<I: burn::tensor::backend::Backend> {
     pub field: FieldGradients<I>,
     /// The `[C N, 3]` screen-space statistics (`None` for an empty field).
     pub screen: Option<Tensor<I, 2>>,
-    /// Each view's appearance gradient `[1, 6]`, in order (empty without appearance).
+    /// Each view's appearance gradient `[1, P]`, in order (empty without appearance).
     pub appearance: Vec<Tensor<I, 2>>,
     /// Each view's pose gradient `[dL/dtau, dL/domega]` at its camera as drawn (see
     /// [`crate::poses`]), in order (empty unless asked).
@@ -255,9 +264,9 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
     };
     for (j, target) in inputs.targets.iter().enumerate() {
         let rendered = images.rgb(j);
-        let row = inputs.appearance.get(j);
+        let row = inputs.appearance_row(j);
         let compared = match row {
-            Some(row) => appearance::apply(rendered.clone(), row.clone()),
+            Some((transform, row)) => transform.apply(rendered.clone(), row.clone()),
             None => rendered.clone(),
         };
         if inputs.wants_mse && row.is_some() {
@@ -276,8 +285,8 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
             None => scale(grad),
         };
         match row {
-            Some(row) => {
-                let (grad, grad_row) = appearance::apply_backward(rendered, row.clone(), grad);
+            Some((transform, row)) => {
+                let (grad, grad_row) = transform.apply_backward(rendered, row.clone(), grad);
                 grads.push(grad);
                 appearance_grads.push(grad_row);
             }
@@ -459,8 +468,8 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
             _ => out.rgb.clone().narrow(0, j, 1).reshape([h, w, 3]),
         };
         let target = Tensor::<B, 3>::from_inner(target.clone());
-        if let Some(row) = rows.get(j) {
-            rendered = appearance::apply(rendered, row.clone());
+        if let (Some(row), Some(transform)) = (rows.get(j), inputs.transform) {
+            rendered = transform.apply(rendered, row.clone());
             if inputs.wants_mse {
                 compared_images.push(rendered.clone().inner());
             }

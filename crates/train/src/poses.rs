@@ -70,6 +70,10 @@ pub struct CameraPoses {
     steps: usize,
 }
 
+/// Values per camera in [`CameraPoses::state`]: the rotation (9), the translation (3), Adam's
+/// two moments (6 each) and the step count.
+pub const STATE_PER_CAMERA: usize = 9 + 3 + 6 + 6 + 1;
+
 /// How far refinement moved a set of cameras.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CameraMotion {
@@ -102,6 +106,56 @@ impl CameraPoses {
             extent,
             steps,
         })
+    }
+
+    /// The corrections and their Adam state, `[V, STATE_PER_CAMERA]` row-major (what a
+    /// checkpoint keeps, in f64: a resumed run continues bit for bit).
+    pub fn state(&self) -> Vec<f64> {
+        self.corrections
+            .iter()
+            .flat_map(|c| {
+                c.rotation
+                    .iter()
+                    .chain(&c.translation)
+                    .chain(&c.exp_avg)
+                    .chain(&c.exp_avg_sq)
+                    .copied()
+                    .chain([c.steps as f64])
+            })
+            .collect()
+    }
+
+    /// Restores [`CameraPoses::state`] of a run over the same cameras; `Err` says what does
+    /// not match. Nothing changes on an error.
+    pub fn load_state(&mut self, state: &[f64]) -> Result<(), String> {
+        let cameras = self.corrections.len();
+        if state.len() != cameras * STATE_PER_CAMERA {
+            return Err(format!(
+                "it holds the poses of {} cameras, this run has {cameras}",
+                state.len() / STATE_PER_CAMERA
+            ));
+        }
+        let mut corrections = Vec::with_capacity(cameras);
+        for row in state.chunks_exact(STATE_PER_CAMERA) {
+            let steps = row[24];
+            if !(row.iter().all(|v| v.is_finite()) && steps.fract() == 0.0 && steps >= 0.0) {
+                return Err(
+                    "its pose corrections hold a value that is not finite or a step \
+                     count that is not a count"
+                        .to_string(),
+                );
+            }
+            let take = |at: usize, n: usize| row[at..at + n].to_vec();
+            corrections.push(Correction {
+                rotation: take(0, 9).try_into().expect("nine values"),
+                translation: take(9, 3).try_into().expect("three values"),
+                exp_avg: take(12, 6).try_into().expect("six values"),
+                exp_avg_sq: take(18, 6).try_into().expect("six values"),
+                steps: steps as u32,
+            });
+        }
+        self.corrections = corrections;
+        Ok(())
     }
 
     /// Whether the corrections learn at (0-based) step `step`.

@@ -746,6 +746,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             masks: &views.masks,
             names: &views.names,
             appearance: &rows,
+            transform: self.appearance.as_ref().map(|a| a.transform()),
             batch: self.config.batch_size,
             render: self.render_options(sh_degree, views.background),
             loss: LossOptions {

@@ -33,21 +33,31 @@ pub fn read_splat_field<B: SplatBackend>(
     Ok((field, splats.len()))
 }
 
+/// The config of the run whose folder is `folder` (its `config.toml`), if it is a run's.
+pub fn run_config(folder: &Path) -> Result<Option<TrainConfig>> {
+    let file = folder.join("config.toml");
+    if !file.is_file() {
+        return Ok(None);
+    }
+    let config = TrainConfig::from_file(&file)
+        .with_context(|| format!("reading the run's config {}", file.display()))?;
+    Ok(Some(config))
+}
+
+/// Whether the file `path` is a run's output drawn with the antialiasing filter: its folder
+/// holds the `config.toml` of a run with `raster.antialiased = true`.
+pub fn trained_antialiased(path: &Path) -> Result<bool> {
+    let folder = path.parent().filter(|f| !f.as_os_str().is_empty());
+    let folder = folder.unwrap_or(Path::new("."));
+    Ok(run_config(folder)?.is_some_and(|c| c.raster.antialiased))
+}
+
 /// The field a SCENE argument names (a splat file, a checkpoint or a run folder, see
 /// [`crate::view::ViewArgs`]), and the run's config when it is a run's.
 pub fn load_field<B: SplatBackend>(
     scene: &Path,
     device: &B::Device,
 ) -> Result<(GaussianField<B>, Option<TrainConfig>)> {
-    let run_config = |folder: &Path| -> Result<Option<TrainConfig>> {
-        let file = folder.join("config.toml");
-        if !file.is_file() {
-            return Ok(None);
-        }
-        let config = TrainConfig::from_file(&file)
-            .with_context(|| format!("reading the run's config {}", file.display()))?;
-        Ok(Some(config))
-    };
     let from_checkpoint = |path: &Path| -> Result<GaussianField<B>> {
         let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         let file = CheckpointFile::parse(&bytes, path)?;

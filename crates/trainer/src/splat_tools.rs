@@ -19,7 +19,7 @@ use ember_train::write_atomically;
 use image::ImageFormat;
 
 use crate::guard::{fits_in_memory, not_an_input};
-use crate::inputs::{parse_numbers, parse_triple, read_splat_field};
+use crate::inputs::{parse_numbers, parse_triple, read_splat_field, trained_antialiased};
 
 /// A splat-file operation.
 #[derive(Subcommand, Debug)]
@@ -80,6 +80,11 @@ pub struct RenderArgs {
     /// Background colour, RGB in [0, 1].
     #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
     background: Option<[f64; 3]>,
+    /// Draw with the 2D antialiasing filter (default: on for a splat file in the folder of a
+    /// run trained with `raster.antialiased = true`, else off): a field trained with the
+    /// filter is drawn with it.
+    #[arg(long)]
+    antialiased: bool,
 }
 
 impl RenderArgs {
@@ -104,10 +109,14 @@ impl RenderArgs {
         }
     }
 
-    /// The render options: the default ones over `--background` (black when not given).
-    fn options(&self) -> RenderOptions {
+    /// The render options: the default ones over `--background` (black when not given) and
+    /// the antialiasing filter (`--antialiased`, or the run's `raster.antialiased`).
+    fn options(&self) -> Result<RenderOptions> {
         let background = self.background.unwrap_or([0.0; 3]).map(|c| c as f32);
-        RenderOptions::default().with_background(background)
+        let antialiased = self.antialiased || trained_antialiased(&self.input)?;
+        Ok(RenderOptions::default()
+            .with_background(background)
+            .with_antialiased(antialiased))
     }
 }
 
@@ -195,7 +204,7 @@ pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Res
     render_fits_in_memory(&camera)?;
     let (field, count) = read_splat_field::<B>(&args.input, device)?;
     let started = Instant::now();
-    let rgb = render_rgb8(&field, &camera, &args.options())?;
+    let rgb = render_rgb8(&field, &camera, &args.options()?)?;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     write_image(rgb, camera.width, camera.height, format, &out)?;
     println!(
@@ -253,12 +262,12 @@ fn render_path<B: SplatBackend>(
     let mut partial = animation.clone().into_os_string();
     partial.push(".tmp");
     let partial = PathBuf::from(partial);
+    let options = args.options()?;
     let started = Instant::now();
-    let written =
-        write_frames(&field, &camera_path, &args.options(), dir, &partial).and_then(|()| {
-            std::fs::rename(&partial, &animation)
-                .with_context(|| format!("writing {}", animation.display()))
-        });
+    let written = write_frames(&field, &camera_path, &options, dir, &partial).and_then(|()| {
+        std::fs::rename(&partial, &animation)
+            .with_context(|| format!("writing {}", animation.display()))
+    });
     if written.is_err() {
         // Nothing to report if the temporary file was never created.
         let _ = std::fs::remove_file(&partial);

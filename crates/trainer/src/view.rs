@@ -225,6 +225,7 @@ pub fn load_scene<B: SplatBackend>(
     device: &B::Device,
 ) -> Result<ViewedScene<B>> {
     let (field, run) = load_field::<B>(scene, device)?;
+    let antialiased = run.as_ref().is_some_and(|config| config.raster.antialiased);
     let run_data = run.map(|config| config.data);
     let (field, lod) = scene_lod(scene, field, lod, device)?;
     let data = match (data, run_data) {
@@ -263,7 +264,8 @@ pub fn load_scene<B: SplatBackend>(
     let focus = focus(&cameras);
     let name = scene.display().to_string();
     let info = SceneInfo::framed(name, Mode::Scene, field.sh_degree(), &means, cameras, focus)
-        .with_lod(lod.as_ref().map(SceneLod::info));
+        .with_lod(lod.as_ref().map(SceneLod::info))
+        .with_antialiased(antialiased);
     Ok(ViewedScene {
         field,
         info,
@@ -445,7 +447,8 @@ pub fn start_live(
         &[],
         cameras,
         focus,
-    );
+    )
+    .with_antialiased(config.raster.antialiased);
     Ok(Viewer::start(&listen.config(port), info, Some(photos))?)
 }
 

@@ -103,6 +103,7 @@ pub fn render_scene_frame<B: SplatBackend>(
     let options = RenderOptions::default()
         .with_background(request.background)
         .with_sh_degree(degree)
+        .with_antialiased(request.antialiased)
         .with_lod_threshold(lod.map_or(0.0, |(_, threshold)| threshold));
     let failed = |e: ember_field::RenderError| ViewerError::Render(e.to_string());
     let (values, pick) = match request.pick {

@@ -108,6 +108,10 @@ pub struct RenderMessage {
     /// hello's `lod.threshold`). Ignored for a scene without a hierarchy.
     #[serde(default)]
     pub lod_threshold: Option<f32>,
+    /// Draw with the 2D antialiasing filter; `None` = the scene's (the hello's
+    /// `antialiased`).
+    #[serde(default)]
+    pub antialiased: Option<bool>,
 }
 
 impl RenderMessage {
@@ -147,6 +151,7 @@ impl RenderMessage {
             format: self.format,
             pick: self.pick,
             lod_threshold: self.lod_threshold,
+            antialiased: self.antialiased.unwrap_or(false),
         })
     }
 }
@@ -170,6 +175,9 @@ pub struct FrameRequest {
     pub pick: Option<[f64; 2]>,
     /// Level-of-detail threshold, pixels; `None` = the scene's.
     pub lod_threshold: Option<f32>,
+    /// Draw with the 2D antialiasing filter (the server puts the scene's choice here when the
+    /// page did not say).
+    pub antialiased: bool,
 }
 
 /// The largest level-of-detail threshold a page may ask for, pixels (past it a frame is a few

@@ -78,6 +78,10 @@ pub struct SceneInfo {
     /// Level of detail, when the renderer has a hierarchy of the scene (see
     /// [`SceneInfo::with_lod`]).
     pub lod: Option<LodInfo>,
+    /// Whether frames are drawn with the 2D antialiasing filter unless the page asks otherwise:
+    /// a field trained with it (`raster.antialiased`) is drawn with it (see
+    /// [`SceneInfo::with_antialiased`]).
+    pub antialiased: bool,
 }
 
 /// What the page learns of the scene's level-of-detail hierarchy.
@@ -151,6 +155,14 @@ impl SceneInfo {
         SceneInfo { lod, ..self }
     }
 
+    /// The same scene, drawn with the 2D antialiasing filter by default when `antialiased`.
+    pub fn with_antialiased(self, antialiased: bool) -> SceneInfo {
+        SceneInfo {
+            antialiased,
+            ..self
+        }
+    }
+
     /// A scene framed by its dataset cameras when it has some: the orbit target where their
     /// optical axes pass closest (`focus`, e.g. from `ember_train::scene::cameras_focus`), up
     /// the mean of the cameras' up axes, the radius the median distance of the cameras from the
@@ -210,6 +222,7 @@ impl SceneInfo {
             front,
             cameras,
             lod: None,
+            antialiased: false,
         }
     }
 }

@@ -220,7 +220,7 @@ impl Shared {
             "gaussians": live.status.as_ref().map_or(scene.gaussians, |s| s.gaussians),
             "sh_degree": scene.sh_degree, "target": scene.target, "up": scene.up,
             "radius": scene.radius, "bounds": scene.bounds, "front": scene.front,
-            "lod": scene.lod, "cameras": cameras, "history": live.history,
+            "lod": scene.lod, "antialiased": scene.antialiased, "cameras": cameras, "history": live.history,
             "evals": live.evals, "status": live.status,
         })
     }
@@ -248,7 +248,10 @@ impl Shared {
         let live = lock(&self.scene).mode == Mode::Training;
         match message {
             ClientMessage::Render(render) => match render.request() {
-                Ok(request) => {
+                Ok(mut request) => {
+                    if render.antialiased.is_none() {
+                        request.antialiased = lock(&self.scene).antialiased;
+                    }
                     lock(&self.queue).waiting.insert(client, request);
                     self.wake.notify_all();
                 }

@@ -10,8 +10,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AppearanceConfig {
-    /// `"none"` (every photo is the field's colours) or `"exposure"` (a gain and an offset per
-    /// colour channel and photo: exposure and white balance).
+    /// `"none"` (every photo is the field's colours), `"exposure"` (a gain and an offset per
+    /// colour channel and photo: exposure and white balance) or `"bilateral_grid"` (a grid of
+    /// affine colour maps per photo, by position and luminance: see [`crate::appearance`]).
     pub kind: AppearanceKind,
     /// Adam's learning rate of the per-photo parameters (log-gains and offsets). Each photo's
     /// parameters take one step per visit, so a scene of V photos trained for S steps moves
@@ -32,6 +33,16 @@ pub struct AppearanceConfig {
     /// First (0-based) step at which the transforms apply and learn; before it every photo is
     /// compared with the field's colours as they are.
     pub start: usize,
+    /// The bilateral grid's cells `[L, GH, GW]`: luminance levels, rows, columns (each in
+    /// 2..=256; `kind = "bilateral_grid"` only). Coarser than gsplat's 8 x 16 x 16: a photo is
+    /// visited far fewer times in an Ember run, and a fine grid takes up detail the field
+    /// should learn (at 100x75 pixels, 4 x 4 x 4 measured 1 dB above 8 x 16 x 16:
+    /// docs/benchmarks-history.md).
+    pub grid: [usize; 3],
+    /// Weight `w_tv` of the bilateral grid's total variation (the squared differences of
+    /// neighbouring cells' maps, averaged per axis), added to each photo's gradient. 100
+    /// measured best of 10, 100, 300 and 1000.
+    pub tv_weight: f64,
 }
 
 impl Default for AppearanceConfig {
@@ -42,6 +53,8 @@ impl Default for AppearanceConfig {
             identity_pull: 1e-3,
             offset_pull: 1e-3,
             start: 0,
+            grid: [8, 8, 8],
+            tv_weight: 100.0,
         }
     }
 }
@@ -58,6 +71,15 @@ impl AppearanceConfig {
         if !(self.offset_pull.is_finite() && self.offset_pull >= 0.0) {
             return Err("`appearance.offset_pull` must be finite and >= 0".to_string());
         }
+        if !(self.tv_weight.is_finite() && self.tv_weight >= 0.0) {
+            return Err("`appearance.tv_weight` must be finite and >= 0".to_string());
+        }
+        if self.grid.iter().any(|&n| !(2..=256).contains(&n)) {
+            return Err(format!(
+                "`appearance.grid` is {:?}; each of [levels, rows, columns] must lie in 2..=256",
+                self.grid
+            ));
+        }
         Ok(())
     }
 }
@@ -72,4 +94,7 @@ pub enum AppearanceKind {
     /// Per channel `c`: `exp(g_c) rgb_c + b_c`, six parameters a photo, starting at the
     /// identity (`g = b = 0`).
     Exposure,
+    /// A bilateral grid of affine colour maps per photo (`grid`, `tv_weight`), sliced by pixel
+    /// position and luminance: local and tone-dependent exposure and white balance.
+    BilateralGrid,
 }

@@ -1,5 +1,6 @@
-//! A run resumed from a checkpoint equals an uninterrupted one, bit for bit on the CPU, and so
-//! does a run that waits for the device after every phase; a NaN loss stops the run and leaves
+//! A run resumed from a checkpoint equals an uninterrupted one, bit for bit on the CPU (also
+//! with each photo's appearance and with refined camera poses), and so does a run that waits
+//! for the device after every phase; a NaN loss stops the run and leaves
 //! the last checkpoint intact.
 
 use ember_field::to_host;
@@ -25,6 +26,15 @@ fn state(trainer: &Trainer<B>) -> Vec<Vec<f32>> {
         let saved = appearance.state().unwrap();
         out.extend([saved.params, saved.exp_avg, saved.exp_avg_sq]);
         out.push(saved.steps.iter().map(|&s| s as f32).collect());
+    }
+    if let Some(motion) = trainer.camera_motion() {
+        let moved = [
+            motion.mean_degrees,
+            motion.max_degrees,
+            motion.mean_shift,
+            motion.max_shift,
+        ];
+        out.push(moved.iter().map(|&m| m as f32).collect());
     }
     out
 }
@@ -60,6 +70,13 @@ fn resume_with_each_photos_appearance_equals_uninterrupted() {
         .with_overrides(&["appearance.kind=exposure"])
         .unwrap();
     resume_equals_uninterrupted_with(config.clone());
+    let grid = common::tiny_config()
+        .with_overrides(&[
+            "appearance.kind=bilateral_grid",
+            "appearance.grid=[2, 3, 4]",
+        ])
+        .unwrap();
+    resume_equals_uninterrupted_with(grid.clone());
     // A checkpoint and a run that disagree on the appearance are refused, naming it.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ckpt.safetensors");
@@ -71,6 +88,36 @@ fn resume_with_each_photos_appearance_equals_uninterrupted() {
     let mut without = Trainer::<B>::new(plain.clone(), common::scene(&plain), &device).unwrap();
     let e = without.load_checkpoint(&path).unwrap_err();
     assert!(e.to_string().contains("appearance"), "{e}");
+    assert_eq!(without.step_count(), 0, "nothing changed");
+    // ... and so are an exposure checkpoint and a bilateral-grid run.
+    let mut other = Trainer::<B>::new(grid.clone(), common::scene(&grid), &device).unwrap();
+    let e = other.load_checkpoint(&path).unwrap_err();
+    assert!(
+        e.to_string().contains("appearance parameters per photo"),
+        "{e}"
+    );
+    assert_eq!(other.step_count(), 0, "nothing changed");
+}
+
+#[test]
+fn resume_with_refined_poses_equals_uninterrupted() {
+    let config = common::tiny_config()
+        .with_overrides(&["poses.refine=true", "poses.start=2"])
+        .unwrap();
+    resume_equals_uninterrupted_with(config.clone());
+    // A checkpoint and a run that disagree on refining the poses are refused, naming them.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ckpt.safetensors");
+    let device = Default::default();
+    let mut with = Trainer::<B>::new(config.clone(), common::scene(&config), &device).unwrap();
+    for _ in 0..3 {
+        with.step().unwrap();
+    }
+    with.save_checkpoint(&path).unwrap();
+    let plain = common::tiny_config();
+    let mut without = Trainer::<B>::new(plain.clone(), common::scene(&plain), &device).unwrap();
+    let e = without.load_checkpoint(&path).unwrap_err();
+    assert!(e.to_string().contains("poses.refine"), "{e}");
     assert_eq!(without.step_count(), 0, "nothing changed");
 }
 

@@ -2,7 +2,7 @@
 //! directly (the default) and the same photometric loss through Burn's autodiff
 //! (`Trainer::set_loss`) give the same bits on the CPU: a batch of one and of two, with the
 //! regularisers on, through densification, opacity resets and SH bands switching on, with and
-//! without each photo's appearance learned, with and without masks (the procedural photos'
+//! without each photo's appearance learned (exposure, bilateral grid), with and without masks (the procedural photos'
 //! alpha as their masks).
 
 use ember_field::to_host;
@@ -53,6 +53,8 @@ fn the_direct_step_matches_the_autodiff_step_bit_for_bit() {
         (2, "exposure", false),
         (1, "none", true),
         (2, "exposure", true),
+        (1, "bilateral_grid", false),
+        (2, "bilateral_grid", true),
     ] {
         let config = common::tiny_config()
             .with_overrides(&[
@@ -62,6 +64,7 @@ fn the_direct_step_matches_the_autodiff_step_bit_for_bit() {
                 "output.loss_every=1".to_string(),
                 format!("appearance.kind={appearance}"),
                 "appearance.start=3".to_string(),
+                "appearance.grid=[3, 4, 5]".to_string(),
                 format!("data.alpha_as_mask={masked}"),
             ])
             .unwrap();

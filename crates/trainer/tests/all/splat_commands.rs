@@ -1,5 +1,6 @@
-//! `trainer info / convert / transform / render` on a real trained splat file
-//! (`splats/gaussiansplats3d-pr477/lod5_tile_0.ply` under `EMBER_DATA_DIR`).
+//! `trainer info / convert / transform / render` (with and without the antialiasing filter) on
+//! a real trained splat file (`splats/gaussiansplats3d-pr477/lod5_tile_0.ply` under
+//! `EMBER_DATA_DIR`).
 
 use crate::common::{data_path, scratch, stdout, trainer};
 
@@ -73,6 +74,36 @@ fn info_convert_transform_and_render_a_splat_file() {
     assert_eq!(&image[1..4], b"PNG");
     // PNG IHDR: width and height, big-endian, at bytes 16..24.
     assert_eq!(&image[16..24], &[0, 0, 0, 64, 0, 0, 0, 48]);
+
+    // With the antialiasing filter the image differs; a splat file in the folder of a run
+    // trained with it is drawn with it unasked.
+    let render = |input: &str, out: &str, extra: &[&str]| {
+        let out = scratch(out);
+        let mut args = vec![
+            "render",
+            input,
+            "--camera",
+            camera.to_str().expect("utf-8 path"),
+            "--out",
+            out.to_str().expect("utf-8 path"),
+        ];
+        args.extend_from_slice(extra);
+        let rendered = trainer(&args);
+        assert!(rendered.status.success(), "render failed: {rendered:?}");
+        std::fs::read(&out).expect("the PNG was written")
+    };
+    let filtered = render(&ply, "filtered.png", &["--antialiased"]);
+    assert_ne!(filtered, image, "the filter changes the image");
+    let run = scratch("antialiased-run");
+    std::fs::create_dir_all(&run).expect("run folder");
+    std::fs::write(run.join("config.toml"), "[raster]\nantialiased = true\n").expect("config");
+    let run_ply = run.join("splats.ply");
+    std::fs::copy(&ply, &run_ply).expect("copy");
+    let from_run = render(run_ply.to_str().expect("utf-8 path"), "from-run.png", &[]);
+    assert_eq!(
+        from_run, filtered,
+        "the run's raster.antialiased is followed"
+    );
 }
 
 #[test]

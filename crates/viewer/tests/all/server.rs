@@ -295,12 +295,65 @@ async fn a_render_request_gets_the_renderers_frame() {
         format: ember_viewer::FrameFormat::Png,
         pick: None,
         lod_threshold: None,
+        antialiased: false,
     };
     let want = render_frame(&field(), &request).unwrap();
     assert_eq!(got, want.rgb, "the PNG frame is the render, bit for bit");
     // Not blank: the Gaussians cover part of the frame, the background the rest.
     assert!(want.rgb.chunks_exact(3).any(|p| p != [26, 51, 77]));
     assert!(want.rgb.chunks_exact(3).any(|p| p == [26, 51, 77]));
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scene_trained_antialiased_is_drawn_with_the_filter_unless_asked_otherwise() {
+    let config = ViewerConfig {
+        port: 0,
+        ..ViewerConfig::default()
+    };
+    let viewer =
+        Arc::new(Viewer::start(&config, scene(Mode::Scene).with_antialiased(true), None).unwrap());
+    let (stop, handle) = serve(&viewer);
+    let (mut socket, hello) = connect(&viewer).await;
+    assert_eq!(hello["antialiased"], true);
+    let camera = camera(40, 30);
+    let request = |antialiased: bool| FrameRequest {
+        id: 1,
+        camera,
+        background: [0.1, 0.2, 0.3],
+        sh_degree: None,
+        centres: false,
+        format: ember_viewer::FrameFormat::Png,
+        pick: None,
+        lod_threshold: None,
+        antialiased,
+    };
+    let filtered = render_frame(&field(), &request(true)).unwrap().rgb;
+    let plain = render_frame(&field(), &request(false)).unwrap().rgb;
+    assert_ne!(filtered, plain, "the filter changes the frame");
+    socket
+        .send(render_message(1, &camera, "png"))
+        .await
+        .unwrap();
+    let (header, bytes) = next_frame(&mut socket).await;
+    assert_eq!(
+        header.decode(&bytes).unwrap(),
+        filtered,
+        "the scene's filter by default"
+    );
+    let off = json!({"type": "render", "id": 2, "camera": camera,
+                     "background": [0.1, 0.2, 0.3], "format": "png", "antialiased": false});
+    socket
+        .send(Message::Text(off.to_string().into()))
+        .await
+        .unwrap();
+    let (header, bytes) = next_frame(&mut socket).await;
+    assert_eq!(
+        header.decode(&bytes).unwrap(),
+        plain,
+        "off when the page asks"
+    );
     stop.store(true, Ordering::SeqCst);
     handle.join().unwrap();
 }
