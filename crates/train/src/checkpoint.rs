@@ -21,7 +21,9 @@
 //! moments (6 each) and its step count, in f64 as they are learned ([`crate::poses`]).
 //!
 //! Metadata (strings): `format` (`ember-train checkpoint v1`), `step`, `sh_rest_coefficients`,
-//! `strategy`, `adam.<group>.steps`, and `config` (the run's TOML, for the record).
+//! `strategy`, `adam.<group>.steps`, `training_seconds` (the run's training time so far, so
+//! that a resumed run's time axis goes on; `0` when a file has none), and `config` (the run's
+//! TOML, for the record).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -71,6 +73,10 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let mut meta = HashMap::new();
         meta.insert("format".to_string(), FORMAT.to_string());
         meta.insert("step".to_string(), self.step.to_string());
+        meta.insert(
+            "training_seconds".to_string(),
+            self.training_seconds.to_string(),
+        );
         meta.insert(
             "sh_rest_coefficients".to_string(),
             self.field.sh_rest.dims()[1].to_string(),
@@ -248,6 +254,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         self.generation += 1;
         self.adam = adam;
         self.step = file.step;
+        self.training_seconds = file.training_seconds;
         Ok(())
     }
 }
@@ -280,6 +287,8 @@ pub struct SavedGroup {
 pub struct CheckpointFile {
     /// The step the run had completed.
     pub step: usize,
+    /// The run's training time at that step, seconds (`0` when the file does not say).
+    pub training_seconds: f64,
     /// SH coefficients beyond DC per channel (`K` of `sh_rest` `[N, K, 3]`).
     pub sh_rest_coefficients: usize,
     /// The densification strategy's name.
@@ -478,6 +487,14 @@ impl CheckpointFile {
         };
         Ok(CheckpointFile {
             step: count("step")?,
+            training_seconds: match meta.get("training_seconds") {
+                None => 0.0,
+                Some(text) => text
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s >= 0.0)
+                    .ok_or_else(|| bad("`training_seconds` is not a number of seconds".into()))?,
+            },
             sh_rest_coefficients,
             strategy: get("strategy")?.clone(),
             gaussians,

@@ -24,6 +24,11 @@ pub use poses::PosesConfig;
 pub struct TrainConfig {
     /// Optimisation steps (`batch_size` training views per step).
     pub steps: usize,
+    /// A training-time budget, seconds (`0`: none): the run ends after the first step that
+    /// brings its training time ([`Trainer::training_seconds`](crate::Trainer::training_seconds))
+    /// to the budget, with the final evaluation and outputs of a last step. Schedules stay
+    /// keyed to `steps`, so a run cut by the budget is the same run up to where it stops.
+    pub max_seconds: f64,
     /// Training views rendered per step, in one batched projection and rasterization; their
     /// losses are averaged. Above 1 the learning rates are scaled by `sqrt(batch_size)` and
     /// Adam's decays raised to the power `batch_size` (see `Trainer::learning_rate`), and every
@@ -59,6 +64,7 @@ impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
             steps: 30_000,
+            max_seconds: 0.0,
             batch_size: 1,
             seed: 0,
             data: DataConfig::default(),
@@ -672,6 +678,12 @@ impl TrainConfig {
         if self.batch_size == 0 {
             return fail("batch_size", "must be at least 1");
         }
+        if !(self.max_seconds.is_finite() && self.max_seconds >= 0.0) {
+            return fail(
+                "max_seconds",
+                "must be a number of seconds, at least 0 (0: no budget)",
+            );
+        }
         if !self.batch_size.is_multiple_of(self.distributed.peers()) {
             return fail(
                 "batch_size",
@@ -878,6 +890,7 @@ mod tests {
         let c = TrainConfig::default()
             .with_overrides(&[
                 "steps=12",
+                "max_seconds=250",
                 "optim.lr_opacity=0.05",
                 "densify.strategy=none",
                 "data.background=[0, 0, 0]",
@@ -886,6 +899,7 @@ mod tests {
             ])
             .unwrap();
         assert_eq!(c.steps, 12);
+        assert_eq!(c.max_seconds, 250.0);
         assert_eq!(c.optim.lr_opacity, 0.05);
         assert_eq!(c.densify.strategy, StrategyKind::None);
         assert_eq!(c.data.background, [0.0; 3]);
@@ -900,6 +914,8 @@ mod tests {
             ("[init]\nopacity = 1.5", "init.opacity"),
             ("[densify]\nstrategy = \"sometimes\"", "sometimes"),
             ("[loss]\nssim_lambda = -1", "ssim_lambda"),
+            ("max_seconds = -1.0", "max_seconds"),
+            ("max_seconds = nan", "max_seconds"),
         ] {
             let e = TrainConfig::from_toml_str(text, "c.toml").unwrap_err();
             assert!(e.to_string().contains(key), "{text}: {e}");

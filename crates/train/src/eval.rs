@@ -146,6 +146,11 @@ pub struct EvalReport {
     pub gaussians: usize,
     /// Wall time of the evaluation, seconds.
     pub seconds: f64,
+    /// The run's training time when it ran, seconds
+    /// ([`Trainer::training_seconds`](crate::Trainer::training_seconds); `0` from an
+    /// [`Evaluator`] outside a run).
+    #[serde(default)]
+    pub elapsed: f64,
     /// Per view.
     pub views: Vec<ViewMetrics>,
     /// The first `eval.save_images` views, side by side with their ground truth.
@@ -410,6 +415,7 @@ impl<B: SplatBackend> Evaluator<B> {
             lpips_off: self.lpips_off_note(),
             gaussians: field.num_gaussians(),
             seconds: started.elapsed().as_secs_f64(),
+            elapsed: 0.0,
             views,
             images: Vec::new(),
         })

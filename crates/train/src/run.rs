@@ -13,6 +13,14 @@
 //! record in `metrics.jsonl` per evaluation (how far the training cameras moved). The three
 //! logs get each row appended as it is logged, so a killed run keeps them up to its last
 //! logged step; every other file is written atomically (rewritten as the run goes).
+//!
+//! Time: `seconds` in `train.csv` is the step's own wall time, in `eval.csv` the evaluation's;
+//! `elapsed` in both (and in `metrics.jsonl`) is the run's training time at that step
+//! ([`Trainer::training_seconds`]: the steps without the evaluations and outputs, carried over
+//! a resume), the axis to read time-to-PSNR from. With `max_seconds` set, the run ends after
+//! the first step that brings `elapsed` to it, as it would have at its last step (the final
+//! evaluation, checkpoint and export); a data-parallel run ends one step later, on the step
+//! its peers agree on.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -88,6 +96,11 @@ pub struct RunSummary {
     pub times: PhaseTimes,
     /// Wall time of the run, seconds (scene loading excluded).
     pub seconds: f64,
+    /// The run's training time, seconds ([`Trainer::training_seconds`]; from the checkpoint's
+    /// start when it resumed one).
+    pub training_seconds: f64,
+    /// Whether `max_seconds` ended the run before its `steps`.
+    pub out_of_time: bool,
     /// The last checkpoint written.
     pub checkpoint: PathBuf,
     /// The evaluation renders' cache: every evaluation of a run follows a change of the
@@ -158,7 +171,10 @@ fn lines(rows: &[String]) -> String {
 /// `eval.csv`'s header: a row per view, then the evaluation's means as the view `mean`.
 /// `cc_psnr` and `cc_ssim` are the colour-corrected metrics
 /// ([`colour_corrected`](crate::eval::colour_corrected)).
-const EVAL_CSV_HEADER: &str = "step,view,psnr,ssim,lpips,cc_psnr,cc_ssim,gaussians,seconds";
+const EVAL_CSV_HEADER: &str = "step,view,psnr,ssim,lpips,cc_psnr,cc_ssim,gaussians,seconds,elapsed";
+
+/// `train.csv`'s header.
+const TRAIN_CSV_HEADER: &str = "step,loss,psnr,gaussians,sh_degree,lr_means,seconds,elapsed";
 
 /// An evaluation as `metrics.jsonl` holds it (its `"kind": "eval"` records).
 #[derive(Debug, Deserialize)]
@@ -173,13 +189,16 @@ struct LoggedEval {
     cc_ssim: Option<f32>,
     gaussians: usize,
     seconds: f64,
+    /// Missing in the logs of runs from before it was recorded.
+    #[serde(default)]
+    elapsed: Option<f64>,
     #[serde(default)]
     views: Vec<ViewMetrics>,
 }
 
 impl LoggedEval {
     /// Its `eval.csv` rows ([`EVAL_CSV_HEADER`]): one per view (without the Gaussians and the
-    /// time, which are the evaluation's), then the means.
+    /// times, which are the evaluation's), then the means.
     fn csv_rows(&self) -> Vec<String> {
         let optional = |v: Option<f32>| v.map(|v| v.to_string()).unwrap_or_default();
         let mut rows: Vec<String> = self
@@ -187,7 +206,7 @@ impl LoggedEval {
             .iter()
             .map(|v| {
                 format!(
-                    "{},{},{},{},{},{},{},,",
+                    "{},{},{},{},{},{},{},,,",
                     self.step,
                     csv_field(&v.name),
                     v.psnr,
@@ -199,7 +218,7 @@ impl LoggedEval {
             })
             .collect();
         rows.push(format!(
-            "{},mean,{},{},{},{},{},{},{}",
+            "{},mean,{},{},{},{},{},{},{},{}",
             self.step,
             self.psnr,
             self.ssim,
@@ -207,7 +226,8 @@ impl LoggedEval {
             optional(self.cc_psnr),
             optional(self.cc_ssim),
             self.gaussians,
-            self.seconds
+            self.seconds,
+            self.elapsed.map(|v| v.to_string()).unwrap_or_default()
         ));
         rows
     }
@@ -244,7 +264,7 @@ struct StartRows {
 impl Logs {
     fn start(out: &Path, resume: Option<usize>) -> Result<Logs, TrainError> {
         let mut rows = StartRows {
-            train_csv: vec!["step,loss,psnr,gaussians,sh_degree,lr_means,seconds".to_string()],
+            train_csv: vec![TRAIN_CSV_HEADER.to_string()],
             eval_csv: vec![EVAL_CSV_HEADER.to_string()],
             ..StartRows::default()
         };
@@ -276,19 +296,18 @@ impl StartRows {
                 continue;
             }
             let num = |k: &str| value[k].as_f64().unwrap_or(f64::NAN);
+            let optional = |k: &str| value[k].as_f64().map(|v| v.to_string()).unwrap_or_default();
             match value["kind"].as_str() {
                 Some("train") => {
                     self.train_csv.push(format!(
-                        "{row_step},{},{},{},{},{},{}",
+                        "{row_step},{},{},{},{},{},{},{}",
                         num("loss"),
-                        value["psnr"]
-                            .as_f64()
-                            .map(|v| v.to_string())
-                            .unwrap_or_default(),
+                        optional("psnr"),
                         num("gaussians"),
                         num("sh_degree"),
                         num("lr_means"),
-                        num("seconds")
+                        num("seconds"),
+                        optional("elapsed")
                     ));
                     self.curve.push(CurvePoint::train(
                         row_step,
@@ -316,21 +335,22 @@ impl Logs {
             &json!({
                 "kind": "train", "step": r.step, "loss": r.loss, "psnr": r.psnr,
                 "gaussians": r.gaussians, "sh_degree": r.sh_degree, "lr_means": r.lr_means,
-                "seconds": r.seconds, "cloned": r.refine.cloned, "split": r.refine.split,
+                "seconds": r.seconds, "elapsed": r.elapsed, "cloned": r.refine.cloned, "split": r.refine.split,
                 "pruned": r.refine.pruned, "relocated": r.refine.relocated,
                 "added": r.refine.added, "escaped": r.refine.escaped,
             })
             .to_string(),
         )?;
         self.train_csv.append(&format!(
-            "{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             r.step,
             r.loss.map(|l| l.to_string()).unwrap_or_default(),
             r.psnr.map(|p| p.to_string()).unwrap_or_default(),
             r.gaussians,
             r.sh_degree,
             r.lr_means,
-            r.seconds
+            r.seconds,
+            r.elapsed
         ))?;
         if let Some(loss) = r.loss {
             self.curve.push(CurvePoint::train(r.step, loss, r.psnr));
@@ -343,7 +363,7 @@ impl Logs {
             &json!({
                 "kind": "eval", "step": e.step, "psnr": e.psnr, "ssim": e.ssim,
                 "lpips": e.lpips, "cc_psnr": e.cc_psnr, "cc_ssim": e.cc_ssim, "masked": e.masked, "gaussians": e.gaussians, "seconds": e.seconds,
-                "views": e.views,
+                "elapsed": e.elapsed, "views": e.views,
             })
             .to_string(),
         )?;
@@ -356,6 +376,7 @@ impl Logs {
             cc_ssim: Some(e.cc_ssim),
             gaussians: e.gaussians,
             seconds: e.seconds,
+            elapsed: Some(e.elapsed),
             views: e.views.clone(),
         };
         for row in logged.csv_rows() {
@@ -464,7 +485,8 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
         Ok(())
     };
     while trainer.step_count() < total {
-        trainer.request_stop(observer.stop_requested());
+        // Out of time, a peer votes to stop: the peers agree and end after the next step.
+        trainer.request_stop(observer.stop_requested() || trainer.out_of_time());
         let report = match trainer.step() {
             Ok(report) => report,
             Err(TrainError::NonFiniteLoss {
@@ -481,7 +503,9 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
             Err(e) => return Err(e),
         };
         let step = report.step;
-        if step.is_multiple_of(config.output.log_every) || step == total {
+        // Alone, the budget ends the run at this step; among peers, at the step they agree on.
+        let out_of_time = trainer.out_of_time() && (trainer.peer().is_none() || report.stop);
+        if step.is_multiple_of(config.output.log_every) || step == total || out_of_time {
             logs.step(&report)?;
         }
         observer.on_step(&report, total);
@@ -494,6 +518,9 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
             ));
         }
         // Alone, a request made during the step counts now; peers stop where they agreed to.
+        if out_of_time {
+            break;
+        }
         let stop = report.stop || (trainer.peer().is_none() && observer.stop_requested());
         if stop && step < total {
             if !step.is_multiple_of(config.output.log_every) {
@@ -540,6 +567,13 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
     }
     trainer.times_mut().add(Phase::Output, t.elapsed());
     let final_eval = evals.last().cloned();
+    if trainer.step_count() < total {
+        observer.on_message(&format!(
+            "max_seconds = {} s of training reached at step {} of {total}",
+            config.max_seconds,
+            trainer.step_count()
+        ));
+    }
     Ok(RunSummary {
         steps: trainer.step_count(),
         gaussians: trainer.num_gaussians(),
@@ -547,6 +581,8 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
         evals,
         times: *trainer.times(),
         seconds: started.elapsed().as_secs_f64(),
+        training_seconds: trainer.training_seconds(),
+        out_of_time: trainer.step_count() < total,
         checkpoint: checkpoint_path,
         eval_cache: trainer.eval_cache_stats(),
         peak_memory: trainer.peak_memory(),

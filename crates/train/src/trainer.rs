@@ -69,6 +69,8 @@ pub struct StepReport {
     pub refine: RefineReport,
     /// Wall time of the step, seconds.
     pub seconds: f64,
+    /// The run's training time after this step, seconds ([`Trainer::training_seconds`]).
+    pub elapsed: f64,
     /// Whether the run stops after this step: [`Trainer::request_stop`] was set before it, on
     /// any peer of a data-parallel run (every peer then stops after the same step).
     pub stop: bool,
@@ -91,6 +93,8 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     pub(crate) step: usize,
     pub(crate) device: B::Device,
     pub(crate) times: PhaseTimes,
+    /// See [`Trainer::training_seconds`].
+    pub(crate) training_seconds: f64,
     /// Changes whenever `field` does (see [`Trainer::generation`]).
     pub(crate) generation: u64,
     /// Held-out evaluation, with the renders of the current generation.
@@ -285,6 +289,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             step: 0,
             device: device.clone(),
             times: PhaseTimes::default(),
+            training_seconds: 0.0,
             generation: 0,
             evaluator,
             order: None,
@@ -395,6 +400,21 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         &self.times
     }
 
+    /// The run's training time so far, seconds: the wall time of its steps (from the
+    /// checkpoint on when it resumed one), and on a GPU the wait for the device to finish the
+    /// steps it was given before each evaluation (a step returns once its work is queued).
+    /// Evaluations, outputs and whatever the caller does between steps are not in it: it is
+    /// the time axis of `train.csv`, `eval.csv` and `metrics.jsonl` (`elapsed`) and what
+    /// `max_seconds` budgets.
+    pub fn training_seconds(&self) -> f64 {
+        self.training_seconds
+    }
+
+    /// Whether `max_seconds` is set and the training time has reached it.
+    pub fn out_of_time(&self) -> bool {
+        self.config.max_seconds > 0.0 && self.training_seconds >= self.config.max_seconds
+    }
+
     /// With `on`, [`Trainer::step`] waits for the device at the end of each of its phases, so
     /// that on a GPU backend every phase's time holds its own device work instead of the time
     /// to queue it (see [`crate::timing`]). The waits remove the overlap of host and device
@@ -469,6 +489,13 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     /// Views rendered by an earlier evaluation of the same [generation](Trainer::generation)
     /// come from the cache.
     pub fn evaluate(&mut self) -> Result<EvalReport, TrainError> {
+        // The steps queued on a GPU are training, not evaluation.
+        let queued = Instant::now();
+        B::sync(&self.device).map_err(|e| TrainError::DeviceSync {
+            phase: Phase::Eval.name(),
+            message: format!("{e:?}"),
+        })?;
+        self.training_seconds += queued.elapsed().as_secs_f64();
         let started = Instant::now();
         let sh_degree = self.sh_degree_at(self.step.saturating_sub(1));
         let request = EvalRequest {
@@ -478,11 +505,12 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             antialiased: self.config.raster.antialiased,
             lpips: match self.config.eval.lpips {
                 LpipsWhen::Every => true,
-                LpipsWhen::Last => self.step >= self.config.steps,
+                LpipsWhen::Last => self.step >= self.config.steps || self.out_of_time(),
                 LpipsWhen::Never => false,
             },
         };
-        let report = self.evaluator.evaluate(&self.scene, &self.field, request)?;
+        let mut report = self.evaluator.evaluate(&self.scene, &self.field, request)?;
+        report.elapsed = self.training_seconds;
         self.times.add(Phase::Eval, started.elapsed());
         Ok(report)
     }
@@ -653,6 +681,8 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
         self.step += 1;
         self.generation += 1;
+        let seconds = started.elapsed().as_secs_f64();
+        self.training_seconds += seconds;
         Ok(StepReport {
             step: self.step,
             view: views.views[0],
@@ -662,7 +692,8 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             sh_degree,
             lr_means: self.learning_rate(ParamGroup::Means, step),
             refine,
-            seconds: started.elapsed().as_secs_f64(),
+            seconds,
+            elapsed: self.training_seconds,
             stop: read.stop,
         })
     }

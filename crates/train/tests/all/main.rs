@@ -17,5 +17,6 @@ mod procedural;
 mod resume;
 mod smoke;
 mod step_paths;
+mod time;
 #[cfg(feature = "wgpu")]
 mod wgpu;

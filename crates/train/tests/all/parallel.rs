@@ -198,6 +198,23 @@ fn data_parallel_on_the_cpu() {
         psnr(&resumed_pair)
     );
 
+    // A training-time budget spent by the first step: peer 0 votes to stop, and both peers
+    // end on the step they agree on, the next one, with the final evaluation and outputs.
+    let budget = config(2, 12).with_overrides(&["max_seconds=1e-9"]).unwrap();
+    let out = dir.path().join("budget");
+    let cut = run_data_parallel::<B>(
+        &budget,
+        scene.clone(),
+        &out,
+        None,
+        &[device, device],
+        &mut Quiet,
+    )
+    .unwrap();
+    assert_eq!((cut.steps, cut.out_of_time), (2, true));
+    assert_eq!(cut.final_eval.as_ref().map(|e| e.step), Some(2));
+    assert!(out.join("splats.ply").is_file());
+
     // Too few devices for the config is refused before anything runs.
     match run_data_parallel::<B>(
         &config(2, 12),

@@ -13,7 +13,13 @@
 //! data = "lego_400"            # relative to data_dir
 //! config = "../lego-cpu.toml"  # relative to this file
 //! set = []                     # overrides, as --set takes them
+//! psnr_targets = [27.4, 28.8]  # held-out dB whose time to reach the table reports
 //! ```
+//!
+//! Time to a target is the training time (`elapsed`, see `ember_train::run`) of the first
+//! evaluation at or above it: an upper bound at the resolution of the config's `eval.every`,
+//! which a suite may tighten with `set` (evaluations are not training time, and do not change
+//! the run).
 //!
 //! Every config and scene folder is checked before the first run starts. Each scene trains in
 //! `OUT/<name>/` (a run folder like any other); the tables are rewritten after each scene, so an
@@ -28,7 +34,9 @@ use anyhow::{Context, Result, bail};
 use burn::backend::Autodiff;
 use clap::Args;
 use ember_kernels::SplatBackend;
-use ember_train::{Phase, SplatAutodiffBackend, TrainConfig, TrainScene, run, write_atomically};
+use ember_train::{
+    EvalReport, SplatAutodiffBackend, TrainConfig, TrainScene, run, write_atomically,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::Backend;
@@ -100,6 +108,35 @@ struct SuiteScene {
     /// `--set` overrides.
     #[serde(default)]
     set: Vec<String>,
+    /// Held-out PSNRs (dB) whose time to reach the table reports, in ascending order.
+    #[serde(default)]
+    psnr_targets: Vec<f32>,
+}
+
+/// When a run first reached a held-out PSNR.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+struct TimeToPsnr {
+    /// The target, dB.
+    psnr: f32,
+    /// The step of the first evaluation at or above it (`null`: never reached).
+    step: Option<usize>,
+    /// The run's training time at that evaluation, seconds.
+    seconds: Option<f64>,
+}
+
+/// For each target, the first of `evals` (in step order) at or above it.
+fn time_to_psnr(evals: &[EvalReport], targets: &[f32]) -> Vec<TimeToPsnr> {
+    targets
+        .iter()
+        .map(|&psnr| {
+            let reached = evals.iter().find(|e| e.psnr >= psnr);
+            TimeToPsnr {
+                psnr,
+                step: reached.map(|e| e.step),
+                seconds: reached.map(|e| e.elapsed),
+            }
+        })
+        .collect()
 }
 
 /// One row of the table.
@@ -118,8 +155,10 @@ struct SceneResult {
     cc_psnr: f32,
     /// Held-out views measured.
     eval_views: usize,
-    /// Wall time of the run without its evaluations and output files, seconds.
+    /// The run's training time (its steps, without its evaluations and output files), seconds.
     train_seconds: f64,
+    /// The scene's `psnr_targets`, each with when the run reached it.
+    time_to_psnr: Vec<TimeToPsnr>,
     /// Wall time of the run, seconds (scene loading excluded).
     wall_seconds: f64,
     gaussians: usize,
@@ -185,6 +224,16 @@ impl SuiteFile {
             if suite.scenes[..i].iter().any(|s| s.name == scene.name) {
                 bail!("{}: two scenes are named {:?}", path.display(), scene.name);
             }
+            let targets = &scene.psnr_targets;
+            if targets.iter().any(|t| !(t.is_finite() && *t > 0.0))
+                || targets.windows(2).any(|w| w[0] >= w[1])
+            {
+                bail!(
+                    "{}: scene {:?} has psnr_targets {targets:?}: dB above 0, ascending",
+                    path.display(),
+                    scene.name
+                );
+            }
         }
         Ok(suite)
     }
@@ -225,12 +274,12 @@ fn markdown(results: &SuiteResults<'_>) -> String {
         ))
     );
     out.push_str(
-        "| scene | steps | PSNR (dB) | SSIM | LPIPS | cc PSNR (dB) | training time | Gaussians | \
-         peak host MiB | peak device MiB |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| scene | steps | PSNR (dB) | SSIM | LPIPS | cc PSNR (dB) | training time | time to PSNR | \
+         Gaussians | peak host MiB | peak device MiB |\n|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in results.scenes {
         out.push_str(&format!(
-            "| {} | {} | {:.2} | {:.3} | {} | {:.2} | {:.0} s ({:.1} min) | {} | {} | {} |\n",
+            "| {} | {} | {:.2} | {:.3} | {} | {:.2} | {:.0} s ({:.1} min) | {} | {} | {} | {} |\n",
             r.scene,
             r.steps,
             r.psnr,
@@ -239,6 +288,7 @@ fn markdown(results: &SuiteResults<'_>) -> String {
             r.cc_psnr,
             r.train_seconds,
             r.train_seconds / 60.0,
+            time_to_psnr_text(&r.time_to_psnr),
             r.gaussians,
             mib(r.peak_host_mib),
             mib(r.peak_device_mib)
@@ -246,7 +296,7 @@ fn markdown(results: &SuiteResults<'_>) -> String {
     }
     if let Some(mean) = &results.mean {
         out.push_str(&format!(
-            "| **mean** | | **{:.2}** | **{:.3}** | **{}** | **{:.2}** | | | | |\n",
+            "| **mean** | | **{:.2}** | **{:.3}** | **{}** | **{:.2}** | | | | | |\n",
             mean.psnr,
             mean.ssim,
             lpips(mean.lpips),
@@ -254,6 +304,22 @@ fn markdown(results: &SuiteResults<'_>) -> String {
         ));
     }
     out
+}
+
+/// The time-to-PSNR cell of a row: `27.36 dB: 212 s (step 2000); 28.8 dB: -` (`-` when not
+/// reached, `-` alone without targets).
+fn time_to_psnr_text(times: &[TimeToPsnr]) -> String {
+    if times.is_empty() {
+        return "-".to_string();
+    }
+    times
+        .iter()
+        .map(|t| match (t.seconds, t.step) {
+            (Some(seconds), Some(step)) => format!("{} dB: {seconds:.0} s (step {step})", t.psnr),
+            _ => format!("{} dB: -", t.psnr),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A scene of the suite, ready to train.
@@ -414,9 +480,8 @@ fn run_suite<B: SplatAutodiffBackend>(args: &BenchmarkArgs, device: &B::Device) 
             lpips: eval.lpips,
             cc_psnr: eval.cc_psnr,
             eval_views: eval.views.len(),
-            train_seconds: summary.seconds
-                - summary.times.get(Phase::Eval)
-                - summary.times.get(Phase::Output),
+            train_seconds: summary.training_seconds,
+            time_to_psnr: time_to_psnr(&summary.evals, &scene.psnr_targets),
             wall_seconds: summary.seconds,
             gaussians: summary.gaussians,
             peak_host_mib: ember_bench::peak_host_mib(),
@@ -479,6 +544,7 @@ mod tests {
             cc_psnr: psnr + 0.5,
             eval_views: 2,
             train_seconds: 90.0,
+            time_to_psnr: Vec::new(),
             wall_seconds: 100.0,
             gaussians: 7,
             peak_host_mib: Some(512.4),
@@ -505,14 +571,57 @@ mod tests {
         let table = markdown(&results);
         assert!(
             table.contains(
-                "| a | 10 | 20.00 | 0.500 | 0.200 | 20.50 | 90 s (1.5 min) | 7 | 512 | - |"
-            )
+                "| a | 10 | 20.00 | 0.500 | 0.200 | 20.50 | 90 s (1.5 min) | - | 7 | 512 | - |"
+            ),
+            "{table}"
         );
         assert!(table.contains("| **mean** | | **25.00** | **0.500** | **0.300** | **25.50** |"));
         // One scene without LPIPS: no mean LPIPS.
         let rows = [row("a", 20.0, None), row("b", 30.0, Some(0.4))];
         assert_eq!(means(&rows).and_then(|m| m.lpips), None);
         assert!(means(&[]).is_none());
+    }
+
+    #[test]
+    fn time_to_psnr_is_the_first_evaluation_at_or_above_each_target() {
+        let eval = |step: usize, psnr: f32, elapsed: f64| EvalReport {
+            step,
+            psnr,
+            ssim: 0.5,
+            lpips: None,
+            cc_psnr: psnr,
+            cc_ssim: 0.5,
+            masked: false,
+            lpips_off: None,
+            gaussians: 1,
+            seconds: 1.0,
+            elapsed,
+            views: Vec::new(),
+            images: Vec::new(),
+        };
+        // A dip after the first crossing does not move it.
+        let evals = [
+            eval(100, 20.0, 10.0),
+            eval(200, 25.5, 21.0),
+            eval(300, 24.0, 33.0),
+            eval(400, 26.5, 44.0),
+        ];
+        let times = time_to_psnr(&evals, &[18.0, 25.0, 26.5, 30.25]);
+        let reached: Vec<_> = times.iter().map(|t| (t.step, t.seconds)).collect();
+        assert_eq!(
+            reached,
+            [
+                (Some(100), Some(10.0)),
+                (Some(200), Some(21.0)),
+                (Some(400), Some(44.0)),
+                (None, None)
+            ]
+        );
+        assert_eq!(
+            time_to_psnr_text(&times[2..]),
+            "26.5 dB: 44 s (step 400); 30.25 dB: -"
+        );
+        assert_eq!(time_to_psnr_text(&[]), "-");
     }
 
     #[test]
@@ -534,6 +643,12 @@ mod tests {
         assert!(bad.contains("folder names"), "{bad}");
         let none = write("name = \"x\"\nscene = []\n").unwrap_err();
         assert!(none.contains("no [[scene]]"), "{none}");
+        let descending = write(&format!(
+            "name = \"x\"\n{}psnr_targets = [30.0, 28.0]\n",
+            scene("a")
+        ))
+        .unwrap_err();
+        assert!(descending.contains("ascending"), "{descending}");
         let typo = write(&format!("name = \"x\"\n{}steps = 3\n", scene("a"))).unwrap_err();
         assert!(
             typo.contains("steps") && typo.contains("suite.toml"),
