@@ -14,9 +14,11 @@ use crate::error::TrainError;
 mod appearance;
 mod distributed;
 mod poses;
+mod resolution;
 pub use appearance::{AppearanceConfig, AppearanceKind};
 pub use distributed::{DistributedConfig, ReduceStrategyKind, host_port};
 pub use poses::PosesConfig;
+pub use resolution::ResolutionConfig;
 
 /// Every setting of a run. Sections mirror the step's data flow.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,6 +48,8 @@ pub struct TrainConfig {
     pub appearance: AppearanceConfig,
     /// Refining the training cameras' poses.
     pub poses: PosesConfig,
+    /// Coarse to fine: the photos shrunk early in the run.
+    pub resolution: ResolutionConfig,
     /// How the field is drawn, in training and in its evaluations.
     pub raster: RasterConfig,
     /// Adam and its learning rates.
@@ -72,6 +76,7 @@ impl Default for TrainConfig {
             loss: LossConfig::default(),
             appearance: AppearanceConfig::default(),
             poses: PosesConfig::default(),
+            resolution: ResolutionConfig::default(),
             raster: RasterConfig::default(),
             optim: OptimConfig::default(),
             densify: DensifyConfig::default(),
@@ -697,6 +702,12 @@ impl TrainConfig {
                 message,
             })?;
         self.appearance
+            .validate()
+            .map_err(|message| TrainError::Config {
+                origin: "config".to_string(),
+                message,
+            })?;
+        self.resolution
             .validate()
             .map_err(|message| TrainError::Config {
                 origin: "config".to_string(),

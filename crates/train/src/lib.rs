@@ -49,6 +49,7 @@
 pub mod adam;
 pub mod appearance;
 pub mod checkpoint;
+pub mod coarse;
 pub mod config;
 pub mod curve;
 pub mod densify;
@@ -70,7 +71,7 @@ pub mod trainer;
 pub mod view_cache;
 
 pub use adam::{AdamSettings, GroupAdam};
-pub use config::{DistributedConfig, TrainConfig};
+pub use config::{DistributedConfig, ResolutionConfig, TrainConfig};
 pub use ember_field::SplatAutodiffBackend;
 pub use error::{TrainError, write_atomically};
 pub use eval::EvalReport;

@@ -27,6 +27,7 @@ use ember_kernels::MemoryUsage;
 
 use crate::adam::{AdamSettings, GroupAdam};
 use crate::appearance::PhotoAppearance;
+use crate::coarse::{shrink_camera, shrink_image};
 use crate::config::{InitMode, LpipsWhen, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
@@ -729,6 +730,13 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             targets.push(target.rgb.inner());
             masks.extend(target.mask.map(|m| m.inner()));
         }
+        // Coarse to fine: early steps compare the render with the photo shrunk.
+        let factor = self.config.resolution.factor_at(step);
+        if factor > 1 {
+            let k = factor as usize;
+            targets = targets.into_iter().map(|t| shrink_image(t, k)).collect();
+            masks = masks.into_iter().map(|m| shrink_image(m, k)).collect();
+        }
         if !masks.is_empty() && masks.len() != targets.len() {
             return Err(TrainError::Scene(format!(
                 "the photos of step {} mix masked and unmasked ones (every photo of a scene \
@@ -739,9 +747,12 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         Ok(StepViews {
             cameras: views
                 .iter()
-                .map(|&v| match &self.poses {
-                    Some(poses) => poses.camera(v, &self.scene.train[v].camera),
-                    None => self.scene.train[v].camera,
+                .map(|&v| {
+                    let camera = match &self.poses {
+                        Some(poses) => poses.camera(v, &self.scene.train[v].camera),
+                        None => self.scene.train[v].camera,
+                    };
+                    shrink_camera(camera, factor)
                 })
                 .collect(),
             names: views
