@@ -517,10 +517,10 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
                 checkpoint_path.display()
             ));
         }
-        // Alone, a request made during the step counts now; peers stop where they agreed to.
         if out_of_time {
             break;
         }
+        // Alone, a request made during the step counts now; peers stop where they agreed to.
         let stop = report.stop || (trainer.peer().is_none() && observer.stop_requested());
         if stop && step < total {
             if !step.is_multiple_of(config.output.log_every) {
