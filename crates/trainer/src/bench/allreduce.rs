@@ -11,7 +11,9 @@
 //! orchestrator on localhost, as the nodes of a multi-node run do over a network: this process
 //! is node 0 (and hosts the orchestrator), the others are copies of it started with
 //! `--node-rank`. Every all-reduce is a sum checked, on every node, against the sum computed
-//! locally from every node's input; the time is node 0's.
+//! locally from every node's input; the time is node 0's, from a gradient tensor it owns (as
+//! training's joined gradients are) to the sum read back. Before the nodes start, node 0 times
+//! the same sums between `K` threads of its own process (`local_ms`): what the network costs.
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -101,11 +103,12 @@ pub fn floats_per_gaussian(degree: u32) -> usize {
     11 + 3 * ((degree as usize + 1) * (degree as usize + 1))
 }
 
-/// `D` peers averaging one tensor each, `repeats + 1` times (the first untimed): the slowest
-/// peer's time of each timed all-reduce, ms, and peer 0's last result.
+/// `D` peers combining one tensor each with `operation`, `repeats + 1` times (the first
+/// untimed): the slowest peer's time of each timed all-reduce, ms, and peer 0's last result.
 pub fn time_all_reduce<B: Backend>(
     inputs: Vec<Tensor<B, 1>>,
     strategy: AllReduceStrategy,
+    operation: ReduceOperation,
     repeats: usize,
 ) -> Result<(Vec<f64>, Tensor<B, 1>)> {
     let peers = inputs.len();
@@ -132,12 +135,9 @@ pub fn time_all_reduce<B: Backend>(
                 for round in 0..=repeats {
                     barrier.wait();
                     let started = Instant::now();
-                    let reduced = all_reduce::<B>(
-                        id,
-                        input.clone().into_primitive().tensor(),
-                        ReduceOperation::Mean,
-                    )
-                    .map_err(|e| anyhow!("peer {index}: all-reduce: {e:?}"))?;
+                    let reduced =
+                        all_reduce::<B>(id, input.clone().into_primitive().tensor(), operation)
+                            .map_err(|e| anyhow!("peer {index}: all-reduce: {e:?}"))?;
                     result = Tensor::from_primitive(TensorPrimitive::Float(reduced));
                     B::sync(&device).map_err(|e| anyhow!("peer {index}: sync: {e:?}"))?;
                     if round > 0 {
@@ -228,7 +228,12 @@ pub fn bench_allreduce<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Devi
                 .map(|_| Tensor::<Bk, 1>::random([floats], Distribution::Default, device))
                 .collect();
             let local = time_local_mean(&inputs, device, args.repeats)?;
-            let (times, _) = time_all_reduce(inputs, args.strategy.collective(), args.repeats)?;
+            let (times, _) = time_all_reduce(
+                inputs,
+                args.strategy.collective(),
+                ReduceOperation::Mean,
+                args.repeats,
+            )?;
             let megabytes = (4 * floats) as f64 / 1e6;
             let result =
                 BenchResult::from_samples(format!("{peers} peers, {gaussians} Gaussians"), &times)
@@ -265,16 +270,45 @@ pub fn bench_allreduce<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Devi
     write_bench_file(&file, &args.json)
 }
 
-/// Node `rank`'s gradients of `floats` values: a pattern every node can recompute, of values
-/// in `[-0.5, 0.5)` on a 1/1024 grid (so that sums of a few are exact in f32).
+/// Value `i` of node `rank`'s gradients: a pattern every node can recompute, of values in
+/// `[-0.5, 0.5)` on a 1/1024 grid (so that sums of a few are exact in f32).
+fn node_value(rank: usize, i: usize) -> f32 {
+    ((i.wrapping_mul(2_654_435_761) ^ (rank + 1).wrapping_mul(40_503)) % 1024) as f32 / 1024.0 - 0.5
+}
+
+/// Node `rank`'s gradients of `floats` values ([`node_value`]).
 fn node_input(rank: usize, floats: usize) -> Vec<f32> {
-    (0..floats)
-        .map(|i| {
-            ((i.wrapping_mul(2_654_435_761) ^ (rank + 1).wrapping_mul(40_503)) % 1024) as f32
-                / 1024.0
-                - 0.5
-        })
-        .collect()
+    (0..floats).map(|i| node_value(rank, i)).collect()
+}
+
+/// The same sums between `args.nodes` threads of this process (one peer each, the ring
+/// strategy), for every case of `args.gaussians`: the median ms of each.
+fn time_local_sums<Bk: Backend>(
+    args: &AllReduceBenchArgs,
+    device: &Bk::Device,
+) -> Result<Vec<f64>> {
+    let per = floats_per_gaussian(args.sh_degree);
+    let mut medians = Vec::with_capacity(args.gaussians.len());
+    for &gaussians in &args.gaussians {
+        let floats = gaussians * per;
+        let inputs = (0..args.nodes)
+            .map(|r| {
+                let values = burn::tensor::TensorData::new(node_input(r, floats), [floats]);
+                Tensor::<Bk, 1>::from_data(values, device)
+            })
+            .collect();
+        let (times, _) = time_all_reduce(
+            inputs,
+            AllReduceStrategy::Ring,
+            ReduceOperation::Sum,
+            args.repeats,
+        )?;
+        let median = BenchResult::from_samples("local sum", &times)
+            .map(|r| r.median_ms)
+            .ok_or_else(|| anyhow!("no local sum timed"))?;
+        medians.push(median);
+    }
+    Ok(medians)
 }
 
 /// A free TCP port on this machine (the OS's pick, released at once).
@@ -289,6 +323,10 @@ fn bench_nodes<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Device) -> R
     let rank = args.node_rank.unwrap_or(0);
     let timeout = Duration::from_secs_f64(args.timeout_s);
     let mut children: Vec<Child> = Vec::new();
+    let local = match rank {
+        0 => time_local_sums::<Bk>(args, device)?,
+        _ => Vec::new(),
+    };
     let ports = match rank {
         0 => {
             let ports = (0..=args.nodes)
@@ -323,7 +361,7 @@ fn bench_nodes<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Device) -> R
     if ports.len() != args.nodes + 1 {
         bail!("--ports: the orchestrator's and one per node");
     }
-    let outcome = run_node::<Bk>(args, device, rank, &ports, timeout);
+    let outcome = run_node::<Bk>(args, device, rank, &ports, &local, timeout);
     let mut failed = Vec::new();
     for (index, mut child) in children.into_iter().enumerate() {
         let deadline = Instant::now() + timeout;
@@ -364,12 +402,14 @@ fn bench_nodes<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Device) -> R
     write_bench_file(&file, &args.json)
 }
 
-/// One node of `bench_nodes`: registers, sums every case, checks every sum, leaves.
+/// One node of `bench_nodes`: registers, sums every case, checks every sum, leaves. Node 0
+/// reports each case against `local`, the same sums' median ms between threads.
 fn run_node<Bk: Backend>(
     args: &AllReduceBenchArgs,
     device: &Bk::Device,
     rank: usize,
     ports: &[u16],
+    local: &[f64],
     timeout: Duration,
 ) -> Result<Vec<BenchResult>> {
     let id = PeerId(rank as u32);
@@ -407,41 +447,26 @@ fn run_node<Bk: Backend>(
         );
         println!(
             "| nodes | Gaussians | MB per node | median (ms) | min (ms) | max (ms) | GB/s per \
-             node | mean on one thread (ms) | ratio |"
+             node | {} threads of one process (ms) | ratio |",
+            args.nodes
         );
         println!("|---|---|---|---|---|---|---|---|---|");
     }
     let mut results = Vec::new();
-    for &gaussians in &args.gaussians {
+    for (case, &gaussians) in args.gaussians.iter().enumerate() {
         let floats = gaussians * per;
-        let inputs: Vec<Vec<f32>> = (0..args.nodes).map(|r| node_input(r, floats)).collect();
-        let expected: Vec<f32> = (0..floats)
-            .map(|i| inputs.iter().map(|v| v[i]).sum())
-            .collect();
-        let input = Tensor::<Bk, 1>::from_data(
-            burn::tensor::TensorData::new(inputs[rank].clone(), [floats]),
-            device,
-        );
-        let local = match rank {
-            0 => {
-                let all: Vec<Tensor<Bk, 1>> = inputs
-                    .iter()
-                    .map(|v| {
-                        Tensor::from_data(
-                            burn::tensor::TensorData::new(v.clone(), [floats]),
-                            device,
-                        )
-                    })
-                    .collect();
-                time_local_mean(&all, device, args.repeats)?
-            }
-            _ => 0.0,
-        };
-        drop(inputs);
+        let values = node_input(rank, floats);
         let mut times = Vec::with_capacity(args.repeats);
         for round in 0..=args.repeats {
+            // A tensor of its own, as training's joined gradients are: reading a shared one
+            // would copy it first.
+            let input = Tensor::<Bk, 1>::from_data(
+                burn::tensor::TensorData::new(values.clone(), [floats]),
+                device,
+            );
+            Bk::sync(device).map_err(|e| anyhow!("sync: {e:?}"))?;
             let started = Instant::now();
-            let primitive = input.clone().into_primitive().tensor();
+            let primitive = input.into_primitive().tensor();
             let what = format!("all-reduce {round} of {gaussians} Gaussians' gradients");
             let reduced = ember_train::parallel::watched(&what, timeout, {
                 let what = what.clone();
@@ -459,14 +484,15 @@ fn run_node<Bk: Backend>(
             }
             let got: Vec<f32> = reduced
                 .into_data()
-                .to_vec()
+                .into_vec()
                 .map_err(|e| anyhow!("reading the sum: {e:?}"))?;
-            if let Some(i) = (0..floats).find(|&i| got[i] != expected[i]) {
+            let expected = |i: usize| (0..args.nodes).map(|r| node_value(r, i)).sum::<f32>();
+            if let Some(i) = (0..floats).find(|&i| got[i] != expected(i)) {
                 bail!(
                     "node {rank}: all-reduce {round} of {gaussians} Gaussians: [{i}] is {}, the \
                      nodes' inputs sum to {}",
                     got[i],
-                    expected[i]
+                    expected(i)
                 );
             }
         }
@@ -474,24 +500,28 @@ fn run_node<Bk: Backend>(
             continue;
         }
         let megabytes = (4 * floats) as f64 / 1e6;
+        let local = local[case];
         let result = BenchResult::from_samples(
             format!("{} nodes, {gaussians} Gaussians", args.nodes),
             &times,
         )
-        .ok_or_else(|| anyhow!("no all-reduce timed"))?
-        .with_metric("nodes", args.nodes as f64)
-        .with_metric("gaussians", gaussians as f64)
-        .with_metric("megabytes_per_node", megabytes)
-        .with_metric("local_mean_ms", local);
-        let ratio = result.median_ms / local;
-        let result = result.with_metric("ratio_to_local_mean", ratio);
+        .ok_or_else(|| anyhow!("no all-reduce timed"))?;
+        let ms = result.median_ms;
+        let result = result
+            .with_metric("nodes", args.nodes as f64)
+            .with_metric("gaussians", gaussians as f64)
+            .with_metric("megabytes_per_node", megabytes)
+            .with_metric("ms", ms)
+            .with_metric("gigabytes_per_s_per_node", megabytes / ms)
+            .with_metric("local_ms", local)
+            .with_metric("ratio_to_local", ms / local);
         println!(
-            "| {} | {gaussians} | {megabytes:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {local:.2} | {ratio:.1}x |",
+            "| {} | {gaussians} | {megabytes:.1} | {ms:.2} | {:.2} | {:.2} | {:.2} | {local:.2} | {:.2}x |",
             args.nodes,
-            result.median_ms,
             result.min_ms,
             result.max_ms,
-            megabytes / result.median_ms,
+            megabytes / ms,
+            ms / local,
         );
         results.push(result);
     }
@@ -530,7 +560,9 @@ mod tests {
                         Tensor::<Cpu, 1>::from_data(TensorData::new(v.clone(), [1000]), &device)
                     })
                     .collect();
-                let (times, result) = time_all_reduce(inputs, strategy.collective(), 2).unwrap();
+                let (times, result) =
+                    time_all_reduce(inputs, strategy.collective(), ReduceOperation::Mean, 2)
+                        .unwrap();
                 assert_eq!(times.len(), 2);
                 let got: Vec<f32> = result.into_data().to_vec().unwrap();
                 for (i, g) in got.iter().enumerate() {

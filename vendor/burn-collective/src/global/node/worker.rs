@@ -158,7 +158,8 @@ impl<C: ProtocolClient> GlobalClientWorker<C> {
             }
 
             // Try to connect to the request address.
-            println!("Connecting to {address} ...");
+            // Ember patch: a log line, not one printed on stdout at every attempt.
+            log::info!("Connecting to {address} ...");
             let result = C::connect(address.clone(), route).await;
 
             if let Some(mut stream) = result {
@@ -171,7 +172,7 @@ impl<C: ProtocolClient> GlobalClientWorker<C> {
                 return Some(stream);
             }
 
-            println!("Failed to connect to {address}, retrying... Attempt #{retries}");
+            log::info!("Failed to connect to {address}, retrying... Attempt #{retries}");
             tokio::time::sleep(retry_pause).await;
             retries += 1;
         }

@@ -134,6 +134,10 @@ impl GlobalCollectiveState {
         self.node_addresses.remove(&node_id);
         self.node_peers.remove(&node_id);
         self.num_global_peers = 0;
+        // Ember patch: once every node has left, the next run may have another number of nodes.
+        if self.registered_nodes.is_empty() {
+            self.cur_num_nodes = None;
+        }
 
         let mut register_requests = vec![];
         core::mem::swap(&mut register_requests, &mut self.register_requests);

@@ -72,6 +72,9 @@ pub(crate) async fn all_reduce_with_global<B: Backend, P: Protocol>(
     let main_device = *tensors.keys().next().unwrap();
 
     let mut main_tensor = match config.local_all_reduce_strategy {
+        // Ember patch: one device has nothing to reduce locally (the ring would slice the
+        // tensor and join it again, a copy).
+        _ if tensors.len() == 1 => tensors.into_values().next().unwrap(),
         AllReduceStrategy::Centralized => reduce_sum_centralized::<B>(tensors, &main_device),
         AllReduceStrategy::Tree(arity) => reduce_sum_tree::<B>(tensors, &main_device, arity),
         AllReduceStrategy::Ring => all_reduce_sum_ring::<B>(tensors)

@@ -22,8 +22,8 @@ pub struct AllReduceOp<B: Backend> {
 pub struct AllReduceOpCall<B: Backend> {
     /// Id of the caller for this operation
     caller: PeerId,
-    /// The tensor primitive passed as input
-    input: B::FloatTensorPrimitive,
+    /// The tensor primitive passed as input (Ember patch: taken when the operation runs)
+    input: Option<B::FloatTensorPrimitive>,
     /// Callback for the result of the all-reduce
     result_sender: SyncSender<AllReduceResult<B::FloatTensorPrimitive>>,
 }
@@ -68,7 +68,7 @@ impl<B: Backend> AllReduceOp<B> {
 
         self.calls.push(AllReduceOpCall {
             caller,
-            input,
+            input: Some(input),
             result_sender,
         });
 
@@ -119,10 +119,13 @@ impl<B: Backend> AllReduceOp<B> {
         config: &CollectiveConfig,
         global_client: &mut Option<Node<B, P>>,
     ) -> Result<CollectiveTensorMap<B>, CollectiveError> {
+        // Ember patch: the inputs are handed over, not cloned. A clone kept here left every
+        // tensor shared, so that reading it to the host (the global ring) copied it element by
+        // element on the ndarray backend.
         let tensors = self
             .calls
-            .iter()
-            .map(|call| (call.caller, call.input.clone()))
+            .iter_mut()
+            .map(|call| (call.caller, call.input.take().expect("an input per call")))
             .collect();
 
         if let Some(global_client) = global_client.as_mut() {
