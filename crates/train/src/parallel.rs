@@ -42,8 +42,8 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::Duration;
 
 use burn::collective::{
-    AllReduceStrategy, CollectiveConfig, CollectiveError, PeerId, ReduceOperation, all_reduce,
-    finish_collective, register, reset_collective,
+    AllReduceStrategy, CollectiveConfig, CollectiveError, GlobalCollectiveError, PeerId,
+    ReduceOperation, all_reduce, finish_collective, register, reset_collective,
 };
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
@@ -63,9 +63,8 @@ use ember_field::{GaussianField, SplatAutodiffBackend};
 const DEBUG_CHECK_EVERY: usize = 10;
 
 /// Runs `operation` (a call into the collective engine across nodes) on a helper thread and
-/// waits at most `timeout` for it: burn-collective waits on the network without a deadline and
-/// panics on a lost connection, so a node that died, never came or cannot be reached would
-/// otherwise block the caller forever. `Err` says which happened. After an error the helper may
+/// waits at most `timeout` for it: burn-collective waits on the network without a deadline, so a
+/// node that never came or cannot be reached would otherwise block the caller forever. `Err` says which happened. After an error the helper may
 /// stay blocked: the process is expected to end (the engine's state is not reusable).
 pub fn watched<T: Send + 'static>(
     what: &str,
@@ -126,6 +125,15 @@ impl PeerLink {
                     message: format!(
                         "{what}: the collective engine stopped: a node closed its connection \
                          (it stopped or crashed) or could not be reached"
+                    ),
+                })
+            }
+            // The vendored engine reports a lost peer instead of panicking.
+            Ok(Err(CollectiveError::Global(GlobalCollectiveError::PeerLost(_)))) => {
+                Err(TrainError::Collective {
+                    peer: self.rank,
+                    message: format!(
+                        "{what}: a node closed its connection (it stopped or crashed)"
                     ),
                 })
             }

@@ -1,5 +1,7 @@
 pub(crate) mod node;
 pub(crate) mod shared;
+// Ember patch: `CollectiveError::Global` carries this type; export it so callers can match on it.
+pub use shared::GlobalCollectiveError;
 
 #[cfg(feature = "orchestrator")]
 pub mod orchestrator;
