@@ -65,6 +65,10 @@ pub struct AllReduceBenchArgs {
     /// Timed all-reduces per case (after one untimed).
     #[arg(long, default_value_t = 5)]
     repeats: usize,
+    /// With `--nodes`: leave out the same sums between threads of one process (`local_ms`),
+    /// which hold every node's tensor in one process (the rows then carry no ratio).
+    #[arg(long)]
+    skip_local: bool,
     /// Where the JSON results go.
     #[arg(
         long,
@@ -270,15 +274,56 @@ pub fn bench_allreduce<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Devi
     write_bench_file(&file, &args.json)
 }
 
+/// Values in a node's gradient pattern before it repeats: a prime, so that no chunk or slice of
+/// the ring (a power of two of bytes, or an even split) matches another one's place.
+const PATTERN: usize = 1021;
+
 /// Value `i` of node `rank`'s gradients: a pattern every node can recompute, of values in
-/// `[-0.5, 0.5)` on a 1/1024 grid (so that sums of a few are exact in f32).
+/// `[-0.5, 0.5)` on a 1/1024 grid (so that sums of a few are exact in f32), repeating every
+/// [`PATTERN`] values.
 fn node_value(rank: usize, i: usize) -> f32 {
+    let i = i % PATTERN;
     ((i.wrapping_mul(2_654_435_761) ^ (rank + 1).wrapping_mul(40_503)) % 1024) as f32 / 1024.0 - 0.5
+}
+
+/// `floats` values of `pattern` (of [`PATTERN`] values), repeated: built a pattern at a time,
+/// which keeps 6M Gaussians' inputs quick in unoptimised test builds.
+fn repeated(pattern: &[f32], floats: usize) -> Vec<f32> {
+    let mut values = Vec::with_capacity(floats);
+    while values.len() < floats {
+        let take = (floats - values.len()).min(pattern.len());
+        values.extend_from_slice(&pattern[..take]);
+    }
+    values
 }
 
 /// Node `rank`'s gradients of `floats` values ([`node_value`]).
 fn node_input(rank: usize, floats: usize) -> Vec<f32> {
-    (0..floats).map(|i| node_value(rank, i)).collect()
+    let pattern: Vec<f32> = (0..PATTERN).map(|i| node_value(rank, i)).collect();
+    repeated(&pattern, floats)
+}
+
+/// The first element of `sum` (f32, native byte order) that is not the sum of the `nodes`
+/// nodes' inputs, with its value and the expected one. Compared a pattern at a time, as bytes
+/// (the sums are exact: every node adds the same values).
+fn first_wrong_sum(sum: &[u8], nodes: usize) -> Option<(usize, f32, f32)> {
+    let expected = |i: usize| (0..nodes).map(|r| node_value(r, i)).sum::<f32>();
+    let pattern: Vec<u8> = (0..PATTERN)
+        .flat_map(|i| expected(i).to_ne_bytes())
+        .collect();
+    let block = sum
+        .chunks(pattern.len())
+        .position(|block| block != &pattern[..block.len()])?;
+    let start = block * PATTERN;
+    sum[block * pattern.len()..]
+        .chunks_exact(4)
+        .take(PATTERN)
+        .enumerate()
+        .map(|(offset, bytes)| {
+            let got = f32::from_ne_bytes(bytes.try_into().expect("4 bytes"));
+            (start + offset, got, expected(start + offset))
+        })
+        .find(|&(_, got, expected)| got.to_bits() != expected.to_bits())
 }
 
 /// The same sums between `args.nodes` threads of this process (one peer each, the ring
@@ -323,9 +368,9 @@ fn bench_nodes<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Device) -> R
     let rank = args.node_rank.unwrap_or(0);
     let timeout = Duration::from_secs_f64(args.timeout_s);
     let mut children: Vec<Child> = Vec::new();
-    let local = match rank {
-        0 => time_local_sums::<Bk>(args, device)?,
-        _ => Vec::new(),
+    let local = match rank == 0 && !args.skip_local {
+        true => time_local_sums::<Bk>(args, device)?,
+        false => Vec::new(),
     };
     let ports = match rank {
         0 => {
@@ -403,7 +448,7 @@ fn bench_nodes<Bk: Backend>(args: &AllReduceBenchArgs, device: &Bk::Device) -> R
 }
 
 /// One node of `bench_nodes`: registers, sums every case, checks every sum, leaves. Node 0
-/// reports each case against `local`, the same sums' median ms between threads.
+/// reports each case against `local`, the same sums' median ms between threads (if measured).
 fn run_node<Bk: Backend>(
     args: &AllReduceBenchArgs,
     device: &Bk::Device,
@@ -482,46 +527,46 @@ fn run_node<Bk: Backend>(
             if round > 0 {
                 times.push(started.elapsed().as_secs_f64() * 1e3);
             }
-            let got: Vec<f32> = reduced
-                .into_data()
-                .into_vec()
-                .map_err(|e| anyhow!("reading the sum: {e:?}"))?;
-            let expected = |i: usize| (0..args.nodes).map(|r| node_value(r, i)).sum::<f32>();
-            if let Some(i) = (0..floats).find(|&i| got[i] != expected(i)) {
-                bail!(
-                    "node {rank}: all-reduce {round} of {gaussians} Gaussians: [{i}] is {}, the \
-                     nodes' inputs sum to {}",
-                    got[i],
-                    expected(i)
-                );
+            let sum = reduced.into_data().convert::<f32>();
+            let context = format!("node {rank}: all-reduce {round} of {gaussians} Gaussians");
+            if sum.num_elements() != floats {
+                bail!("{context}: {} values, not {floats}", sum.num_elements());
+            }
+            if let Some((i, got, expected)) = first_wrong_sum(&sum.bytes, args.nodes) {
+                bail!("{context}: [{i}] is {got}, the nodes' inputs sum to {expected}");
             }
         }
         if rank > 0 {
             continue;
         }
         let megabytes = (4 * floats) as f64 / 1e6;
-        let local = local[case];
         let result = BenchResult::from_samples(
             format!("{} nodes, {gaussians} Gaussians", args.nodes),
             &times,
         )
         .ok_or_else(|| anyhow!("no all-reduce timed"))?;
         let ms = result.median_ms;
-        let result = result
+        let mut result = result
             .with_metric("nodes", args.nodes as f64)
             .with_metric("gaussians", gaussians as f64)
             .with_metric("megabytes_per_node", megabytes)
             .with_metric("ms", ms)
-            .with_metric("gigabytes_per_s_per_node", megabytes / ms)
-            .with_metric("local_ms", local)
-            .with_metric("ratio_to_local", ms / local);
+            .with_metric("gigabytes_per_s_per_node", megabytes / ms);
+        let (local_column, ratio_column) = match local.get(case) {
+            Some(&local) => {
+                result = result
+                    .with_metric("local_ms", local)
+                    .with_metric("ratio_to_local", ms / local);
+                (format!("{local:.2}"), format!("{:.2}x", ms / local))
+            }
+            None => ("-".to_string(), "-".to_string()),
+        };
         println!(
-            "| {} | {gaussians} | {megabytes:.1} | {ms:.2} | {:.2} | {:.2} | {:.2} | {local:.2} | {:.2}x |",
+            "| {} | {gaussians} | {megabytes:.1} | {ms:.2} | {:.2} | {:.2} | {:.2} | {local_column} | {ratio_column} |",
             args.nodes,
             result.min_ms,
             result.max_ms,
             megabytes / ms,
-            ms / local,
         );
         results.push(result);
     }
@@ -539,6 +584,34 @@ mod tests {
     use burn::tensor::TensorData;
 
     use crate::backend::Cpu;
+
+    /// The nodes' summed inputs pass the check; a value off, or two chunks of the ring put at
+    /// each other's place, are found.
+    #[test]
+    fn a_wrong_or_misplaced_sum_is_found() {
+        let floats = 4 * PATTERN + 17;
+        let sums: Vec<f32> = (0..floats)
+            .map(|i| node_value(0, i) + node_value(1, i) + node_value(2, i))
+            .collect();
+        let bytes =
+            |values: &[f32]| -> Vec<u8> { values.iter().flat_map(|v| v.to_ne_bytes()).collect() };
+        let inputs: Vec<Vec<f32>> = (0..3).map(|rank| node_input(rank, floats)).collect();
+        assert!((0..floats).all(|i| inputs[1][i] == node_value(1, i)));
+        assert_eq!(first_wrong_sum(&bytes(&sums), 3), None);
+        let mut off = sums.clone();
+        off[PATTERN + 5] += 1.0 / 1024.0;
+        let (i, got, expected) = first_wrong_sum(&bytes(&off), 3).expect("found");
+        assert_eq!(
+            (i, got, expected),
+            (PATTERN + 5, off[PATTERN + 5], sums[PATTERN + 5])
+        );
+        let mut swapped = sums.clone();
+        let chunk = 1024;
+        let (head, tail) = swapped.split_at_mut(chunk);
+        head.swap_with_slice(&mut tail[..chunk]);
+        assert!(first_wrong_sum(&bytes(&swapped), 3).is_some_and(|(i, ..)| i < chunk));
+        assert!(first_wrong_sum(&bytes(&sums), 2).is_some());
+    }
 
     /// Two and three CPU peers average their tensors with every strategy: each gets the
     /// element-wise mean. (One test: the collective server is one per backend and process.)

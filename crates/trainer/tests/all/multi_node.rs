@@ -159,26 +159,43 @@ fn succeeded(child: Killed, what: &str) -> Output {
     out
 }
 
+/// `count` nodes of `devices` peers each train `config` (with `extra` arguments) into
+/// `dir/node0`, through the orchestrator on `orchestrator_port`: every node's output, in rank
+/// order.
+fn nodes(
+    config: &Path,
+    dir: &Path,
+    orchestrator_port: u16,
+    count: usize,
+    devices: &str,
+    extra: &[&str],
+) -> Vec<Output> {
+    let started: Vec<Killed> = (0..count)
+        .map(|rank| {
+            let mut args = node_args(rank, count, orchestrator_port, free_port(), 120.0);
+            args.extend([
+                format!("--devices={devices}"),
+                format!("--out={}", dir.join(format!("node{rank}")).display()),
+            ]);
+            args.extend(extra.iter().map(|s| s.to_string()));
+            start(config, &args)
+        })
+        .collect();
+    started
+        .into_iter()
+        .enumerate()
+        .map(|(rank, node)| succeeded(node, &format!("node {rank}")))
+        .collect()
+}
+
 /// Two nodes of `devices` peers each train `config` (with `extra` arguments) into
 /// `dir/node0`: both outputs, node 1's after node 0's.
 fn two_nodes(config: &Path, dir: &Path, devices: &str, extra: &[&str]) -> (Output, Output) {
     let orchestrator_port = free_port();
     let _orchestrator = orchestrator(orchestrator_port);
-    let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-    let nodes: Vec<Killed> = (0..2)
-        .map(|rank| {
-            let mut args = node_args(rank, 2, orchestrator_port, free_port(), 120.0);
-            args.extend([
-                format!("--devices={devices}"),
-                format!("--out={}", dir.join(format!("node{rank}")).display()),
-            ]);
-            args.extend(extra.iter().cloned());
-            start(config, &args)
-        })
-        .collect();
-    let mut nodes = nodes.into_iter();
-    let zero = succeeded(nodes.next().expect("node 0"), "node 0");
-    let one = succeeded(nodes.next().expect("node 1"), "node 1");
+    let mut outputs = nodes(config, dir, orchestrator_port, 2, devices, extra).into_iter();
+    let zero = outputs.next().expect("node 0");
+    let one = outputs.next().expect("node 1");
     (zero, one)
 }
 
@@ -322,6 +339,66 @@ fn a_node_that_never_comes_stops_the_other_within_the_timeout() {
         stderr.contains("no answer from the other nodes"),
         "{stderr}"
     );
+}
+
+#[test]
+fn six_million_gaussians_all_reduce_across_two_nodes() {
+    // 6M Gaussians at SH 3 are 1.4 GB a node: each ring slice (708 MB) is past the websocket's
+    // 512 MiB frame limit, so it goes round in chunks. Each node checks every element of both
+    // sums against the nodes' inputs and fails the run on the first that differs.
+    let json = scratch("multi-node-six-million").join("allreduce.json");
+    let child = Killed(Some(
+        crate::common::trainer_command()
+            .args(["--backend", "ndarray", "bench", "allreduce", "--nodes", "2"])
+            .args(["--gaussians", "6000000", "--repeats", "1", "--skip-local"])
+            .args(["--timeout-s", "300", "--json", arg(&json)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("trainer starts"),
+    ));
+    let (out, elapsed) = finish(child, Duration::from_secs(600));
+    assert!(
+        out.status.success(),
+        "after {elapsed:?}: {}\n{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON")).expect("JSON");
+    let row = &file["results"][0]["metrics"];
+    assert_eq!(row["gaussians"], 6_000_000.0, "{file}");
+    assert_eq!(row["megabytes_per_node"], 1416.0, "{file}");
+    assert!(row["ms"].as_f64().is_some_and(|ms| ms > 0.0), "{file}");
+    assert!(row.get("local_ms").is_none(), "{file}");
+}
+
+#[test]
+fn an_orchestrator_takes_a_run_of_another_node_count_once_one_ends() {
+    // burn-collective 0.21.0's orchestrator kept the first run's node count for good
+    // (vendor/burn-collective/PATCHES.md): three nodes after two were refused.
+    let dir = scratch("multi-node-counts");
+    let orchestrator_port = free_port();
+    let _orchestrator = orchestrator(orchestrator_port);
+    for count in [2, 3] {
+        let run = dir.join(format!("{count}-nodes"));
+        let outputs = nodes(
+            &config(&run, count),
+            &run,
+            orchestrator_port,
+            count,
+            "0",
+            &[],
+        );
+        let hash = parameter_hash(&outputs[0]);
+        for (rank, out) in outputs.iter().enumerate() {
+            assert_eq!(
+                parameter_hash(out),
+                hash,
+                "{count} nodes: node {rank}'s replica"
+            );
+        }
+    }
 }
 
 #[test]

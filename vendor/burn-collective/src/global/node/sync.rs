@@ -8,7 +8,7 @@ use burn_communication::{CommunicationChannel, Message, Protocol, ProtocolClient
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, RwLock};
 
-use crate::{NodeId, node::base::NodeState};
+use crate::{NodeId, global::shared::GlobalCollectiveError, node::base::NodeState};
 
 /// Handles the status of sync requests from other nodes
 pub(crate) struct SyncService<P: Protocol> {
@@ -41,12 +41,14 @@ impl<P: Protocol> SyncService<P> {
     }
 
     /// Sync with all peers.
-    pub async fn sync(&self) {
+    ///
+    /// Ember patch: a peer that cannot be reached is an error (`PeerLost`), not a panic.
+    pub async fn sync(&self) -> Result<(), GlobalCollectiveError> {
         // we can't sync while we register
         let node_state = self.node_state.read().await;
         let node_state = node_state
             .as_ref()
-            .expect("Trying to sync a node before having registered to the orchestrator");
+            .ok_or(GlobalCollectiveError::AllReduceBeforeRegister)?;
 
         // this peer is syncing
         self.add_syncing_peer(node_state.node_id);
@@ -57,13 +59,13 @@ impl<P: Protocol> SyncService<P> {
 
             let mut connection = P::Client::connect(addr.clone(), "sync")
                 .await
-                .expect("Couldn't connect to peer for sync");
+                .ok_or(GlobalCollectiveError::PeerLost(*id))?;
             let msg = SyncRequest(node_state.node_id);
             let sync_bytes = rmp_serde::to_vec(&msg).unwrap();
             connection
                 .send(Message::new(sync_bytes.into()))
                 .await
-                .expect("Peer closed connection unexpectedly");
+                .map_err(|_| GlobalCollectiveError::PeerLost(*id))?;
         }
         loop {
             // Ember patch: created before the check, so that a request handled between the
@@ -82,7 +84,7 @@ impl<P: Protocol> SyncService<P> {
                     // all nodes have synced
                     // Ember patch: clear the list itself, not a copy of it.
                     syncing_peers.clear();
-                    return;
+                    return Ok(());
                 }
             }
             // Wait for the next sync to come in
@@ -91,12 +93,20 @@ impl<P: Protocol> SyncService<P> {
     }
 
     pub async fn handle_sync_connection<C: CommunicationChannel>(&self, mut channel: C) {
-        let msg = channel.recv().await.unwrap();
-        let Some(msg) = msg else {
+        // Ember patch: a peer lost or speaking out of turn is logged, not a panic (its node
+        // then fails the sync with the timeout or its own error).
+        let msg = match channel.recv().await {
+            Ok(Some(msg)) => msg,
+            Ok(None) => return,
+            Err(err) => {
+                log::warn!("A sync request was lost: {err:?}");
+                return;
+            }
+        };
+        let Ok(msg) = rmp_serde::from_slice::<SyncRequest>(&msg.data) else {
+            log::warn!("A sync request could not be read");
             return;
         };
-
-        let msg = rmp_serde::from_slice::<SyncRequest>(&msg.data).unwrap();
 
         self.add_syncing_peer(msg.0);
 
