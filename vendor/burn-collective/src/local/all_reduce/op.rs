@@ -119,13 +119,22 @@ impl<B: Backend> AllReduceOp<B> {
         config: &CollectiveConfig,
         global_client: &mut Option<Node<B, P>>,
     ) -> Result<CollectiveTensorMap<B>, CollectiveError> {
-        // Ember patch: the inputs are handed over, not cloned. A clone kept here left every
-        // tensor shared, so that reading it to the host (the global ring) copied it element by
-        // element on the ndarray backend.
+        // Ember patch: one device's input is handed over, not cloned. A clone kept here left
+        // the tensor shared, so that reading it to the host (the global ring) copied it element
+        // by element on the ndarray backend. Several devices keep their clones: the local
+        // ring's in-place adds of unshared handles gave wrong sums on wgpu with two peers on
+        // one device.
+        let hand_over = self.calls.len() == 1;
         let tensors = self
             .calls
             .iter_mut()
-            .map(|call| (call.caller, call.input.take().expect("an input per call")))
+            .map(|call| {
+                let input = match hand_over {
+                    true => call.input.take(),
+                    false => call.input.clone(),
+                };
+                (call.caller, input.expect("an input per call"))
+            })
             .collect();
 
         if let Some(global_client) = global_client.as_mut() {
