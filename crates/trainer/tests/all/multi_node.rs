@@ -277,37 +277,47 @@ fn two_nodes_of_two_peers_agree() {
     );
 }
 
-#[test]
-fn global_all_reduces_follow_one_another() {
-    // burn-collective 0.21.0's barrier hung the second global all-reduce
-    // (vendor/burn-collective/PATCHES.md); every sum is checked against the local one.
-    let json = scratch("multi-node-allreduce").join("allreduce.json");
+/// `trainer --backend ndarray bench allreduce --nodes 2 args... --json F` (into `scratch(name)`),
+/// which must succeed within `limit`: its output and the JSON it wrote.
+fn bench_two_nodes(name: &str, args: &[&str], limit: Duration) -> (Output, serde_json::Value) {
+    let json = scratch(name).join("allreduce.json");
     let child = Killed(Some(
         crate::common::trainer_command()
             .args(["--backend", "ndarray", "bench", "allreduce", "--nodes", "2"])
-            .args([
-                "--gaussians",
-                "500,3000",
-                "--repeats",
-                "7",
-                "--timeout-s",
-                "60",
-            ])
+            .args(args)
             .args(["--json", arg(&json)])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("trainer starts"),
     ));
-    let (out, elapsed) = finish(child, Duration::from_secs(180));
+    let (out, elapsed) = finish(child, limit);
     assert!(
         out.status.success(),
         "after {elapsed:?}: {}\n{}",
         stdout(&out),
         String::from_utf8_lossy(&out.stderr)
     );
-    let file: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("the JSON")).expect("JSON");
+    let file = serde_json::from_slice(&std::fs::read(&json).expect("the JSON")).expect("JSON");
+    (out, file)
+}
+
+#[test]
+fn global_all_reduces_follow_one_another() {
+    // burn-collective 0.21.0's barrier hung the second global all-reduce
+    // (vendor/burn-collective/PATCHES.md); every sum is checked against the local one.
+    let (out, file) = bench_two_nodes(
+        "multi-node-allreduce",
+        &[
+            "--gaussians",
+            "500,3000",
+            "--repeats",
+            "7",
+            "--timeout-s",
+            "60",
+        ],
+        Duration::from_secs(180),
+    );
     let rows = file["results"].as_array().expect("results");
     assert_eq!(rows.len(), 2, "{file}");
     assert!(stdout(&out).contains("| 2 | 3000 |"), "{}", stdout(&out));
@@ -346,26 +356,19 @@ fn six_million_gaussians_all_reduce_across_two_nodes() {
     // 6M Gaussians at SH 3 are 1.4 GB a node: each ring slice (708 MB) is past the websocket's
     // 512 MiB frame limit, so it goes round in chunks. Each node checks every element of both
     // sums against the nodes' inputs and fails the run on the first that differs.
-    let json = scratch("multi-node-six-million").join("allreduce.json");
-    let child = Killed(Some(
-        crate::common::trainer_command()
-            .args(["--backend", "ndarray", "bench", "allreduce", "--nodes", "2"])
-            .args(["--gaussians", "6000000", "--repeats", "1", "--skip-local"])
-            .args(["--timeout-s", "300", "--json", arg(&json)])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("trainer starts"),
-    ));
-    let (out, elapsed) = finish(child, Duration::from_secs(600));
-    assert!(
-        out.status.success(),
-        "after {elapsed:?}: {}\n{}",
-        stdout(&out),
-        String::from_utf8_lossy(&out.stderr)
+    let (_, file) = bench_two_nodes(
+        "multi-node-six-million",
+        &[
+            "--gaussians",
+            "6000000",
+            "--repeats",
+            "1",
+            "--skip-local",
+            "--timeout-s",
+            "300",
+        ],
+        Duration::from_secs(600),
     );
-    let file: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(&json).expect("the JSON")).expect("JSON");
     let row = &file["results"][0]["metrics"];
     assert_eq!(row["gaussians"], 6_000_000.0, "{file}");
     assert_eq!(row["megabytes_per_node"], 1416.0, "{file}");
