@@ -234,6 +234,37 @@ impl Pose {
         ]
     }
 
+    /// The pose of a camera fixed to this one and turned by `rotation` (row-major, from this
+    /// camera's axes to its own): the same centre, world-to-camera rotation `rotation R`.
+    pub fn turned(&self, rotation: &[f64; 9]) -> Pose {
+        let (a, r, t) = (rotation, &self.rotation, &self.translation);
+        Pose {
+            rotation: std::array::from_fn(|i| {
+                let (row, col) = (i / 3, i % 3);
+                (0..3).map(|k| a[3 * row + k] * r[3 * k + col]).sum()
+            }),
+            translation: std::array::from_fn(|row| (0..3).map(|k| a[3 * row + k] * t[k]).sum()),
+        }
+    }
+
+    /// The camera-to-world matrix in the OpenGL/Blender axes of `transforms.json` (4x4,
+    /// row-major): the inverse of [`opengl_c2w_to_opencv_w2c`].
+    pub fn to_opengl_c2w(&self) -> [[f64; 4]; 4] {
+        let r = &self.rotation;
+        let c = self.center();
+        // The camera's axes in the world are R's rows; OpenGL's y and z are OpenCV's negated.
+        let sign = [1.0, -1.0, -1.0];
+        let mut m = [[0.0; 4]; 4];
+        for (i, row) in m.iter_mut().take(3).enumerate() {
+            for j in 0..3 {
+                row[j] = r[3 * j + i] * sign[j];
+            }
+            row[3] = c[i];
+        }
+        m[3][3] = 1.0;
+        m
+    }
+
     /// `None` when every value is finite and the rotation is orthonormal with determinant +1
     /// (to `1e-3`), else what is wrong.
     pub fn problem(&self) -> Option<String> {
@@ -480,6 +511,22 @@ mod tests {
         assert!(close(&scaled.rotation, &pose.rotation, 1e-12));
         assert!(Pose::from_quaternion([0.0; 4], [0.0; 3]).is_none());
         assert!(Pose::from_quaternion([f64::NAN, 0.0, 0.0, 1.0], [0.0; 3]).is_none());
+    }
+
+    #[test]
+    fn opengl_camera_to_world_round_trips() {
+        let pose = Pose::from_quaternion([0.3, -0.2, 0.9, 0.1], [0.5, -1.5, 2.0]).unwrap();
+        let m = pose.to_opengl_c2w();
+        let c2w = [m[0], m[1], m[2]];
+        let back = opengl_c2w_to_opencv_w2c(&c2w);
+        assert!(close(&back.rotation, &pose.rotation, 1e-12));
+        assert!(close(&back.translation, &pose.translation, 1e-12));
+        // Turned by a quarter turn about the camera's y axis: the same centre, the camera's
+        // forward axis now its old x axis.
+        let quarter = [0.0, 0.0, -1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 0.0];
+        let turned = pose.turned(&quarter);
+        assert!(close(&turned.center(), &pose.center(), 1e-12));
+        assert!(close(&turned.rotation[6..9], &pose.rotation[0..3], 1e-12));
     }
 
     #[test]

@@ -9,6 +9,7 @@ use rayon::prelude::*;
 
 use crate::camera::{Distortion, Intrinsics, Pose, camera_params};
 use crate::colmap::{ColmapFormat, ColmapModel, find_model_dir};
+use crate::equirect::EquirectRig;
 use crate::error::{DataError, Result};
 use crate::images::{ImageSource, MaskSource, image_dimensions};
 use crate::points::PointCloud;
@@ -50,6 +51,10 @@ pub struct DatasetOptions {
     /// (`masks_N/` beside `images_N/`; the mask of `a.jpg` is `a.jpg`, `a.jpg.png` or `a.png`)
     /// or from a nerfstudio frame's `mask_path`.
     pub alpha_as_mask: bool,
+    /// The pinhole views each 360° panorama (a nerfstudio `EQUIRECTANGULAR` frame) is cut
+    /// into; they share the frame's pose and split, and their size is divided by
+    /// `downsample` like a photo's.
+    pub equirect: EquirectRig,
 }
 
 impl Default for DatasetOptions {
@@ -64,6 +69,7 @@ impl Default for DatasetOptions {
             images_dir: "images".to_string(),
             max_side: None,
             alpha_as_mask: false,
+            equirect: EquirectRig::default(),
         }
     }
 }
@@ -209,6 +215,11 @@ impl Dataset {
                 "downsample must be at least 1".to_string(),
             ));
         }
+        if let Some(problem) = options.equirect.problem() {
+            return Err(DataError::InvalidOption(format!(
+                "data.equirect: {problem}"
+            )));
+        }
         if options.test_every.is_some_and(|n| n < 2) {
             return Err(DataError::InvalidOption(
                 "test_every must be at least 2 (None trains on every view)".to_string(),
@@ -282,7 +293,8 @@ fn find_image(path: &Path) -> Option<PathBuf> {
 }
 
 /// Turns pending views into views: checks every image exists (listing all missing ones), reads
-/// the image headers in parallel, checks the sizes, and sets up downsampling and undistortion.
+/// the image headers in parallel, checks the sizes, and sets up downsampling and undistortion;
+/// a panorama becomes the views of [`DatasetOptions::equirect`], in rig order.
 fn finish_views(
     pending: Vec<PendingView>,
     described_in: &Path,
@@ -301,9 +313,12 @@ fn finish_views(
         });
     }
     let n = options.downsample;
-    pending
+    let views: Vec<Vec<View>> = pending
         .into_par_iter()
         .map(|p| {
+            if p.frame.as_ref().is_some_and(|f| f.equirect) {
+                return panorama_views(p, described_in, options);
+            }
             let file_size = image_dimensions(&p.path)?;
             let native = match (&p.intrinsics, &p.frame) {
                 (Some(k), _) => *k,
@@ -346,7 +361,7 @@ fn finish_views(
                 (native, size)
             };
             let undistort = options.undistort && !p.distortion.is_none();
-            Ok(View {
+            Ok(vec![View {
                 name: p.name,
                 pose: p.pose,
                 intrinsics: file_intrinsics.resized(size.0, size.1),
@@ -362,15 +377,87 @@ fn finish_views(
                     background: options.background,
                     undistort: undistort.then_some((file_intrinsics, p.distortion)),
                     mask: p.mask,
+                    panorama_view: None,
                 },
-            })
+            }])
         })
-        .collect()
+        .collect::<Result<_>>()?;
+    Ok(views.into_iter().flatten().collect())
 }
 
-/// Splits views sorted by name into (train, test) by `test_every`; a single view is kept for
-/// training rather than held out.
-fn split_every(views: Vec<View>, test_every: Option<usize>) -> (Vec<View>, Vec<View>) {
+/// The views of [`DatasetOptions::equirect`] cut from the panorama of `p` (a nerfstudio
+/// `EQUIRECTANGULAR` frame): each looks from the frame's centre, turned by its rig rotation,
+/// named `FILE#K` for view `K` of the rig.
+fn panorama_views(
+    p: PendingView,
+    described_in: &Path,
+    options: &DatasetOptions,
+) -> Result<Vec<View>> {
+    let file_size = image_dimensions(&p.path)?;
+    let n = options.downsample;
+    let native_width = if p.prescaled {
+        file_size.0 * n
+    } else {
+        file_size.0
+    };
+    let declared = match &p.frame {
+        Some(frame) => frame.declared_size(described_in)?,
+        None => None,
+    };
+    if let Some((w, h)) = declared {
+        let expected = if p.prescaled {
+            (
+                (w as f64 / n as f64).round() as u32,
+                (h as f64 / n as f64).round() as u32,
+            )
+        } else {
+            (w, h)
+        };
+        if expected.0.abs_diff(file_size.0) > u32::from(p.prescaled)
+            || expected.1.abs_diff(file_size.1) > u32::from(p.prescaled)
+        {
+            return Err(DataError::ImageSizeMismatch {
+                path: p.path.clone(),
+                expected_width: expected.0,
+                expected_height: expected.1,
+                found_width: file_size.0,
+                found_height: file_size.1,
+            });
+        }
+    }
+    if file_size.0 != 2 * file_size.1 {
+        return Err(DataError::NotEquirectangular {
+            path: p.path.clone(),
+            width: file_size.0,
+            height: file_size.1,
+        });
+    }
+    let rig = &options.equirect;
+    let size = ((f64::from(rig.native_size(native_width)) / f64::from(n)).round() as u32).max(1);
+    Ok(rig
+        .cameras(size)
+        .into_iter()
+        .map(|camera| View {
+            name: format!("{}#{}", p.name, camera.index),
+            pose: p.pose.turned(&camera.rotation),
+            intrinsics: camera.intrinsics,
+            distortion: Distortion::default(),
+            source: ImageSource {
+                path: p.path.clone(),
+                file_size,
+                size: (size, size),
+                background: options.background,
+                undistort: None,
+                mask: p.mask.clone(),
+                panorama_view: Some(camera),
+            },
+        })
+        .collect())
+}
+
+/// Splits views (or frames) sorted by name into (train, test) by `test_every`; a single one is
+/// kept for training rather than held out.
+fn split_every<T>(views: Vec<T>, test_every: Option<usize>) -> (Vec<T>, Vec<T>) {
     if views.len() < 2 {
         return (views, Vec::new());
     }
@@ -383,6 +470,53 @@ fn split_every(views: Vec<View>, test_every: Option<usize>) -> (Vec<View>, Vec<V
         }
     }
     (train, test)
+}
+
+/// The frame of each view when a COLMAP scene's images are laid out as a rig (`CAMERA/FRAME`:
+/// one folder per camera, as `trainer data split360` writes them and COLMAP's rig support
+/// reads them): the part after the folder. `None` unless every name has one folder and at
+/// least two folders share a frame name.
+fn rig_frames(views: &[View]) -> Option<Vec<String>> {
+    let parts: Vec<(&str, &str)> = views
+        .iter()
+        .map(|v| {
+            v.name
+                .split_once('/')
+                .filter(|(_, frame)| !frame.contains('/'))
+        })
+        .collect::<Option<_>>()?;
+    let mut folders_of: std::collections::HashMap<&str, HashSet<&str>> = Default::default();
+    for (folder, frame) in &parts {
+        folders_of.entry(frame).or_default().insert(folder);
+    }
+    folders_of
+        .values()
+        .any(|folders| folders.len() > 1)
+        .then(|| parts.iter().map(|(_, frame)| frame.to_string()).collect())
+}
+
+/// Splits views by their `frames` (one per view): every `test_every`-th frame in name order is
+/// held out with all its views, as [`split_every`] holds out views.
+fn split_by_frame(
+    views: Vec<View>,
+    frames: &[String],
+    test_every: Option<usize>,
+) -> (Vec<View>, Vec<View>) {
+    let mut names: Vec<&String> = frames.iter().collect();
+    names.sort();
+    names.dedup();
+    let held_out: HashSet<&String> = match test_every {
+        Some(k) if names.len() > 1 => names.into_iter().step_by(k).collect(),
+        _ => HashSet::new(),
+    };
+    let (test, train): (Vec<_>, Vec<_>) = views
+        .into_iter()
+        .zip(frames)
+        .partition(|(_, frame)| held_out.contains(frame));
+    (
+        train.into_iter().map(|(v, _)| v).collect(),
+        test.into_iter().map(|(v, _)| v).collect(),
+    )
 }
 
 /// Mean of the camera centres and 1.1 times the largest distance from it.
@@ -503,7 +637,10 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
         });
     }
     let views = finish_views(pending, &images_path, &images_dir, options)?;
-    let (train, test) = split_every(views, options.test_every);
+    let (train, test) = match rig_frames(&views) {
+        Some(frames) => split_by_frame(views, &frames, options.test_every),
+        None => split_every(views, options.test_every),
+    };
     let points = (!model.points3d.is_empty()).then(|| PointCloud::from_colmap(&model.points3d));
     let mut dataset = assemble(
         root,
@@ -618,8 +755,9 @@ fn transforms_views(
             },
         };
         let intrinsics = match frame.declared_size(&file.path)? {
-            Some(size) => Some(frame.intrinsics(size, &file.path)?),
-            None => None,
+            // A panorama's views are made from its file's size (`panorama_views`).
+            Some(size) if !frame.equirect => Some(frame.intrinsics(size, &file.path)?),
+            _ => None,
         };
         let mask = match (&frame.mask_path, masked) {
             _ if options.alpha_as_mask => Some(MaskSource::Alpha),
@@ -727,9 +865,13 @@ fn load_transforms(root: &Path, path: &Path, options: &DatasetOptions) -> Result
             out
         }
         None => {
-            let views = transforms_views(&file, frames, options)?;
-            let (train, test) = split_every(views, options.test_every);
-            [train, Vec::new(), test]
+            // Split by frame, so that every view cut from a held-out panorama is held out.
+            let (train, test) = split_every(frames, options.test_every);
+            [
+                transforms_views(&file, train, options)?,
+                Vec::new(),
+                transforms_views(&file, test, options)?,
+            ]
         }
     };
     let points = match &file.ply_file_path {

@@ -173,6 +173,18 @@ pub enum DataError {
         /// Height of the file, pixels.
         found_height: u32,
     },
+    /// An image read as an equirectangular panorama whose width is not twice its height.
+    #[error(
+        "{path}: a {width}x{height} image is not an equirectangular panorama (a 360° panorama is twice as wide as it is high)"
+    )]
+    NotEquirectangular {
+        /// The image file.
+        path: PathBuf,
+        /// Its width, pixels.
+        width: u32,
+        /// Its height, pixels.
+        height: u32,
+    },
     /// A photo that should have a mask has none: no file beside it in the masks folder, a
     /// nerfstudio frame without `mask_path` among frames with one, or (with
     /// `data.alpha_as_mask`) a photo without an alpha channel.

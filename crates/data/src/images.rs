@@ -8,6 +8,11 @@
 //!
 //! A photo's mask ([`MaskSource`]: a greyscale file, or the photo's own alpha) goes through the
 //! same undistortion and resizing as the colours, so its edges land on the same pixels.
+//!
+//! A view cut from a 360° panorama ([`ImageSource::panorama_view`]) is decoded in two steps
+//! instead: the panorama once ([`ImageSource::decode_panorama`]: decode, composite, the
+//! filtering pyramids of its colours, transparency and mask), then each of its views
+//! ([`DecodedPanorama::cut`], see [`crate::equirect`]), so that a rig of views costs one decode.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -19,6 +24,7 @@ use image::{GrayImage, ImageReader, RgbImage};
 use rayon::prelude::*;
 
 use crate::camera::{Distortion, Intrinsics};
+use crate::equirect::{CutPlan, Pyramid, RigCamera, cut_planned};
 use crate::error::{DataError, Result};
 
 /// An 8-bit RGB image, row-major `[height, width, 3]`, composited over its source's
@@ -126,6 +132,107 @@ pub struct ImageSource {
     pub undistort: Option<(Intrinsics, Distortion)>,
     /// The photo's mask; `None`: every pixel counts.
     pub mask: Option<MaskSource>,
+    /// The file is an equirectangular panorama and this view is cut from it
+    /// ([`crate::equirect`]; its intrinsics are at [`ImageSource::size`]): `undistort` does not
+    /// apply, and a mask file is a panorama of the same size.
+    pub panorama_view: Option<RigCamera>,
+}
+
+/// A decoded 360° panorama, ready for its views to be cut: the filtering pyramids of its
+/// colours (composited over the source's background), of its transparency and of its mask.
+#[derive(Debug)]
+pub struct DecodedPanorama {
+    path: PathBuf,
+    rgb: Pyramid,
+    transparency: Option<Pyramid>,
+    mask: Option<(Pyramid, PathBuf)>,
+}
+
+impl DecodedPanorama {
+    /// Bytes held by its pyramids.
+    pub fn byte_len(&self) -> usize {
+        self.rgb.byte_len()
+            + self.transparency.as_ref().map_or(0, Pyramid::byte_len)
+            + self.mask.as_ref().map_or(0, |(m, _)| m.byte_len())
+    }
+
+    /// The view of `source` (which names this panorama and a [`ImageSource::panorama_view`]):
+    /// its colours, transparency and mask, each footprint-filtered. A view whose mask hides
+    /// every pixel is an [`DataError::EmptyMask`] naming the mask and the view.
+    pub fn cut(&self, source: &ImageSource) -> Result<DecodedImage> {
+        let plan = self.plan(source)?;
+        self.cut_with(source, &plan)
+    }
+
+    /// The plan that cuts `source`'s view from a panorama of this size, to cut it from every
+    /// panorama of the walk ([`DecodedPanorama::cut_with`]).
+    pub fn plan(&self, source: &ImageSource) -> Result<CutPlan> {
+        let camera = view_of(source)?;
+        Ok(CutPlan::new(camera, self.rgb.width(), self.rgb.height()))
+    }
+
+    /// [`DecodedPanorama::cut`] through `plan` (made by [`DecodedPanorama::plan`] for a
+    /// panorama of this size and the same view).
+    pub fn cut_with(&self, source: &ImageSource, plan: &CutPlan) -> Result<DecodedImage> {
+        let camera = view_of(source)?;
+        if !plan.fits(camera, (self.rgb.width(), self.rgb.height())) {
+            return Err(DataError::InvalidOption(format!(
+                "{}: the cut plan of view {} does not fit this panorama",
+                source.path.display(),
+                camera.index
+            )));
+        }
+        let (w, h) = source.size;
+        if (camera.intrinsics.width, camera.intrinsics.height) != (w, h) {
+            return Err(DataError::InvalidOption(format!(
+                "{}: panorama view {} is {}x{} but its source says {w}x{h}",
+                source.path.display(),
+                camera.index,
+                camera.intrinsics.width,
+                camera.intrinsics.height
+            )));
+        }
+        let grey = |pyramid: &Pyramid| -> Vec<u8> {
+            cut_planned(pyramid, plan)
+                .chunks_exact(3)
+                .map(|p| p[0])
+                .collect()
+        };
+        let mask = match &self.mask {
+            Some((pyramid, path)) => {
+                let values = grey(pyramid);
+                if !values.iter().any(|&v| v > 0) {
+                    return Err(DataError::EmptyMask {
+                        path: PathBuf::from(format!(
+                            "{} (view {} of {})",
+                            path.display(),
+                            camera.index,
+                            self.path.display()
+                        )),
+                    });
+                }
+                Some(values)
+            }
+            None => None,
+        };
+        Ok(DecodedImage {
+            width: w,
+            height: h,
+            data: cut_planned(&self.rgb, plan),
+            transparency: self.transparency.as_ref().map(grey),
+            mask,
+        })
+    }
+}
+
+/// The panorama view of `source`, or an error naming it.
+fn view_of(source: &ImageSource) -> Result<&RigCamera> {
+    source.panorama_view.as_ref().ok_or_else(|| {
+        DataError::InvalidOption(format!(
+            "{}: not a view of a panorama",
+            source.path.display()
+        ))
+    })
 }
 
 impl ImageSource {
@@ -135,8 +242,76 @@ impl ImageSource {
         self.decode_bytes(&bytes)
     }
 
+    /// Decodes the panorama this view is cut from ([`ImageSource::panorama_view`]): the file's
+    /// bytes (already read) checked against [`ImageSource::file_size`], composited over the
+    /// background, and the pyramids of its colours, transparency and mask built. Its views
+    /// are then cut by [`DecodedPanorama::cut`].
+    pub fn decode_panorama(&self, bytes: &[u8]) -> Result<DecodedPanorama> {
+        let (rgb, transparency) = decode_composited(bytes, &self.path, self.background)?;
+        let (fw, fh) = self.file_size;
+        if rgb.dimensions() != (fw, fh) {
+            return Err(DataError::ImageSizeMismatch {
+                path: self.path.clone(),
+                expected_width: fw,
+                expected_height: fh,
+                found_width: rgb.width(),
+                found_height: rgb.height(),
+            });
+        }
+        if fw != 2 * fh {
+            return Err(DataError::NotEquirectangular {
+                path: self.path.clone(),
+                width: fw,
+                height: fh,
+            });
+        }
+        let (w, h) = (fw as usize, fh as usize);
+        let grey_pyramid =
+            |values: &[u8]| Pyramid::new(w, h, values.iter().flat_map(|&v| [v; 3]).collect(), true);
+        let mask = match self.full_mask(transparency.as_deref())? {
+            Some((values, path)) if values.iter().all(|&v| v == 0) => {
+                return Err(DataError::EmptyMask { path });
+            }
+            Some((values, path)) => Some((grey_pyramid(&values), path)),
+            None => None,
+        };
+        Ok(DecodedPanorama {
+            path: self.path.clone(),
+            rgb: Pyramid::new(w, h, rgb.into_raw(), true),
+            transparency: transparency.as_deref().map(grey_pyramid),
+            mask,
+        })
+    }
+
+    /// The mask at the file's size (one byte a pixel, 255 keeps) and the file it came from
+    /// (the photo itself for its alpha), from [`ImageSource::mask`] and the decoded file's
+    /// `transparency`; `None` without a mask.
+    fn full_mask(&self, transparency: Option<&[u8]>) -> Result<Option<(Vec<u8>, PathBuf)>> {
+        match &self.mask {
+            None => Ok(None),
+            Some(MaskSource::Alpha) => {
+                let Some(t) = transparency else {
+                    return Err(DataError::MissingMask {
+                        photo: self.path.clone(),
+                        problem: "data.alpha_as_mask is set but the photo has no alpha channel"
+                            .to_string(),
+                    });
+                };
+                let alpha = t.iter().map(|&t| 255 - t).collect();
+                Ok(Some((alpha, self.path.clone())))
+            }
+            Some(MaskSource::File(path)) => {
+                let full = read_mask(path, &self.path, self.file_size)?;
+                Ok(Some((full.into_raw(), path.clone())))
+            }
+        }
+    }
+
     /// Decodes the file's bytes (already read); errors name [`ImageSource::path`].
     pub fn decode_bytes(&self, bytes: &[u8]) -> Result<DecodedImage> {
+        if self.panorama_view.is_some() {
+            return self.decode_panorama(bytes)?.cut(self);
+        }
         let (rgb, transparency) = decode_composited(bytes, &self.path, self.background)?;
         let (fw, fh) = self.file_size;
         if rgb.dimensions() != (fw, fh) {
@@ -171,27 +346,14 @@ impl ImageSource {
             });
             resample(grey).pixels().map(|p| p.0[0]).collect()
         };
-        let mask = match &self.mask {
-            None => None,
-            Some(MaskSource::Alpha) => {
-                let Some(t) = &transparency else {
-                    return Err(DataError::MissingMask {
-                        photo: self.path.clone(),
-                        problem: "data.alpha_as_mask is set but the photo has no alpha channel"
-                            .to_string(),
-                    });
-                };
-                let alpha: Vec<u8> = t.iter().map(|&t| 255 - t).collect();
-                Some((resample_grey(&alpha), self.path.clone()))
+        let mask = match self.full_mask(transparency.as_deref())? {
+            Some((values, path)) => {
+                let values = resample_grey(&values);
+                if !values.iter().any(|&v| v > 0) {
+                    return Err(DataError::EmptyMask { path });
+                }
+                Some(values)
             }
-            Some(MaskSource::File(path)) => {
-                let full = read_mask(path, &self.path, (fw, fh))?;
-                Some((resample_grey(full.as_raw()), path.clone()))
-            }
-        };
-        let mask = match mask {
-            Some((values, _)) if values.iter().any(|&v| v > 0) => Some(values),
-            Some((_, path)) => return Err(DataError::EmptyMask { path }),
             None => None,
         };
         let transparency = transparency.map(|t| resample_grey(&t));
@@ -459,6 +621,7 @@ mod tests {
             background,
             undistort: None,
             mask: None,
+            panorama_view: None,
         };
         let white = source([1.0; 3]).decode_bytes(&bytes).unwrap();
         let black = source([0.0; 3]).decode_bytes(&bytes).unwrap();
@@ -496,6 +659,7 @@ mod tests {
             background: [1.0; 3],
             undistort: None,
             mask: None,
+            panorama_view: None,
         };
         let image = source.decode_bytes(&bytes).unwrap();
         assert_eq!((image.width, image.height), (4, 2));

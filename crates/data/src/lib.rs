@@ -6,14 +6,16 @@
 //! |---|---|---|
 //! | COLMAP | `sparse/0/{cameras,images,points3D}.{bin,txt}` + `images/` | binary and text, read and written ([`colmap`]); `sparse/0`, else the largest model in `sparse/`; `images_N/` for pre-downscaled sets |
 //! | NeRF-Synthetic | `transforms_{train,val,test}.json` | `camera_angle_x`; RGBA PNGs composited over [`DatasetOptions::background`] |
-//! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2` (`k1..k4` for OPENCV_FISHEYE), global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path`; `mask_path` |
+//! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2` (`k1..k4` for OPENCV_FISHEYE), global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path`; `mask_path`; `camera_model: EQUIRECTANGULAR` frames cut into a rig of pinhole views ([`equirect`], [`DatasetOptions::equirect`]) |
 //! | point clouds | COLMAP `points3D`, PLY | [`PointCloud`]: ASCII and binary PLY, `x y z` + optional `red green blue` |
 //! | trained splats | 3DGS PLY, `.splat`, SPZ, PlayCanvas compressed PLY | [`Splats`], see [`splats`]: read and write by extension, [`convert`], [`transform`], [`info`] |
 //! | level-of-detail hierarchies | a 3DGS PLY of the leaves + `lod_node`, `lod_parent` elements | [`SplatHierarchy`], see [`lod`]: [`build_hierarchy`] (moment matching over a Morton order), [`read_hierarchy`], [`write_hierarchy`] |
 //! | camera paths | JSON: `fps`, `keyframes` of `time` + camera | [`CameraPath`], see [`camera_path`]: the cameras of every video frame between key views (`trainer render --path`) |
 //!
 //! Camera models: SIMPLE_PINHOLE, PINHOLE, SIMPLE_RADIAL, RADIAL, OPENCV, OPENCV_FISHEYE
-//! (COLMAP), and nerfstudio's OPENCV, PINHOLE and OPENCV_FISHEYE. Distorted images are **undistorted when decoded** (remapped to
+//! (COLMAP), and nerfstudio's OPENCV, PINHOLE, OPENCV_FISHEYE and EQUIRECTANGULAR (a 360°
+//! panorama, 2:1, each frame cut into pinhole views that share its pose and are split
+//! together: every view of a held-out frame is held out). Distorted images are **undistorted when decoded** (remapped to
 //! the pinhole camera with the same intrinsics and size, see [`images::undistort`]), so every
 //! [`View`] is a pinhole camera; with [`DatasetOptions::undistort`] off the images are left as
 //! they are and the coefficients are carried in [`View::distortion`], which Ember's projection
@@ -60,6 +62,7 @@ pub mod camera;
 pub mod camera_path;
 pub mod colmap;
 mod dataset;
+pub mod equirect;
 mod error;
 pub mod images;
 mod loader;
@@ -77,8 +80,9 @@ pub use camera::{
 };
 pub use camera_path::{CameraPath, Keyframe, parse_camera_path};
 pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View, evenly_spaced};
+pub use equirect::{EquirectRig, RigCamera};
 pub use error::{DataError, Result};
-pub use images::{DecodedImage, ImageSource, MaskSource};
+pub use images::{DecodedImage, DecodedPanorama, ImageSource, MaskSource};
 pub use loader::{DevicePrefetcher, ImageLoader, IoStats, LoaderOptions, Prefetcher, Sample};
 pub use lod::{
     HierarchyConfig, LodGeometry, SplatHierarchy, build_hierarchy, read_hierarchy, write_hierarchy,

@@ -1,6 +1,10 @@
 //! Feeding training: parallel decode, an in-memory `u8` cache with a byte budget, a prefetching
 //! iterator on a worker thread, upload to the device one step ahead, and I/O statistics.
 //!
+//! Views cut from one 360° panorama are decoded together: a request for one of them decodes the
+//! panorama once and cuts every view of it that is not cached yet, so a rig of views costs one
+//! decode whatever order they are asked for in.
+//!
 //! The cache keeps every image it decodes until the budget is full and then keeps what it has:
 //! training visits the views in a fresh random order each epoch, and under that access pattern
 //! least-recently-used eviction with a budget smaller than the dataset evicts exactly the images
@@ -8,6 +12,8 @@
 //! `budget / dataset` fraction of requests, which is the best any cache can do without knowing
 //! the order.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -21,8 +27,9 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rayon::prelude::*;
 
+use crate::equirect::CutPlan;
 use crate::error::{DataError, Result};
-use crate::images::{DecodedImage, ImageSource};
+use crate::images::{DecodedImage, DecodedPanorama, ImageSource};
 
 /// Options of an [`ImageLoader`].
 #[derive(Debug, Clone, PartialEq)]
@@ -78,6 +85,13 @@ pub struct IoStats {
     pub consume_seconds: f64,
     /// Images handed out by [`Prefetcher`]s.
     pub images_delivered: u64,
+    /// 360° panoramas decoded (each gives several of `images_decoded`, its views).
+    pub panoramas_decoded: u64,
+    /// Seconds spent reading and decoding panoramas, up to their filtering pyramids (summed
+    /// over the panoramas, which decode in parallel).
+    pub panorama_decode_seconds: f64,
+    /// Seconds spent cutting views from panoramas (summed over the panoramas).
+    pub panorama_cut_seconds: f64,
 }
 
 impl IoStats {
@@ -94,6 +108,17 @@ impl IoStats {
     /// Megabytes of `u8` pixels produced per second of decoding.
     pub fn decode_pixel_mb_per_second(&self) -> f64 {
         self.pixel_bytes as f64 / 1e6 / self.decode_seconds.max(f64::MIN_POSITIVE)
+    }
+
+    /// The share of the panoramas' time spent cutting their views (the rest read and decoded
+    /// them); 0 when none was decoded.
+    pub fn cut_share(&self) -> f64 {
+        let total = self.panorama_decode_seconds + self.panorama_cut_seconds;
+        if total <= 0.0 {
+            0.0
+        } else {
+            self.panorama_cut_seconds / total
+        }
     }
 
     /// Fraction of requests answered from the cache (0 when there were none).
@@ -135,7 +160,18 @@ impl std::fmt::Display for IoStats {
             self.wait_seconds,
             self.consume_seconds,
             100.0 * self.wait_fraction(),
-        )
+        )?;
+        if self.panoramas_decoded > 0 {
+            write!(
+                f,
+                "; {} views cut from {} panoramas, decode {:.0}% and cut {:.0}% of their time",
+                self.images_decoded,
+                self.panoramas_decoded,
+                100.0 * (1.0 - self.cut_share()),
+                100.0 * self.cut_share(),
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -153,9 +189,23 @@ struct Cache {
 
 struct Shared {
     sources: Vec<ImageSource>,
+    /// The views of each panorama file, in index order.
+    panorama_views: HashMap<PathBuf, Vec<usize>>,
+    /// The cut plans made so far, one per rig view and panorama size (a walk's frames share
+    /// them).
+    plans: Mutex<Vec<Arc<CutPlan>>>,
     cache: Mutex<Cache>,
     stats: Mutex<IoStats>,
     pool: rayon::ThreadPool,
+}
+
+/// What one decoding job produced: the images of its indices and what it cost.
+struct Decoded {
+    images: Vec<(usize, Result<Arc<DecodedImage>>)>,
+    file_bytes: u64,
+    panoramas: u64,
+    decode_seconds: f64,
+    cut_seconds: f64,
 }
 
 impl Shared {
@@ -188,47 +238,155 @@ impl Shared {
             .collect()
     }
 
-    /// Decodes `indices` in parallel on the pool and caches what fits.
+    /// Decodes `indices` in parallel on the pool and caches what fits. The views of one
+    /// panorama are one job, joined by every other view of it not cached yet.
     fn decode(&self, indices: &[usize]) -> Vec<Result<Arc<DecodedImage>>> {
         if indices.is_empty() {
             return Vec::new();
         }
+        let mut jobs: Vec<Vec<usize>> = Vec::new();
+        let mut job_of_panorama: HashMap<&PathBuf, usize> = HashMap::new();
+        for &i in indices {
+            let source = &self.sources[i];
+            if source.panorama_view.is_none() {
+                jobs.push(vec![i]);
+                continue;
+            }
+            match job_of_panorama.get(&source.path) {
+                Some(&job) if jobs[job].contains(&i) => {}
+                Some(&job) => jobs[job].push(i),
+                None => {
+                    job_of_panorama.insert(&source.path, jobs.len());
+                    jobs.push(vec![i]);
+                }
+            }
+        }
+        for (path, &job) in &job_of_panorama {
+            for &sibling in &self.panorama_views[*path] {
+                if !jobs[job].contains(&sibling) && self.cached(sibling).is_none() {
+                    jobs[job].push(sibling);
+                }
+            }
+        }
         let start = Instant::now();
-        let results: Vec<Result<(Arc<DecodedImage>, u64)>> = self.pool.install(|| {
-            indices
-                .par_iter()
-                .map(|&i| {
-                    let source = &self.sources[i];
-                    let bytes =
-                        std::fs::read(&source.path).map_err(|e| DataError::io(&source.path, e))?;
-                    let image = source.decode_bytes(&bytes)?;
-                    Ok((Arc::new(image), bytes.len() as u64))
-                })
-                .collect()
-        });
+        let done: Vec<Decoded> = self
+            .pool
+            .install(|| jobs.par_iter().map(|job| self.decode_job(job)).collect());
         let elapsed = start.elapsed().as_secs_f64();
         let mut cache = lock(&self.cache);
         let mut stats = lock(&self.stats);
         stats.decode_seconds += elapsed;
-        results
-            .into_iter()
-            .zip(indices)
-            .map(|(result, &i)| {
-                let (image, file_bytes) = result?;
-                stats.images_decoded += 1;
-                stats.file_bytes += file_bytes;
-                stats.pixel_bytes += image.byte_len() as u64;
-                let size = image.byte_len();
-                if cache.slots[i].is_none() && cache.used + size <= cache.budget {
-                    cache.used += size;
-                    cache.slots[i] = Some(image.clone());
-                    stats.cached_bytes = cache.used as u64;
-                    stats.cached_images += 1;
+        let mut results: HashMap<usize, Result<Arc<DecodedImage>>> = HashMap::new();
+        for job in done {
+            stats.file_bytes += job.file_bytes;
+            stats.panoramas_decoded += job.panoramas;
+            stats.panorama_decode_seconds += job.decode_seconds;
+            stats.panorama_cut_seconds += job.cut_seconds;
+            for (i, result) in job.images {
+                if let Ok(image) = &result {
+                    stats.images_decoded += 1;
+                    stats.pixel_bytes += image.byte_len() as u64;
+                    let size = image.byte_len();
+                    if cache.slots[i].is_none() && cache.used + size <= cache.budget {
+                        cache.used += size;
+                        cache.slots[i] = Some(image.clone());
+                        stats.cached_bytes = cache.used as u64;
+                        stats.cached_images += 1;
+                    }
                 }
-                Ok(image)
+                results.insert(i, result);
+            }
+        }
+        indices
+            .iter()
+            .map(|i| {
+                results
+                    .remove(i)
+                    .unwrap_or_else(|| Err(DataError::LoaderStopped))
             })
             .collect()
     }
+
+    /// Reads and decodes one job: an image, or a panorama and the views `job` cuts from it
+    /// (timed, phase by phase). When a panorama cannot be decoded, its first view gets the
+    /// error and the others say so.
+    fn decode_job(&self, job: &[usize]) -> Decoded {
+        let first = &self.sources[job[0]];
+        let started = Instant::now();
+        let mut decoded = Decoded {
+            images: Vec::with_capacity(job.len()),
+            file_bytes: 0,
+            panoramas: 0,
+            decode_seconds: 0.0,
+            cut_seconds: 0.0,
+        };
+        let bytes = match std::fs::read(&first.path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                decoded.images = failed(job, DataError::io(&first.path, e));
+                return decoded;
+            }
+        };
+        decoded.file_bytes = bytes.len() as u64;
+        if first.panorama_view.is_none() {
+            let image = first.decode_bytes(&bytes).map(Arc::new);
+            decoded.images.push((job[0], image));
+            return decoded;
+        }
+        let panorama = first.decode_panorama(&bytes);
+        drop(bytes);
+        decoded.decode_seconds = started.elapsed().as_secs_f64();
+        let panorama = match panorama {
+            Ok(panorama) => panorama,
+            Err(error) => {
+                decoded.images = failed(job, error);
+                return decoded;
+            }
+        };
+        decoded.panoramas = 1;
+        let cutting = Instant::now();
+        decoded.images = job
+            .par_iter()
+            .map(|&i| {
+                let source = &self.sources[i];
+                let cut = self
+                    .plan(&panorama, source)
+                    .and_then(|plan| panorama.cut_with(source, &plan));
+                (i, cut.map(Arc::new))
+            })
+            .collect();
+        decoded.cut_seconds = cutting.elapsed().as_secs_f64();
+        decoded
+    }
+}
+
+impl Shared {
+    /// The cut plan of `source`'s view on `panorama`'s size: made once, then shared.
+    fn plan(&self, panorama: &DecodedPanorama, source: &ImageSource) -> Result<Arc<CutPlan>> {
+        let size = (source.file_size.0 as usize, source.file_size.1 as usize);
+        let found = source.panorama_view.and_then(|camera| {
+            lock(&self.plans)
+                .iter()
+                .find(|p| p.fits(&camera, size))
+                .cloned()
+        });
+        if let Some(plan) = found {
+            return Ok(plan);
+        }
+        let plan = Arc::new(panorama.plan(source)?);
+        lock(&self.plans).push(plan.clone());
+        Ok(plan)
+    }
+}
+
+/// `error` for the first index of `job`, and for the others an error that points to it.
+fn failed(job: &[usize], error: DataError) -> Vec<(usize, Result<Arc<DecodedImage>>)> {
+    let others = |i: usize| {
+        let problem = format!("its panorama could not be decoded: {error}");
+        (i, Err(DataError::InvalidOption(problem)))
+    };
+    let rest: Vec<_> = job[1..].iter().map(|&i| others(i)).collect();
+    std::iter::once((job[0], Err(error))).chain(rest).collect()
 }
 
 /// Decodes, caches and prefetches the images of a list of views.
@@ -262,6 +420,15 @@ impl ImageLoader {
     /// A loader for the images of `sources` (index `i` is `sources[i]`, e.g. the
     /// [`View::source`](crate::View::source)s of a split).
     pub fn new(sources: Vec<ImageSource>, options: LoaderOptions) -> Result<ImageLoader> {
+        let mut panorama_views: HashMap<PathBuf, Vec<usize>> = HashMap::new();
+        for (i, source) in sources.iter().enumerate() {
+            if source.panorama_view.is_some() {
+                panorama_views
+                    .entry(source.path.clone())
+                    .or_default()
+                    .push(i);
+            }
+        }
         if options.prefetch == 0 {
             return Err(DataError::InvalidOption(
                 "LoaderOptions::prefetch must be at least 1".to_string(),
@@ -276,6 +443,8 @@ impl ImageLoader {
         Ok(ImageLoader {
             shared: Arc::new(Shared {
                 sources,
+                panorama_views,
+                plans: Mutex::new(Vec::new()),
                 cache: Mutex::new(Cache {
                     budget: options.cache_bytes,
                     used: 0,
@@ -309,7 +478,15 @@ impl ImageLoader {
     /// Decodes, in parallel, every image not cached yet while the cache has room (in index
     /// order), so that the first epoch does not wait for decoding. Returns the first error.
     pub fn preload(&self) -> Result<()> {
-        let chunk = 4 * self.shared.pool.current_num_threads().max(1);
+        // Several images (or panoramas, each a job of its views) per thread and call.
+        let per_job = self
+            .shared
+            .panorama_views
+            .values()
+            .map(Vec::len)
+            .max()
+            .unwrap_or(1);
+        let chunk = 4 * self.shared.pool.current_num_threads().max(1) * per_job;
         let pending: Vec<usize> = (0..self.len())
             .filter(|&i| self.shared.cached(i).is_none())
             .collect();
@@ -320,7 +497,13 @@ impl ImageLoader {
                     break;
                 }
             }
-            for result in self.shared.decode(indices) {
+            // The views of a panorama decoded for an earlier chunk came with it.
+            let indices: Vec<usize> = indices
+                .iter()
+                .copied()
+                .filter(|&i| self.shared.cached(i).is_none())
+                .collect();
+            for result in self.shared.decode(&indices) {
                 result?;
             }
         }

@@ -44,6 +44,31 @@ impl PointCloud {
         let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
         parse_ply(&bytes, path)
     }
+
+    /// Writes the cloud as a binary little-endian PLY (`x y z` floats, then `red green blue`
+    /// bytes when it has colours), atomically.
+    pub fn write_ply(&self, path: &Path) -> Result<()> {
+        let colour = self.colors.as_ref().filter(|c| c.len() == self.len());
+        let mut bytes = format!(
+            "ply\nformat binary_little_endian 1.0\nelement vertex {}\nproperty float x\nproperty float y\nproperty float z\n{}end_header\n",
+            self.len(),
+            if colour.is_some() {
+                "property uchar red\nproperty uchar green\nproperty uchar blue\n"
+            } else {
+                ""
+            }
+        )
+        .into_bytes();
+        for (i, p) in self.positions.iter().enumerate() {
+            for v in p {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+            if let Some(colours) = colour {
+                bytes.extend_from_slice(&colours[i]);
+            }
+        }
+        crate::write_atomically(path, &bytes).map_err(|e| DataError::io(path, e))
+    }
 }
 
 /// Parses a PLY file's bytes; `path` names the file in errors.
@@ -143,6 +168,20 @@ mod tests {
     }
 
     const ASCII: &str = "ply\nformat ascii 1.0\ncomment made by hand\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nproperty uchar red\nproperty uchar green\nproperty uchar blue\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n0 1 2 255 0 10\n-1.5 0.25 3 1 2 3\n3 0 1 1\n";
+
+    #[test]
+    fn written_clouds_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("points.ply");
+        for colors in [Some(vec![[1, 2, 3], [250, 0, 9]]), None] {
+            let cloud = PointCloud {
+                positions: vec![[0.5, -1.0, 2.0], [3.0, 4.0, -5.5]],
+                colors,
+            };
+            cloud.write_ply(&path).unwrap();
+            assert_eq!(PointCloud::read_ply(&path).unwrap(), cloud);
+        }
+    }
 
     #[test]
     fn ascii_with_faces_after_vertices() {

@@ -5,12 +5,16 @@
 //!   (`./train/r_0` for `train/r_0.png`); the images are RGBA.
 //! - **nerfstudio / instant-ngp**: `fl_x fl_y cx cy w h` (pixels), distortion `k1 k2 k3 p1 p2`
 //!   (`k1 k2 k3 k4` for `OPENCV_FISHEYE`), `camera_model` (`OPENCV`, `PINHOLE`,
-//!   `OPENCV_FISHEYE` or absent; equirectangular is refused), each
+//!   `OPENCV_FISHEYE`, `EQUIRECTANGULAR` or absent), each
 //!   either global or per frame (a frame's value wins); optional `train_filenames`,
 //!   `val_filenames`, `test_filenames` (explicit splits) and `ply_file_path` (initial points).
 //!
 //! In both, `transform_matrix` is camera-to-world in OpenGL/Blender axes (4x4 or 3x4, row-major),
 //! converted once by [`opengl_c2w_to_opencv_w2c`].
+//!
+//! An `EQUIRECTANGULAR` frame is a 360° panorama ([`crate::equirect`]): its pixels' directions
+//! follow from its size alone, so focal lengths and principal point are not needed (and are
+//! ignored when given), and distortion coefficients other than zero are refused.
 //!
 //! Focal lengths resolve as `fx = fl_x`, else from `camera_angle_x` (`0.5 w / tan(0.5 angle)`),
 //! else `fl_y`; `fy = fl_y`, else from `camera_angle_y`, else `fx`. The principal point defaults
@@ -18,7 +22,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::camera::{Distortion, Intrinsics, Pose, opengl_c2w_to_opencv_w2c};
 use crate::error::{DataError, Result};
@@ -123,6 +127,8 @@ pub struct TransformsFrame {
     pub camera: CameraFields,
     /// Lens distortion (zero when absent).
     pub distortion: Distortion,
+    /// The frame is an equirectangular panorama (`camera_model: EQUIRECTANGULAR`).
+    pub equirect: bool,
 }
 
 /// A parsed `transforms*.json`.
@@ -188,7 +194,9 @@ pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
             frame: index,
             problem: problem.to_string(),
         };
-        if camera.fl_x.is_none()
+        let equirect = camera.camera_model.as_deref() == Some("EQUIRECTANGULAR");
+        if !equirect
+            && camera.fl_x.is_none()
             && camera.fl_y.is_none()
             && camera.camera_angle_x.is_none()
             && camera.camera_angle_y.is_none()
@@ -199,7 +207,7 @@ pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
         }
         let fisheye = camera.camera_model.as_deref() == Some("OPENCV_FISHEYE");
         if let Some(model) = &camera.camera_model
-            && !["OPENCV", "PINHOLE", "OPENCV_FISHEYE"].contains(&model.as_str())
+            && !["OPENCV", "PINHOLE", "OPENCV_FISHEYE", "EQUIRECTANGULAR"].contains(&model.as_str())
         {
             return Err(DataError::UnsupportedCameraModel {
                 path: path.to_path_buf(),
@@ -223,6 +231,22 @@ pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
             p2: camera.p2.unwrap_or(0.0),
             fisheye,
         };
+        if equirect && !distortion.is_none() {
+            return Err(DataError::InvalidIntrinsics {
+                path: path.to_path_buf(),
+                camera: format!("frame {index} ({})", frame.file_path),
+                problem: format!(
+                    "an EQUIRECTANGULAR panorama has no lens distortion, but it is given \
+                     k1={} k2={} k3={} k4={} p1={} p2={}",
+                    distortion.k1,
+                    distortion.k2,
+                    distortion.k3,
+                    distortion.k4,
+                    distortion.p1,
+                    distortion.p2
+                ),
+            });
+        }
         frames.push(TransformsFrame {
             index,
             file_path: frame.file_path,
@@ -230,6 +254,7 @@ pub fn parse_transforms(bytes: &[u8], path: &Path) -> Result<TransformsFile> {
             pose,
             camera,
             distortion,
+            equirect,
         });
     }
     let split_filenames = match (raw.train_filenames, raw.val_filenames, raw.test_filenames) {
@@ -316,6 +341,85 @@ impl TransformsFrame {
     }
 }
 
+/// A nerfstudio `transforms.json` to write ([`write_transforms`]): one camera for every frame.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TransformsOut {
+    /// `PINHOLE` (with the intrinsics below) or `EQUIRECTANGULAR` (without).
+    pub camera_model: String,
+    /// The pinhole intrinsics, pixels; `None` for panoramas.
+    #[serde(flatten)]
+    pub pinhole: Option<PinholeOut>,
+    /// The frames.
+    pub frames: Vec<FrameOut>,
+    /// Initial points, relative to the file's folder.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ply_file_path: Option<String>,
+    /// Explicit training frames (`file_path`s); with `test_filenames`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub train_filenames: Option<Vec<String>>,
+    /// Explicit held-out frames.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test_filenames: Option<Vec<String>>,
+}
+
+/// The intrinsics of [`TransformsOut`], nerfstudio's names.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PinholeOut {
+    /// Focal length along x, pixels.
+    pub fl_x: f64,
+    /// Focal length along y, pixels.
+    pub fl_y: f64,
+    /// Principal point x, pixels.
+    pub cx: f64,
+    /// Principal point y, pixels.
+    pub cy: f64,
+    /// Image width, pixels.
+    pub w: u32,
+    /// Image height, pixels.
+    pub h: u32,
+}
+
+impl From<&Intrinsics> for PinholeOut {
+    fn from(k: &Intrinsics) -> PinholeOut {
+        PinholeOut {
+            fl_x: k.fx,
+            fl_y: k.fy,
+            cx: k.cx,
+            cy: k.cy,
+            w: k.width,
+            h: k.height,
+        }
+    }
+}
+
+/// One frame of a [`TransformsOut`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FrameOut {
+    /// The image, relative to the file's folder.
+    pub file_path: String,
+    /// Camera to world, OpenGL axes ([`Pose::to_opengl_c2w`]).
+    pub transform_matrix: [[f64; 4]; 4],
+}
+
+impl FrameOut {
+    /// The frame of the image `file_path` taken from `pose` (world to camera, OpenCV axes).
+    pub fn new(file_path: String, pose: &Pose) -> FrameOut {
+        FrameOut {
+            file_path,
+            transform_matrix: pose.to_opengl_c2w(),
+        }
+    }
+}
+
+/// Writes `transforms` to `path` as pretty JSON, atomically.
+pub fn write_transforms(path: &Path, transforms: &TransformsOut) -> Result<()> {
+    let json = serde_json::to_vec_pretty(transforms).map_err(|cause| DataError::Json {
+        path: path.to_path_buf(),
+        cause,
+    })?;
+    crate::write_atomically(path, &json).map_err(|e| DataError::io(path, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -365,6 +469,50 @@ mod tests {
     }
 
     #[test]
+    fn written_files_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("transforms.json");
+        let pose = Pose::from_quaternion([0.9, 0.1, -0.3, 0.2], [0.5, 1.0, -2.0]).unwrap();
+        let k = Intrinsics {
+            fx: 100.0,
+            fy: 101.0,
+            cx: 50.0,
+            cy: 40.0,
+            width: 100,
+            height: 80,
+        };
+        for pinhole in [Some(PinholeOut::from(&k)), None] {
+            let out = TransformsOut {
+                camera_model: if pinhole.is_some() {
+                    "PINHOLE"
+                } else {
+                    "EQUIRECTANGULAR"
+                }
+                .to_string(),
+                pinhole,
+                frames: vec![FrameOut::new("a.png".to_string(), &pose)],
+                ply_file_path: None,
+                train_filenames: Some(vec!["a.png".to_string()]),
+                test_filenames: Some(Vec::new()),
+            };
+            write_transforms(&path, &out).unwrap();
+            let back = TransformsFile::read(&path).unwrap();
+            let frame = &back.frames[0];
+            assert_eq!(frame.equirect, pinhole.is_none());
+            assert!((0..9).all(|i| (frame.pose.rotation[i] - pose.rotation[i]).abs() < 1e-12));
+            assert!(
+                (0..3).all(|i| (frame.pose.translation[i] - pose.translation[i]).abs() < 1e-12)
+            );
+            if pinhole.is_some() {
+                let size = frame.declared_size(&path).unwrap().unwrap();
+                assert_eq!(frame.intrinsics(size, &path).unwrap(), k);
+            }
+            assert_eq!(back.split_filenames.unwrap()[0], vec!["a.png"]);
+        }
+        assert!(!dir.path().join("transforms.json.tmp").exists());
+    }
+
+    #[test]
     fn typed_errors() {
         let path = Path::new("t.json");
         let no_focal =
@@ -373,11 +521,28 @@ mod tests {
             parse_transforms(no_focal.as_bytes(), path),
             Err(DataError::MissingIntrinsics { frame: 0, .. })
         ));
-        let equirectangular = format!(
-            r#"{{"fl_x": 1, "camera_model": "EQUIRECTANGULAR", "frames": [{{"file_path": "a", "transform_matrix": {MATRIX}}}]}}"#
+        let unknown = format!(
+            r#"{{"fl_x": 1, "camera_model": "FISHEYE624", "frames": [{{"file_path": "a", "transform_matrix": {MATRIX}}}]}}"#
         );
-        let error = parse_transforms(equirectangular.as_bytes(), path).unwrap_err();
-        assert!(error.to_string().contains("EQUIRECTANGULAR"), "{error}");
+        let error = parse_transforms(unknown.as_bytes(), path).unwrap_err();
+        assert!(error.to_string().contains("FISHEYE624"), "{error}");
+        // A panorama needs no focal length, and may have no distortion.
+        let equirectangular = format!(
+            r#"{{"camera_model": "EQUIRECTANGULAR", "frames": [{{"file_path": "a", "transform_matrix": {MATRIX}}}]}}"#
+        );
+        let file = parse_transforms(equirectangular.as_bytes(), path).unwrap();
+        assert!(file.frames[0].equirect);
+        let distorted = format!(
+            r#"{{"camera_model": "EQUIRECTANGULAR", "k1": 0.02, "frames": [{{"file_path": "a", "transform_matrix": {MATRIX}}}]}}"#
+        );
+        let error = parse_transforms(distorted.as_bytes(), path).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("t.json: camera `frame 0 (a)`")
+                && error.to_string().contains("k1=0.02"),
+            "{error}"
+        );
         let fisheye = format!(
             r#"{{"fl_x": 1, "k1": 0.1, "k4": 0.01, "camera_model": "OPENCV_FISHEYE", "frames": [{{"file_path": "a", "transform_matrix": {MATRIX}}}]}}"#
         );

@@ -26,6 +26,13 @@ pub enum RenderError {
     /// A value the render needed on the host could not be read back.
     #[error("reading back {0}")]
     ReadBack(String),
+    /// [`crate::render_panorama`] was asked for a width that is odd or below 4 (a panorama is
+    /// twice as wide as it is high).
+    #[error("a panorama {width} pixels wide: its width must be even and at least 4")]
+    PanoramaSize {
+        /// The width asked for, pixels.
+        width: u32,
+    },
     /// [`render_batch`] was given no camera.
     #[error("render_batch needs at least one camera")]
     NoCameras,

@@ -121,6 +121,11 @@ pub struct DataConfig {
     /// A PLY point cloud for initialisation, relative to the scene folder, replacing the
     /// scene's own points (e.g. `init.ply` of a NeRF-Synthetic-style folder).
     pub point_cloud: Option<PathBuf>,
+    /// The pinhole views each 360° panorama (a nerfstudio `EQUIRECTANGULAR` frame) is cut
+    /// into: `views` per ring at each of `pitch_deg`, the two `poles`, each `size` pixels
+    /// (default: the panorama's density) seeing `fov_deg` (see `ember_data::EquirectRig`).
+    /// All views of a held-out panorama are held out.
+    pub equirect: ember_data::EquirectRig,
     /// Device memory for the training photos, MB: each is uploaded once, as 8-bit values, and
     /// kept on the training device while the total fits; the photos past it are uploaded at
     /// every step that uses them. 0 uploads every photo per step (see
@@ -143,6 +148,7 @@ impl Default for DataConfig {
             random_background: false,
             alpha_as_mask: false,
             point_cloud: None,
+            equirect: ember_data::EquirectRig::default(),
             image_budget_mb: 4096,
             procedural: ProceduralConfig::default(),
         }
@@ -736,6 +742,12 @@ impl TrainConfig {
         }
         if self.data.max_side == Some(0) {
             return fail("data.max_side", "must be at least 1 pixel");
+        }
+        if let Some(problem) = self.data.equirect.problem() {
+            return Err(TrainError::Config {
+                origin: "config".to_string(),
+                message: format!("`data.equirect`: {problem}"),
+            });
         }
         if self
             .data

@@ -445,7 +445,19 @@ fn psnr_ssim<B: SplatBackend>(
         })?
         .into_scalar()
         .elem();
-    Ok((psnr_from_mse(mse), s))
+    Ok((measured_psnr(mse), s))
+}
+
+/// The mean squared error of a render that matches an 8-bit target to within rounding: the
+/// variance of a uniform rounding error, `(1/255)² / 12`, on `[0, 1]` images.
+pub const QUANTISATION_MSE: f32 = 1.0 / (12.0 * 255.0 * 255.0);
+
+/// A view's PSNR as evaluation reports it: from its squared error, floored at
+/// [`QUANTISATION_MSE`] (58.9 dB): the targets are 8-bit, so a closer match is not measurable,
+/// and a view drawn exactly (a synthetic scene's empty background) does not make the mean
+/// infinite.
+pub fn measured_psnr(mse: f32) -> f32 {
+    psnr_from_mse(mse.max(QUANTISATION_MSE))
 }
 
 /// PSNR (dB) and SSIM of `rgb` against `target` (`[H, W, 3]`) over the pixels `mask`
@@ -469,7 +481,7 @@ pub fn masked_psnr_ssim<B: Backend>(
     let weights = mask.reshape([1, 1, h, w]);
     let ssim_sum: f32 = (map * weights).sum().into_scalar().elem();
     (
-        psnr_from_mse(squared / (kept * c as f32)),
+        measured_psnr(squared / (kept * c as f32)),
         ssim_sum / (kept * c as f32),
     )
 }
@@ -558,6 +570,16 @@ fn solve_normal_equations(a: &[f64], y: &[f64]) -> Vec<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_drawn_exactly_measures_at_the_quantisation_ceiling() {
+        assert!(
+            (measured_psnr(0.0) - 58.92).abs() < 0.01,
+            "{}",
+            measured_psnr(0.0)
+        );
+        assert_eq!(measured_psnr(0.01), psnr_from_mse(0.01));
+    }
 
     #[test]
     fn masked_metrics_ignore_what_the_mask_hides() {

@@ -163,6 +163,7 @@ impl TrainScene {
             background: config.background,
             point_cloud: config.point_cloud.clone(),
             alpha_as_mask: config.alpha_as_mask,
+            equirect: config.equirect.clone(),
             ..DatasetOptions::default()
         };
         let dataset = Dataset::load(path, &options)?;

@@ -13,7 +13,7 @@ use crate::bench::BenchCommand;
 use crate::presets::ConfigArgs;
 use crate::splat_tools::SplatCommand;
 use crate::view::ListenArgs;
-use crate::{bench, eval, lod, metrics, splat_tools, view};
+use crate::{bench, data, eval, lod, metrics, splat_tools, view};
 
 /// Train a 3D Gaussian-splatting scene.
 #[derive(Parser, Debug)]
@@ -59,6 +59,9 @@ pub enum Command {
     /// Level of detail: build a scene's hierarchy.
     #[command(subcommand)]
     Lod(lod::LodCommand),
+    /// Datasets: split 360° frames into a rig's perspective images, render a 360° walk.
+    #[command(subcommand)]
+    Data(data::DataCommand),
     /// PSNR, SSIM and LPIPS of two images of one size (PNG or JPEG).
     Metrics(metrics::MetricsArgs),
     /// PSNR, SSIM and LPIPS of a run (or a splat file) on a dataset split, per view and mean.
@@ -113,6 +116,9 @@ impl Command {
             }
             Command::Bench(bench) => bench.run(backend),
             Command::Lod(command) => lod::run(command),
+            Command::Data(command) => {
+                on_backend!(backend, B => data::run::<B>(command, &Default::default()))
+            }
             Command::Metrics(args) => {
                 on_backend!(backend, B => metrics::metrics::<B>(args, &Default::default()))
             }

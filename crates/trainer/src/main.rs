@@ -9,11 +9,12 @@
 //! splat file on a dataset split; `benchmark` trains a suite of scenes into a paper-style
 //! table; `bench render|train|data|view` time renders, training steps, the image pipeline and
 //! the viewer and write JSON (`ember_bench::BenchFile`), `compare` puts two such files side by
-//! side. See `--help`.
+//! side; `data split360|walk360` make 360° datasets. See `--help`.
 
 mod backend;
 mod bench;
 mod cli;
+mod data;
 mod eval;
 mod guard;
 mod inputs;

@@ -42,6 +42,13 @@ const CAPTURE_GPU: Preset = Preset {
     what: "real captures on a GPU",
 };
 
+/// `--data` on a 360° capture (`EQUIRECTANGULAR` frames), CPU backend.
+const PANORAMAS_CPU: Preset = Preset {
+    file: "configs/equirect-cpu.toml",
+    toml: include_str!("../../../configs/equirect-cpu.toml"),
+    what: "360° captures on the CPU",
+};
+
 /// `--data` on a NeRF-Synthetic scene (`transforms_train.json`), CPU backend.
 const SYNTHETIC_CPU: Preset = Preset {
     file: "configs/lego-cpu.toml",
@@ -93,11 +100,24 @@ pub struct ConfigArgs {
     pub backend: Backend,
 }
 
+/// Whether the scene at `data` is a `transforms.json` of 360° panoramas (`EQUIRECTANGULAR`
+/// frames). A file that does not parse is not: loading it says why.
+fn holds_panoramas(data: &std::path::Path) -> bool {
+    let file = match DatasetFormat::detect(data) {
+        Some(DatasetFormat::Transforms { file }) => file,
+        _ if data.is_file() => data.to_path_buf(),
+        _ => return false,
+    };
+    ember_data::transforms_json::TransformsFile::read(&file)
+        .is_ok_and(|t| t.frames.iter().any(|f| f.equirect))
+}
+
 impl ConfigArgs {
     /// The built-in preset these arguments train with when there is no `--config`: the
     /// procedural demo without `--data`; for a scene, the NeRF-Synthetic preset for the
-    /// per-split layout and the real-capture one for the others, sized for the CPU on ndarray
-    /// and for a GPU on the other backends.
+    /// per-split layout, the 360° one for panoramas (on the CPU; a GPU takes the real-capture
+    /// one and its default rig) and the real-capture one for the others, sized for the CPU on
+    /// ndarray and for a GPU on the other backends.
     fn preset(&self) -> &'static Preset {
         let cpu = self.backend == Backend::Ndarray;
         match &self.data {
@@ -109,6 +129,7 @@ impl ConfigArgs {
                     &SYNTHETIC_GPU
                 }
             }
+            Some(data) if cpu && holds_panoramas(data) => &PANORAMAS_CPU,
             Some(_) => {
                 if cpu {
                     &CAPTURE_CPU

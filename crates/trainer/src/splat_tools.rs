@@ -12,7 +12,7 @@ use ember_data::{
     CameraPath, Dataset, DatasetOptions, SplatInfo, convert, find_camera, info, parse_camera_file,
     parse_camera_path, transform,
 };
-use ember_field::{GaussianField, RenderOptions, render_batch_images};
+use ember_field::{GaussianField, RenderOptions, render_batch_images, render_panorama};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
 use ember_train::write_atomically;
@@ -38,8 +38,9 @@ pub enum SplatCommand {
         /// The file.
         input: PathBuf,
     },
-    /// Render a splat file through a camera into a PNG or JPEG, or along a camera path into
-    /// numbered PNGs and an animated PNG (on the `--backend` given before the subcommand).
+    /// Render a splat file through a camera into a PNG or JPEG (or a 360° panorama from its
+    /// centre with `--equirect`), or along a camera path into numbered PNGs and an animated
+    /// PNG (on the `--backend` given before the subcommand).
     Render(RenderArgs),
 }
 
@@ -85,6 +86,16 @@ pub struct RenderArgs {
     /// filter is drawn with it.
     #[arg(long)]
     antialiased: bool,
+    /// Draw a 360° equirectangular panorama WIDTH x WIDTH/2 (default 2048) from the camera's
+    /// centre, in its axes (its intrinsics unused): the six faces of a cube, stitched.
+    #[arg(
+        long,
+        value_name = "WIDTH",
+        num_args = 0..=1,
+        default_missing_value = "2048",
+        conflicts_with = "path"
+    )]
+    equirect: Option<u32>,
 }
 
 impl RenderArgs {
@@ -200,11 +211,23 @@ pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Res
         .map(PathBuf::as_path)
         .collect();
     not_an_input("--out", &out, &inputs)?;
-    let camera = args.camera()?;
+    let mut camera = args.camera()?;
+    if let Some(width) = args.equirect {
+        if width < 4 || !width.is_multiple_of(2) {
+            bail!("--equirect {width}: a panorama's width must be even and at least 4");
+        }
+        (camera.width, camera.height) = (width, width / 2);
+    }
     render_fits_in_memory(&camera)?;
     let (field, count) = read_splat_field::<B>(&args.input, device)?;
     let started = Instant::now();
-    let rgb = render_rgb8(&field, &camera, &args.options()?)?;
+    let options = args.options()?;
+    let rgb = match args.equirect {
+        Some(width) => {
+            render_panorama(&field, &camera, width, &options).context("rendering the panorama")?
+        }
+        None => render_rgb8(&field, &camera, &options)?,
+    };
     let ms = started.elapsed().as_secs_f64() * 1e3;
     write_image(rgb, camera.width, camera.height, format, &out)?;
     println!(

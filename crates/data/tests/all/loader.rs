@@ -25,6 +25,7 @@ fn synthetic_sources(dir: &Path, n: usize) -> Vec<ImageSource> {
                 background: [1.0; 3],
                 undistort: None,
                 mask: None,
+                panorama_view: None,
             }
         })
         .collect()

@@ -4,6 +4,7 @@ mod captures;
 mod colmap_roundtrip;
 mod common;
 mod corruption;
+mod equirect;
 mod errors;
 mod figurine;
 mod lego;

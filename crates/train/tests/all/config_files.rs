@@ -30,6 +30,7 @@ fn every_preset_parses() {
         "lego-100-3k",
         "lego",
         "h100",
+        "equirect-cpu",
     ] {
         assert!(
             names.iter().any(|n| n == wanted),
@@ -65,6 +66,16 @@ fn bad_files_name_the_problem() {
             "densify.interval",
         ),
         ("batch.toml", "batch_size = 0\n", "batch_size"),
+        (
+            "rig.toml",
+            "[data.equirect]\nviews = 0\npoles = false\n",
+            "data.equirect",
+        ),
+        (
+            "rig_key.toml",
+            "[data.equirect]\nviews_per_ring = 4\n",
+            "views_per_ring",
+        ),
     ];
     for (name, text, needle) in cases {
         let path = dir.path().join(name);

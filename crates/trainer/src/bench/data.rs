@@ -14,6 +14,13 @@
 //!
 //! A result's repetitions are passes; its times are milliseconds per image (pass time / images),
 //! so `fps` is images per second.
+//!
+//! 360° input: a dataset of `EQUIRECTANGULAR` frames is cut into the rig of `--views`,
+//! `--fov`, `--size`, `--pitch`, `--no-poles` (its images are the views; each panorama is decoded
+//! once per pass), and the cold pass reports the shares of decoding and cutting. With
+//! `--panoramas N` the dataset is made first (not timed): `N` synthetic JPEG panoramas of
+//! `--panorama-size` (multi-scale value noise, each frame turned and lit differently) and their
+//! `transforms.json`, in `--frames-dir`, reused by later runs.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -22,16 +29,41 @@ use anyhow::{Context, Result, bail};
 use burn::tensor::backend::Backend;
 use clap::Args;
 use ember_bench::{BenchFile, BenchResult, peak_host_mib};
-use ember_data::{Dataset, DatasetOptions, ImageLoader, IoStats, LoaderOptions};
+use ember_data::transforms_json::{FrameOut, TransformsOut, write_transforms};
+use ember_data::{Dataset, DatasetOptions, ImageLoader, IoStats, LoaderOptions, Pose};
+use ember_train::write_atomically;
+use image::ImageEncoder;
+use rayon::prelude::*;
 
 use super::write_bench_file;
 
-/// `trainer bench data --data PATH [--downsample N] [--epochs K] [--step-ms MS]`.
+/// `trainer bench data (--data PATH | --panoramas N) [--downsample N] [--epochs K] [--step-ms MS]`.
 #[derive(Args, Debug)]
 pub struct DataBenchArgs {
     /// The dataset (COLMAP, NeRF-Synthetic or nerfstudio folder).
-    #[arg(long, value_name = "PATH")]
-    data: PathBuf,
+    #[arg(
+        long,
+        value_name = "PATH",
+        required_unless_present = "panoramas",
+        conflicts_with = "panoramas"
+    )]
+    data: Option<PathBuf>,
+    /// Bench N synthetic 360° JPEG frames instead (made first in `--frames-dir`, not timed).
+    #[arg(long, value_name = "N")]
+    panoramas: Option<usize>,
+    /// The synthetic panoramas' size, pixels.
+    #[arg(long, value_name = "WxH", default_value = "7680x3840", value_parser = super::parse_resolution)]
+    panorama_size: (u32, u32),
+    /// Where the synthetic panoramas go (default `target/ember-bench/panoramas-WxH-N`); a
+    /// folder that already holds them all is reused.
+    #[arg(long, value_name = "DIR")]
+    frames_dir: Option<PathBuf>,
+    /// The rig 360° frames are cut into.
+    #[command(flatten)]
+    rig: crate::data::RigArgs,
+    /// The decoded-image cache, MB (a cold pass decodes until it is full).
+    #[arg(long, value_name = "MB", default_value_t = 4096)]
+    cache_mb: usize,
     /// Integer factor the images are shrunk by when decoded.
     #[arg(long, default_value_t = 1)]
     downsample: u32,
@@ -115,21 +147,167 @@ fn cache_hit_rate(passes: &[Pass]) -> f64 {
     hits as f64 / (hits + misses).max(1) as f64
 }
 
+fn cut_share(passes: &[Pass]) -> f64 {
+    let decode: f64 = passes.iter().map(|p| p.stats.panorama_decode_seconds).sum();
+    let cut: f64 = passes.iter().map(|p| p.stats.panorama_cut_seconds).sum();
+    if decode + cut > 0.0 {
+        cut / (decode + cut)
+    } else {
+        0.0
+    }
+}
+
+fn panoramas_per_s(passes: &[Pass]) -> f64 {
+    passes
+        .iter()
+        .map(|p| p.stats.panoramas_decoded as f64)
+        .sum::<f64>()
+        / seconds(passes)
+}
+
+/// The dataset `--panoramas` names, made when its folder does not hold it yet: `count` JPEG
+/// panoramas of `size` and an `EQUIRECTANGULAR` transforms.json (frames one unit apart on a
+/// line). Returns its folder.
+fn synthetic_panoramas(args: &DataBenchArgs, count: usize) -> Result<PathBuf> {
+    let (w, h) = args.panorama_size;
+    if w != 2 * h {
+        bail!("--panorama-size {w}x{h}: a panorama is twice as wide as it is high");
+    }
+    if count == 0 {
+        bail!("--panoramas must be at least 1");
+    }
+    let dir = args
+        .frames_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("target/ember-bench/panoramas-{w}x{h}-{count}")));
+    let transforms = dir.join("transforms.json");
+    if transforms.is_file() {
+        return Ok(dir);
+    }
+    let frames = dir.join("frames");
+    std::fs::create_dir_all(&frames).with_context(|| format!("creating {}", frames.display()))?;
+    let started = Instant::now();
+    let base = value_noise(w as usize, h as usize);
+    let entries: Vec<FrameOut> = (0..count)
+        .into_par_iter()
+        .map(|k| -> Result<FrameOut> {
+            // Each frame turned by its share of a turn (a shift of its columns) and lit a little
+            // differently, so that no two files are the same.
+            let shift = k * w as usize / count;
+            let gain = 0.85 + 0.3 * (k as f32 / count as f32);
+            let mut rgb = vec![0u8; base.len()];
+            for (row, out) in base
+                .chunks_exact(3 * w as usize)
+                .zip(rgb.chunks_exact_mut(3 * w as usize))
+            {
+                let (left, right) = row.split_at(3 * shift);
+                for (o, &v) in out.iter_mut().zip(right.iter().chain(left)) {
+                    *o = (f32::from(v) * gain).min(255.0) as u8;
+                }
+            }
+            let file_path = format!("frames/{k:05}.jpg");
+            let mut bytes = Vec::new();
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut bytes, 90)
+                .write_image(&rgb, w, h, image::ExtendedColorType::Rgb8)
+                .context("encoding a synthetic panorama")?;
+            let path = dir.join(&file_path);
+            write_atomically(&path, &bytes)
+                .with_context(|| format!("writing {}", path.display()))?;
+            let pose = Pose {
+                rotation: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+                translation: [-(k as f64), 0.0, 0.0],
+            };
+            Ok(FrameOut::new(file_path, &pose))
+        })
+        .collect::<Result<_>>()?;
+    write_transforms(
+        &transforms,
+        &TransformsOut {
+            camera_model: "EQUIRECTANGULAR".to_string(),
+            pinhole: None,
+            frames: entries,
+            ply_file_path: None,
+            train_filenames: None,
+            test_filenames: None,
+        },
+    )?;
+    println!(
+        "{}: made {count} synthetic {w}x{h} JPEG panoramas in {:.1} s",
+        dir.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(dir)
+}
+
+/// A `w x h` RGB image of value noise at four scales (256, 64, 16 and 4 pixels a cell, halving
+/// in amplitude), independent per channel and wrapping around horizontally: texture at every
+/// scale, as a photo has, for the JPEG coder and decoder to work on.
+fn value_noise(w: usize, h: usize) -> Vec<u8> {
+    let octaves = [(256usize, 96.0f32), (64, 48.0), (16, 24.0), (4, 12.0)];
+    let lattices: Vec<(usize, usize, usize, f32, Vec<f32>)> = octaves
+        .iter()
+        .enumerate()
+        .map(|(o, &(cell, amplitude))| {
+            let (cw, ch) = (w.div_ceil(cell).max(1), h.div_ceil(cell) + 1);
+            let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ o as u64;
+            let values = (0..cw * ch * 3)
+                .map(|_| {
+                    // xorshift64*: a fixed, fast stream of values in [-1, 1).
+                    state ^= state >> 12;
+                    state ^= state << 25;
+                    state ^= state >> 27;
+                    let bits = state.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40;
+                    bits as f32 / (1u64 << 23) as f32 - 1.0
+                })
+                .collect();
+            (cell, cw, ch, amplitude, values)
+        })
+        .collect();
+    let mut image = vec![0u8; w * h * 3];
+    image
+        .par_chunks_mut(3 * w)
+        .enumerate()
+        .for_each(|(y, row)| {
+            for x in 0..w {
+                for c in 0..3 {
+                    let mut value = 128.0f32;
+                    for (cell, cw, _, amplitude, values) in &lattices {
+                        let (fx, fy) = (x as f32 / *cell as f32, y as f32 / *cell as f32);
+                        let (x0, y0) = (fx.floor() as usize, fy.floor() as usize);
+                        let (tx, ty) = (fx - x0 as f32, fy - y0 as f32);
+                        let at = |i: usize, j: usize| values[3 * (j * cw + i % cw) + c];
+                        let top = at(x0, y0) + (at(x0 + 1, y0) - at(x0, y0)) * tx;
+                        let bottom = at(x0, y0 + 1) + (at(x0 + 1, y0 + 1) - at(x0, y0 + 1)) * tx;
+                        value += amplitude * (top + (bottom - top) * ty);
+                    }
+                    row[3 * x + c] = value.clamp(0.0, 255.0) as u8;
+                }
+            }
+        });
+    image
+}
+
 /// `trainer bench data` on backend `B` (the warm passes upload to its device).
 pub fn bench_data<B: Backend>(args: &DataBenchArgs, device: &B::Device) -> Result<()> {
     if args.epochs == 0 {
         bail!("--epochs must be at least 1");
     }
-    crate::guard::not_an_input("--json", &args.json, &[&args.data])?;
     if !(args.step_ms >= 0.0 && args.step_ms.is_finite()) {
         bail!("--step-ms must be a finite number of milliseconds >= 0");
     }
+    let data = match (&args.data, args.panoramas) {
+        (Some(data), _) => data.clone(),
+        (None, Some(count)) => synthetic_panoramas(args, count)?,
+        (None, None) => bail!("give --data PATH or --panoramas N"),
+    };
+    crate::guard::not_an_input("--json", &args.json, &[&data])?;
     let options = DatasetOptions {
         downsample: args.downsample,
+        equirect: args.rig.rig(),
         ..DatasetOptions::default()
     };
-    let dataset = Dataset::load(&args.data, &options)
-        .with_context(|| format!("loading {}", args.data.display()))?;
+    let dataset =
+        Dataset::load(&data, &options).with_context(|| format!("loading {}", data.display()))?;
     let sources: Vec<_> = dataset
         .train
         .iter()
@@ -139,18 +317,24 @@ pub fn bench_data<B: Backend>(args: &DataBenchArgs, device: &B::Device) -> Resul
         .collect();
     let images = sources.len();
     if images == 0 {
-        bail!("{} has no images", args.data.display());
+        bail!("{} has no images", data.display());
     }
     println!(
         "{}: {images} images (train, val and test), downsample {}",
-        args.data.display(),
+        data.display(),
         args.downsample
     );
+    let loader_options = LoaderOptions {
+        cache_bytes: args.cache_mb << 20,
+        ..LoaderOptions::default()
+    };
 
     let mut cold = Vec::with_capacity(args.epochs);
     let mut loader = None;
     for _ in 0..args.epochs {
-        let fresh = ImageLoader::new(sources.clone(), LoaderOptions::default())?;
+        // One loader at a time: the peak memory is one cache's, not two.
+        drop(loader.take());
+        let fresh = ImageLoader::new(sources.clone(), loader_options.clone())?;
         let t = Instant::now();
         fresh.preload()?;
         let stats = fresh.stats();
@@ -163,6 +347,16 @@ pub fn bench_data<B: Backend>(args: &DataBenchArgs, device: &B::Device) -> Resul
     }
     let loader = loader.context("no cold pass")?;
     println!("cold pass: {}", cold[cold.len() - 1].stats);
+    // The images one cold pass decoded: all of them unless the cache filled first.
+    let decoded = cold[cold.len() - 1].stats.images_decoded as usize;
+    if decoded < images {
+        println!(
+            "the cache ({} MB) held {decoded} of {images} images: the cold passes are timed over \
+             those, the warm passes decode the rest each time (--cache-mb)",
+            args.cache_mb
+        );
+    }
+    let decoded = decoded.max(1);
 
     let step = Duration::from_secs_f64(args.step_ms / 1e3);
     let mut warm = Vec::with_capacity(args.epochs);
@@ -193,11 +387,13 @@ pub fn bench_data<B: Backend>(args: &DataBenchArgs, device: &B::Device) -> Resul
     let results = vec![
         summarise(
             "cold",
-            images,
+            decoded,
             &cold,
             &[
                 ("file_mb_per_s", file_mb_per_s),
                 ("pixel_mb_per_s", pixel_mb_per_s),
+                ("panoramas_per_s", panoramas_per_s),
+                ("cut_share", cut_share),
             ],
         )?,
         summarise(
@@ -237,7 +433,7 @@ pub fn bench_data<B: Backend>(args: &DataBenchArgs, device: &B::Device) -> Resul
     let file = BenchFile {
         tool: "trainer bench data".into(),
         backend: format!("{} (upload), decode on the CPU", B::name(device)),
-        input: format!("{} (downsample {})", args.data.display(), args.downsample),
+        input: format!("{} (downsample {})", data.display(), args.downsample),
         gaussians: 0,
         peak_host_mib: peak_host_mib(),
         results,

@@ -9,6 +9,7 @@ mod eval;
 mod lod;
 mod metrics;
 mod multi_node;
+mod panorama;
 mod render_path;
 mod splat_commands;
 mod view_command;

@@ -1,0 +1,381 @@
+//! 360° commands: `data walk360` (a walk rendered through a splat scene), `data split360` (frames
+//! into a rig's perspective images) and `render --equirect`, on a scene made here that
+//! surrounds the walk, and on the shared real panoramas.
+
+use std::path::{Path, PathBuf};
+
+use ember_data::{Dataset, DatasetOptions, EquirectRig, Pose, Splats, write_splats};
+
+use crate::common::{arg, data_path, stdout, trainer};
+
+/// A fresh scratch folder for one test.
+fn folder(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ember-panorama-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    dir
+}
+
+/// 800 Gaussians on a sphere of radius 4 about the origin, coloured by their direction: every
+/// panorama from near the centre sees them all around. They barely overlap: where large
+/// Gaussians overlap, each cube face composites them in its own depth order (distance along
+/// its axis), and near an edge two faces can disagree (README, "360° captures").
+fn write_surrounding_scene(path: &Path) {
+    let n = 800;
+    let golden = std::f64::consts::PI * (3.0 - 5f64.sqrt());
+    let mut means = Vec::with_capacity(n);
+    let mut sh_dc = Vec::with_capacity(n);
+    for i in 0..n {
+        let y = 1.0 - 2.0 * (i as f64 + 0.5) / n as f64;
+        let r = (1.0 - y * y).sqrt();
+        let a = golden * i as f64;
+        let d = [r * a.cos(), y, r * a.sin()];
+        means.push(d.map(|v| (4.0 * v) as f32));
+        // Colour 0.5 + 0.4 d, through the DC coefficient (colour = 0.2821 dc + 0.5).
+        sh_dc.push(d.map(|v| (0.4 * v / 0.282_094_8) as f32));
+    }
+    let splats = Splats {
+        means,
+        quats: vec![[1.0, 0.0, 0.0, 0.0]; n],
+        log_scales: vec![[-1.9; 3]; n],
+        opacity_logits: vec![4.0; n],
+        sh_dc,
+        sh_rest: Vec::new(),
+        sh_degree: 0,
+    };
+    write_splats(path, &splats).expect("the scene");
+}
+
+fn ok(out: &std::process::Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what}: {}{}",
+        stdout(out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn error_of(out: &std::process::Output) -> String {
+    assert!(!out.status.success(), "{}", stdout(out));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_walk_splits_into_the_views_training_cuts_and_renders_back_seamlessly() {
+    let dir = folder("walk");
+    let scene = dir.join("scene.ply");
+    write_surrounding_scene(&scene);
+    let walk = dir.join("walk");
+    let out = trainer(&[
+        "data",
+        "walk360",
+        arg(&scene),
+        "--out",
+        arg(&walk),
+        "--frames",
+        "9",
+        "--width",
+        "256",
+        "--radius",
+        "0.5",
+        "--png",
+        "--points",
+        "100",
+    ]);
+    ok(&out, "walk360");
+    assert!(
+        stdout(&out).contains("9 frames of 256x128"),
+        "{}",
+        stdout(&out)
+    );
+    let rig = EquirectRig {
+        size: Some(40),
+        ..EquirectRig::default()
+    };
+    let options = DatasetOptions {
+        equirect: rig.clone(),
+        ..DatasetOptions::default()
+    };
+    let panoramas = Dataset::load(&walk, &options).expect("the walk loads as a 360° dataset");
+    assert_eq!((panoramas.train.len(), panoramas.test.len()), (70, 20));
+    assert_eq!(panoramas.points.as_ref().map(|p| p.len()), Some(100));
+
+    // split360 with the same rig: the same views, poses and split, the same pixels (PNG).
+    let split = dir.join("split");
+    let out = trainer(&[
+        "data",
+        "split360",
+        arg(&walk),
+        "--out",
+        arg(&split),
+        "--size",
+        "40",
+        "--png",
+    ]);
+    ok(&out, "split360");
+    assert!(
+        stdout(&out).contains("transforms.json written"),
+        "{}",
+        stdout(&out)
+    );
+    let views = Dataset::load(&split, &DatasetOptions::default()).expect("the split loads");
+    assert_eq!((views.train.len(), views.test.len()), (70, 20));
+    assert_eq!(views.points.as_ref().map(|p| p.len()), Some(100));
+    for a in panoramas.test.iter().chain(&panoramas.train) {
+        // `frames/00000.png#3` is `images/view_03/00000.png`, in the same split.
+        let (frame, index) = a.name.split_once('#').unwrap();
+        let stem = Path::new(frame).file_stem().unwrap().to_str().unwrap();
+        let name = format!(
+            "images/view_{:02}/{stem}.png",
+            index.parse::<u32>().unwrap()
+        );
+        let held_out = panoramas.test.contains(a);
+        let split = if held_out { &views.test } else { &views.train };
+        let b = split
+            .iter()
+            .find(|b| b.name == name)
+            .unwrap_or_else(|| panic!("{name}"));
+        assert!((0..9).all(|i| (a.pose.rotation[i] - b.pose.rotation[i]).abs() < 1e-9));
+        assert!((0..3).all(|i| (a.pose.translation[i] - b.pose.translation[i]).abs() < 1e-9));
+        assert_eq!(a.intrinsics, b.intrinsics);
+        assert_eq!(
+            a.source.decode().unwrap(),
+            b.source.decode().unwrap(),
+            "{}",
+            a.name
+        );
+    }
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(split.join("rig_config.json")).unwrap()).unwrap();
+    let cameras = config[0]["cameras"].as_array().unwrap();
+    assert_eq!(cameras.len(), 10);
+    assert_eq!(cameras[0]["ref_sensor"], true);
+    assert_eq!(cameras[2]["image_prefix"], "view_02/");
+    // View 2 looks a quarter turn right of view 0: a rotation of 90° about y.
+    let q: Vec<f64> = cameras[2]["cam_from_rig_rotation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(
+        (q[0].abs() - 0.5f64.sqrt()).abs() < 1e-9 && (q[2].abs() - 0.5f64.sqrt()).abs() < 1e-9,
+        "{q:?}"
+    );
+    // A second split into the same folder is refused: nothing is overwritten.
+    let again = trainer(&["data", "split360", arg(&walk), "--out", arg(&split)]);
+    assert!(error_of(&again).contains("exists"), "{}", error_of(&again));
+
+    // render --equirect from a frame's pose draws that frame, seamlessly.
+    let frame = &panoramas.train[0];
+    // The panorama's own pose: the view's, turned back by its rig rotation.
+    let rig_rotation = frame.source.panorama_view.unwrap().rotation;
+    let pose = frame.pose.turned(&transpose(&rig_rotation));
+    let drawn = render_equirect(&scene, &dir, "pano", &pose);
+    let source = image::open(walk.join(frame.name.split_once('#').unwrap().0))
+        .unwrap()
+        .into_rgb8();
+    assert_eq!(drawn.dimensions(), (256, 128));
+    assert_eq!(drawn, source, "render --equirect draws the walk's frame");
+    // Seams: the camera turned right by 45° draws the same panorama shifted by an eighth of its
+    // width, its face centres where the first one's seams were (columns 32, 96, 160, 224).
+    let half = 0.5f64.sqrt();
+    let turned = pose.turned(&[half, 0.0, -half, 0.0, 1.0, 0.0, half, 0.0, half]);
+    let shifted = render_equirect(&scene, &dir, "turned", &turned);
+    let mut squared = 0.0;
+    // Rows within 40° of the horizon, where the turn moves the cube's seams onto face centres.
+    for y in 36..92 {
+        for x in 0..256 {
+            let a = shifted.get_pixel(x, y).0;
+            let b = drawn.get_pixel((x + 32) % 256, y).0;
+            squared += (0..3)
+                .map(|c| (f64::from(a[c]) - f64::from(b[c])).powi(2))
+                .sum::<f64>();
+        }
+    }
+    let psnr = 10.0 * (255.0f64.powi(2) / (squared / (56.0 * 256.0 * 3.0))).log10();
+    assert!(psnr > 30.0, "turned by 45°: {psnr:.1} dB");
+}
+
+/// `trainer render SCENE --camera NAME.json --equirect 256 --out NAME.png` from `pose`, read
+/// back.
+fn render_equirect(scene: &Path, dir: &Path, name: &str, pose: &Pose) -> image::RgbImage {
+    let camera = ember_data::camera::camera_params(
+        pose,
+        &ember_data::Intrinsics {
+            fx: 1.0,
+            fy: 1.0,
+            cx: 0.0,
+            cy: 0.0,
+            width: 256,
+            height: 128,
+        },
+    );
+    let camera_file = dir.join(format!("{name}.json"));
+    std::fs::write(&camera_file, serde_json::to_vec(&camera).unwrap()).unwrap();
+    let out_file = dir.join(format!("{name}.png"));
+    let out = trainer(&[
+        "render",
+        arg(scene),
+        "--camera",
+        arg(&camera_file),
+        "--equirect",
+        "256",
+        "--out",
+        arg(&out_file),
+    ]);
+    ok(&out, name);
+    image::open(&out_file).unwrap().into_rgb8()
+}
+
+fn transpose(r: &[f64; 9]) -> [f64; 9] {
+    [r[0], r[3], r[6], r[1], r[4], r[7], r[2], r[5], r[8]]
+}
+
+#[test]
+fn the_shared_panoramas_split_for_colmap() {
+    let Some(source) = data_path("equirect/py360convert_demo_equirec.png") else {
+        return;
+    };
+    let dir = folder("real");
+    let frames = dir.join("frames");
+    std::fs::create_dir_all(&frames).unwrap();
+    std::fs::copy(&source, frames.join("a.png")).unwrap();
+    std::fs::copy(&source, frames.join("b.png")).unwrap();
+    let out_dir = dir.join("out");
+    let out = trainer(&[
+        "data",
+        "split360",
+        arg(&frames),
+        "--out",
+        arg(&out_dir),
+        "--size",
+        "64",
+    ]);
+    ok(&out, "split360 of a folder");
+    assert!(
+        stdout(&out).contains("2 frames of 1024x512 -> 20 views of 64x64"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("100.0% of the sphere"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!out_dir.join("transforms.json").exists());
+    for k in 0..10 {
+        for name in ["a.jpg", "b.jpg"] {
+            let view = out_dir.join(format!("images/view_{k:02}/{name}"));
+            let image = image::open(&view).unwrap();
+            assert_eq!((image.width(), image.height()), (64, 64));
+        }
+    }
+    assert!(out_dir.join("rig_config.json").is_file());
+    let leftovers: Vec<_> = walk(&out_dir)
+        .into_iter()
+        .filter(|p| p.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// Every file under `dir`, as strings.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path.display().to_string());
+        }
+    }
+    files
+}
+
+#[test]
+fn bad_frames_and_rigs_are_refused_by_name() {
+    let dir = folder("bad");
+    let frames = dir.join("frames");
+    std::fs::create_dir_all(&frames).unwrap();
+    image::RgbImage::new(64, 32)
+        .save(frames.join("a.png"))
+        .unwrap();
+    image::RgbImage::new(60, 32)
+        .save(frames.join("b.png"))
+        .unwrap();
+    let out = trainer(&[
+        "data",
+        "split360",
+        arg(&frames),
+        "--out",
+        arg(&dir.join("o1")),
+    ]);
+    let message = error_of(&out);
+    assert!(
+        message.contains("b.png") && message.contains("60x32"),
+        "{message}"
+    );
+
+    std::fs::remove_file(frames.join("b.png")).unwrap();
+    let out = trainer(&[
+        "data",
+        "split360",
+        arg(&frames),
+        "--out",
+        arg(&dir.join("o2")),
+        "--views",
+        "0",
+        "--no-poles",
+    ]);
+    assert!(
+        error_of(&out).contains("covers nothing"),
+        "{}",
+        error_of(&out)
+    );
+    let out = trainer(&[
+        "data",
+        "split360",
+        arg(&frames),
+        "--out",
+        arg(&dir.join("o3")),
+        "--fov",
+        "180",
+    ]);
+    assert!(error_of(&out).contains("fov_deg"), "{}", error_of(&out));
+
+    // A transforms.json naming a frame that is not there.
+    let json = r#"{"camera_model": "EQUIRECTANGULAR", "frames": [
+        {"file_path": "../frames/a.png", "transform_matrix": [[1,0,0,0],[0,1,0,0],[0,0,1,0],[0,0,0,1]]},
+        {"file_path": "../frames/gone.png", "transform_matrix": [[1,0,0,0],[0,1,0,0],[0,0,1,0],[0,0,0,1]]}]}"#;
+    let described = dir.join("scene");
+    std::fs::create_dir_all(&described).unwrap();
+    std::fs::write(described.join("transforms.json"), json).unwrap();
+    let out = trainer(&[
+        "data",
+        "split360",
+        arg(&described),
+        "--out",
+        arg(&dir.join("o4")),
+    ]);
+    assert!(
+        error_of(&out).contains("frames/gone.png"),
+        "{}",
+        error_of(&out)
+    );
+    // Output into the input is refused.
+    let out = trainer(&[
+        "data",
+        "split360",
+        arg(&frames),
+        "--out",
+        arg(&frames.join("inside")),
+    ]);
+    assert!(
+        error_of(&out).contains("inside the input"),
+        "{}",
+        error_of(&out)
+    );
+    let out = trainer(&["render", "x.ply", "--camera", "c.json", "--equirect", "255"]);
+    assert!(!out.status.success());
+}
