@@ -185,6 +185,15 @@ pub enum DataError {
         /// Its height, pixels.
         height: u32,
     },
+    /// A view of a panorama that could not be decoded: the error of the view its decoding was
+    /// for says why, this one names the panorama for the other views cut from it.
+    #[error("{path}: the panorama of this view could not be decoded ({cause})")]
+    PanoramaFailed {
+        /// The panorama file.
+        path: PathBuf,
+        /// The first view's error, as text.
+        cause: String,
+    },
     /// A photo that should have a mask has none: no file beside it in the masks folder, a
     /// nerfstudio frame without `mask_path` among frames with one, or (with
     /// `data.alpha_as_mask`) a photo without an alpha channel.

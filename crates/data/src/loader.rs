@@ -13,7 +13,7 @@
 //! the order.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -297,12 +297,18 @@ impl Shared {
                 results.insert(i, result);
             }
         }
+        // An index asked for twice gets the image of its first answer.
+        let mut answered: HashMap<usize, Arc<DecodedImage>> = HashMap::new();
         indices
             .iter()
-            .map(|i| {
-                results
-                    .remove(i)
-                    .unwrap_or_else(|| Err(DataError::LoaderStopped))
+            .map(|&i| match results.remove(&i) {
+                Some(result) => {
+                    if let Ok(image) = &result {
+                        answered.insert(i, image.clone());
+                    }
+                    result
+                }
+                None => answered.get(&i).cloned().ok_or(DataError::LoaderStopped),
             })
             .collect()
     }
@@ -323,7 +329,7 @@ impl Shared {
         let bytes = match std::fs::read(&first.path) {
             Ok(bytes) => bytes,
             Err(e) => {
-                decoded.images = failed(job, DataError::io(&first.path, e));
+                decoded.images = failed(job, &first.path, DataError::io(&first.path, e));
                 return decoded;
             }
         };
@@ -339,7 +345,7 @@ impl Shared {
         let panorama = match panorama {
             Ok(panorama) => panorama,
             Err(error) => {
-                decoded.images = failed(job, error);
+                decoded.images = failed(job, &first.path, error);
                 return decoded;
             }
         };
@@ -380,10 +386,11 @@ impl Shared {
 }
 
 /// `error` for the first index of `job`, and for the others an error that points to it.
-fn failed(job: &[usize], error: DataError) -> Vec<(usize, Result<Arc<DecodedImage>>)> {
+fn failed(job: &[usize], path: &Path, error: DataError) -> Vec<(usize, Result<Arc<DecodedImage>>)> {
     let others = |i: usize| {
-        let problem = format!("its panorama could not be decoded: {error}");
-        (i, Err(DataError::InvalidOption(problem)))
+        let cause = error.to_string();
+        let path = path.to_path_buf();
+        (i, Err(DataError::PanoramaFailed { path, cause }))
     };
     let rest: Vec<_> = job[1..].iter().map(|&i| others(i)).collect();
     std::iter::once((job[0], Err(error))).chain(rest).collect()

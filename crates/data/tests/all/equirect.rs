@@ -217,6 +217,31 @@ fn bad_panoramas_and_rigs_are_refused_by_name() {
         message.contains("transforms.json") && message.contains("EQUIRECTANGULAR"),
         "{message}"
     );
+    // A panorama whose data is cut short: the dataset loads (it reads headers), decoding its
+    // views names the file, once for the view asked and once for the views cut with it.
+    let truncated = tempfile::tempdir().unwrap();
+    write_scene(truncated.path(), 3, 64, 32, "");
+    let frame = truncated.path().join("frames/002.png");
+    let bytes = std::fs::read(&frame).unwrap();
+    std::fs::write(&frame, &bytes[..bytes.len() / 2]).unwrap();
+    let dataset = Dataset::load(truncated.path(), &DatasetOptions::default()).unwrap();
+    let loader = ImageLoader::new(
+        dataset.train.iter().map(|v| v.source.clone()).collect(),
+        LoaderOptions::default(),
+    )
+    .unwrap();
+    let error = loader.preload().unwrap_err().to_string();
+    assert!(error.contains("frames/002.png"), "{error}");
+    let view = dataset
+        .train
+        .iter()
+        .position(|v| v.name == "frames/002.png#3")
+        .unwrap();
+    let error = loader.get(view).unwrap().unwrap_err().to_string();
+    assert!(
+        error.contains("frames/002.png") && error.contains("cannot decode"),
+        "{error}"
+    );
     // A declared size that is not the file's.
     let declared = tempfile::tempdir().unwrap();
     write_scene(declared.path(), 2, 64, 32, r#""w": 128, "h": 64, "#);
