@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use crate::camera::{Distortion, Intrinsics, Pose, camera_params};
 use crate::colmap::{ColmapFormat, ColmapModel, find_model_dir};
-use crate::equirect::EquirectRig;
+use crate::equirect::{EquirectRig, IndexedPanorama, PANORAMA_INDEX, PanoramaIndex};
 use crate::error::{DataError, Result};
 use crate::images::{ImageSource, MaskSource, image_dimensions};
 use crate::points::PointCloud;
@@ -176,8 +176,9 @@ pub struct Dataset {
 
 impl Dataset {
     /// Loads the scene at `path`: a folder with a COLMAP model (`sparse/0`, the largest model
-    /// in `sparse/`, `sparse/` or the folder itself), with `transforms_train.json`, or with
-    /// `transforms.json`; or a `transforms*.json` file itself.
+    /// in `sparse/`, `sparse/` or the folder itself; beside a `panoramas.json` of
+    /// `trainer data split360`, the panoramas its views were cut from), with
+    /// `transforms_train.json`, or with `transforms.json`; or a `transforms*.json` file itself.
     pub fn load(path: &Path, options: &DatasetOptions) -> Result<Dataset> {
         let dataset = Self::load_at(path, options)?;
         let Some(max_side) = options.max_side else {
@@ -238,6 +239,11 @@ impl Dataset {
         match DatasetFormat::detect(path) {
             Some(DatasetFormat::TransformsSplits) => load_transform_splits(path, options),
             Some(DatasetFormat::Transforms { file }) => load_transforms(path, &file, options),
+            Some(DatasetFormat::Colmap { model_dir, .. })
+                if path.join(PANORAMA_INDEX).is_file() =>
+            {
+                load_colmap_panoramas(path, &model_dir, options)
+            }
             Some(DatasetFormat::Colmap { model_dir, .. }) => load_colmap(path, &model_dir, options),
             None => Err(DataError::NotADataset {
                 path: path.to_path_buf(),
@@ -261,6 +267,7 @@ pub fn evenly_spaced(len: usize, max: Option<usize>) -> Vec<usize> {
 }
 
 /// A view's camera before images are looked at.
+#[derive(Clone)]
 struct PendingView {
     name: String,
     pose: Pose,
@@ -273,6 +280,8 @@ struct PendingView {
     /// Whether `path` is in an `images_N/` folder already shrunk by `downsample`.
     prescaled: bool,
     mask: Option<MaskSource>,
+    /// The file is a 360° panorama, cut into [`DatasetOptions::equirect`]'s views.
+    panorama: bool,
 }
 
 /// Finds `path`, trying image extensions when it has none that exists.
@@ -316,7 +325,7 @@ fn finish_views(
     let views: Vec<Vec<View>> = pending
         .into_par_iter()
         .map(|p| {
-            if p.frame.as_ref().is_some_and(|f| f.equirect) {
+            if p.panorama {
                 return panorama_views(p, described_in, options);
             }
             let file_size = image_dimensions(&p.path)?;
@@ -634,6 +643,7 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
             path,
             prescaled,
             mask,
+            panorama: false,
         });
     }
     let views = finish_views(pending, &images_path, &images_dir, options)?;
@@ -654,6 +664,146 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
     )?;
     dataset.unregistered = unregistered_images(&images_dir, &model)?;
     Ok(dataset)
+}
+
+/// A COLMAP reconstruction of the views `trainer data split360` cut (`images/view_KK/NAME.ext`,
+/// beside its `panoramas.json`): the panoramas themselves, each posed by its registered views
+/// (each view's pose turned back by its rig rotation, averaged: the quaternions' normalised
+/// mean, the centres' mean) and cut into [`DatasetOptions::equirect`]'s views, split by
+/// frame. Panoramas none of whose views COLMAP registered are listed in
+/// [`Dataset::unregistered`].
+fn load_colmap_panoramas(
+    root: &Path,
+    model_dir: &Path,
+    options: &DatasetOptions,
+) -> Result<Dataset> {
+    let index_path = root.join(PANORAMA_INDEX);
+    let bytes = std::fs::read(&index_path).map_err(|e| DataError::io(&index_path, e))?;
+    let index: PanoramaIndex = serde_json::from_slice(&bytes).map_err(|cause| DataError::Json {
+        path: index_path.clone(),
+        cause,
+    })?;
+    if let Some(problem) = index.rig.problem() {
+        return Err(DataError::InvalidOption(format!(
+            "{}: its rig: {problem}",
+            index_path.display()
+        )));
+    }
+    let format = ColmapFormat::detect(model_dir).ok_or_else(|| DataError::NotADataset {
+        path: model_dir.to_path_buf(),
+    })?;
+    let model = ColmapModel::read_format(model_dir, format)?;
+    let images_path = model_dir.join(match format {
+        ColmapFormat::Binary => "images.bin",
+        ColmapFormat::Text => "images.txt",
+    });
+    let split_rig = index.rig.cameras(index.view_size);
+    let mut poses: std::collections::HashMap<String, Vec<Pose>> = Default::default();
+    for image in &model.images {
+        let view = image.name.split_once('/').and_then(|(folder, file)| {
+            let k: usize = folder.strip_prefix("view_")?.parse().ok()?;
+            Some((split_rig.get(k)?, Path::new(file).file_stem()?.to_str()?))
+        });
+        let Some((camera, name)) = view else {
+            return Err(DataError::InvalidOption(format!(
+                "{}: image `{}` is not one of {}'s views (view_KK/NAME)",
+                images_path.display(),
+                image.name,
+                index_path.display()
+            )));
+        };
+        let r = &camera.rotation;
+        let back = [r[0], r[3], r[6], r[1], r[4], r[7], r[2], r[5], r[8]];
+        let pose = image.pose(&images_path)?.turned(&back);
+        poses.entry(name.to_string()).or_default().push(pose);
+    }
+    let mut frames: Vec<&IndexedPanorama> = index.frames.iter().collect();
+    frames.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut unregistered = Vec::new();
+    let mut pending = Vec::new();
+    for frame in frames {
+        let Some(views) = poses.get(&frame.name) else {
+            unregistered.push(frame.name.clone());
+            continue;
+        };
+        let name = frame
+            .path
+            .file_name()
+            .map_or_else(|| frame.name.clone(), |n| n.to_string_lossy().into_owned());
+        pending.push(PendingView {
+            name,
+            pose: mean_pose(views),
+            intrinsics: None,
+            frame: None,
+            distortion: Distortion::default(),
+            path: frame.path.clone(),
+            prescaled: false,
+            mask: None,
+            panorama: true,
+        });
+    }
+    let pending: Vec<PendingView> = evenly_spaced(pending.len(), options.max_images)
+        .into_iter()
+        .map(|i| pending[i].clone())
+        .collect();
+    let (train, test) = split_every(pending, options.test_every);
+    let dir = root.to_path_buf();
+    let views = [
+        finish_views(train, &index_path, &dir, options)?,
+        Vec::new(),
+        finish_views(test, &index_path, &dir, options)?,
+    ];
+    let points = (!model.points3d.is_empty()).then(|| PointCloud::from_colmap(&model.points3d));
+    let mut dataset = assemble(
+        root,
+        DatasetFormat::Colmap {
+            model_dir: model_dir.to_path_buf(),
+            format,
+        },
+        views,
+        points,
+        options,
+    )?;
+    dataset.unregistered = unregistered;
+    Ok(dataset)
+}
+
+/// The mean of poses that should agree (one frame's, through each of its views): the rotation
+/// of the normalised mean of their quaternions (signs aligned with the first), the mean centre.
+fn mean_pose(poses: &[Pose]) -> Pose {
+    let quaternions: Vec<[f64; 4]> = poses
+        .iter()
+        .map(|p| ember_kernels::quat::quat_from_rotation(p.rotation))
+        .collect();
+    let mut sum = [0.0; 4];
+    for q in &quaternions {
+        let sign = if (0..4).map(|i| q[i] * quaternions[0][i]).sum::<f64>() < 0.0 {
+            -1.0
+        } else {
+            1.0
+        };
+        for i in 0..4 {
+            sum[i] += sign * q[i];
+        }
+    }
+    let mut centre = [0.0; 3];
+    for p in poses {
+        let c = p.center();
+        for a in 0..3 {
+            centre[a] += c[a] / poses.len() as f64;
+        }
+    }
+    // The quaternions of rotations are unit and sign-aligned: their sum is far from zero.
+    let rotation = Pose::from_quaternion(sum, [0.0; 3]).map_or(poses[0].rotation, |p| p.rotation);
+    let translation = std::array::from_fn(|row| {
+        -(0..3)
+            .map(|k| rotation[3 * row + k] * centre[k])
+            .sum::<f64>()
+    });
+    Pose {
+        rotation,
+        translation,
+    }
 }
 
 /// The mask of photo `name` (at `photo`) in `dir`: `name` itself, `name.png` (COLMAP's own
@@ -796,6 +946,7 @@ fn transforms_views(
             path,
             prescaled,
             mask,
+            panorama: frame.equirect,
         });
     }
     if !missing.is_empty() {

@@ -4,7 +4,7 @@
 //! # Formats
 //! | source | files | notes |
 //! |---|---|---|
-//! | COLMAP | `sparse/0/{cameras,images,points3D}.{bin,txt}` + `images/` | binary and text, read and written ([`colmap`]); `sparse/0`, else the largest model in `sparse/`; `images_N/` for pre-downscaled sets |
+//! | COLMAP | `sparse/0/{cameras,images,points3D}.{bin,txt}` + `images/` | binary and text, read and written ([`colmap`]); `sparse/0`, else the largest model in `sparse/`; `images_N/` for pre-downscaled sets; a rig layout (`CAMERA/FRAME` names) split by frame; beside a `panoramas.json` ([`equirect::split`]) the panoramas its views were cut from |
 //! | NeRF-Synthetic | `transforms_{train,val,test}.json` | `camera_angle_x`; RGBA PNGs composited over [`DatasetOptions::background`] |
 //! | nerfstudio / instant-ngp | `transforms.json` | `fl_x fl_y cx cy w h`, `k1 k2 k3 p1 p2` (`k1..k4` for OPENCV_FISHEYE), global or per frame; `file_path` with or without extension; `train/val/test_filenames`; `ply_file_path`; `mask_path`; `camera_model: EQUIRECTANGULAR` frames cut into a rig of pinhole views ([`equirect`], [`DatasetOptions::equirect`]) |
 //! | point clouds | COLMAP `points3D`, PLY | [`PointCloud`]: ASCII and binary PLY, `x y z` + optional `red green blue` |

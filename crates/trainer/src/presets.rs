@@ -100,11 +100,15 @@ pub struct ConfigArgs {
     pub backend: Backend,
 }
 
-/// Whether the scene at `data` is a `transforms.json` of 360° panoramas (`EQUIRECTANGULAR`
-/// frames). A file that does not parse is not: loading it says why.
+/// Whether the scene at `data` holds 360° panoramas: a `transforms.json` of `EQUIRECTANGULAR`
+/// frames, or a COLMAP reconstruction of `trainer data split360`'s views beside its
+/// `panoramas.json`. A file that does not parse does not: loading it says why.
 fn holds_panoramas(data: &std::path::Path) -> bool {
     let file = match DatasetFormat::detect(data) {
         Some(DatasetFormat::Transforms { file }) => file,
+        Some(DatasetFormat::Colmap { .. }) => {
+            return data.join(ember_data::equirect::PANORAMA_INDEX).is_file();
+        }
         _ if data.is_file() => data.to_path_buf(),
         _ => return false,
     };

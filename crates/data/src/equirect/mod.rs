@@ -71,4 +71,7 @@ pub mod split;
 pub use pyramid::{FootprintTaps, Pyramid};
 pub use resample::{CutPlan, cut_planned, cut_view, direction, panorama_position, stitch};
 pub use rig::{EquirectRig, RigCamera};
-pub use split::{PanoramaFrame, SplitOptions, SplitSummary, read_panorama_frames, split_panoramas};
+pub use split::{
+    IndexedPanorama, PANORAMA_INDEX, PanoramaFrame, PanoramaIndex, SplitOptions, SplitSummary,
+    read_panorama_frames, split_panoramas,
+};

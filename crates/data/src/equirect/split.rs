@@ -12,6 +12,9 @@
 //! transforms.json      when every frame has a pose: the views as nerfstudio PINHOLE frames, with
 //!                      the frame split Ember would make (every `test_every`-th frame held out
 //!                      with all its views) as train_filenames / test_filenames
+//! panoramas.json       the rig and the panoramas the views were cut from ([`PanoramaIndex`]):
+//!                      once COLMAP has reconstructed the views into `sparse/`, the folder loads
+//!                      as the panoramas themselves, posed by their views and cut at any rig
 //! ```
 //!
 //! Frames decode in parallel, one panorama per thread at a time, each cut into its views (in
@@ -24,7 +27,7 @@ use std::time::Instant;
 
 use image::ImageEncoder;
 use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::resample::CutPlan;
 use super::rig::{EquirectRig, RigCamera};
@@ -34,6 +37,32 @@ use crate::images::{ImageSource, image_dimensions};
 use crate::transforms_json::{
     FrameOut, PinholeOut, TransformsFile, TransformsOut, write_transforms,
 };
+
+/// `panoramas.json`: what [`split_panoramas`] cut, so that a COLMAP reconstruction of its views
+/// can pose the panoramas themselves (see [`crate::Dataset::load`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PanoramaIndex {
+    /// The rig the views were cut with.
+    pub rig: EquirectRig,
+    /// The views' side, pixels.
+    pub view_size: u32,
+    /// The panoramas, in the order split.
+    pub frames: Vec<IndexedPanorama>,
+}
+
+/// One panorama of a [`PanoramaIndex`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexedPanorama {
+    /// The name its views carry (`images/view_KK/NAME.jpg`): the file's name without extension.
+    pub name: String,
+    /// The panorama file, absolute.
+    pub path: PathBuf,
+}
+
+/// The name of the [`PanoramaIndex`] file in a split folder.
+pub const PANORAMA_INDEX: &str = "panoramas.json";
 
 /// One 360° frame to split: its file and, when known, its pose (world to camera, OpenCV axes,
 /// of the panorama's camera).
@@ -353,6 +382,26 @@ pub fn split_panoramas(
             cause,
         })?;
     crate::write_atomically(&rig_path, &json).map_err(|e| DataError::io(&rig_path, e))?;
+    let index = PanoramaIndex {
+        rig: options.rig.clone(),
+        view_size,
+        frames: frames
+            .iter()
+            .map(|f| {
+                let path = std::path::absolute(&f.path).map_err(|e| DataError::io(&f.path, e))?;
+                Ok(IndexedPanorama {
+                    name: frame_stem(&f.path),
+                    path,
+                })
+            })
+            .collect::<Result<_>>()?,
+    };
+    let index_path = out.join(PANORAMA_INDEX);
+    let json = serde_json::to_vec_pretty(&index).map_err(|cause| DataError::Json {
+        path: index_path.clone(),
+        cause,
+    })?;
+    crate::write_atomically(&index_path, &json).map_err(|e| DataError::io(&index_path, e))?;
     let posed: Option<Vec<Pose>> = frames.iter().map(|f| f.pose).collect();
     let ply = match points {
         Some(points) => {

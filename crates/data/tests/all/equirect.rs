@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use ember_data::equirect::direction;
+use ember_data::equirect::{SplitOptions, direction, read_panorama_frames, split_panoramas};
 use ember_data::{
     DataError, Dataset, DatasetOptions, EquirectRig, ImageLoader, LoaderOptions, View,
 };
@@ -375,4 +375,77 @@ fn another_tools_equirectangular_layout_loads_as_it_is() {
     std::fs::write(dir.path().join("transforms.json"), mixed).unwrap();
     let dataset = Dataset::load(dir.path(), &DatasetOptions::default()).unwrap();
     assert_eq!(dataset.train.len(), 10);
+}
+
+/// The folder `split360` writes, once COLMAP has reconstructed its views (here: a text model
+/// written from the views' own poses), loads as the panoramas themselves: each posed by its
+/// views, cut at the rig the options ask (not the split's), split by frame: the same views as
+/// the walk's own transforms.json gives.
+#[test]
+fn a_colmap_reconstruction_of_split_views_poses_the_panoramas() {
+    let dir = tempfile::tempdir().unwrap();
+    let walk = dir.path().join("walk");
+    write_scene(&walk, 9, 128, 64, "");
+    let (frames, _) = read_panorama_frames(&walk).unwrap();
+    let split = dir.path().join("split");
+    let options = SplitOptions {
+        rig: EquirectRig {
+            size: Some(32),
+            ..EquirectRig::default()
+        },
+        jpeg_quality: None,
+        test_every: Some(8),
+    };
+    split_panoramas(&frames, None, &split, &options, &|_| {}).unwrap();
+    let views = Dataset::load(&split, &DatasetOptions::default()).unwrap();
+    std::fs::remove_file(split.join("transforms.json")).unwrap();
+    let model = split.join("sparse/0");
+    std::fs::create_dir_all(&model).unwrap();
+    let k = &views.train[0].intrinsics;
+    std::fs::write(
+        model.join("cameras.txt"),
+        format!("1 PINHOLE 32 32 {} {} {} {}\n", k.fx, k.fy, k.cx, k.cy),
+    )
+    .unwrap();
+    std::fs::write(model.join("points3D.txt"), "").unwrap();
+    let mut images = String::new();
+    for (i, view) in views.all_views().enumerate() {
+        let q = ember_kernels::quat::quat_from_rotation(view.pose.rotation);
+        let t = view.pose.translation;
+        let name = view.name.strip_prefix("images/").unwrap();
+        images.push_str(&format!(
+            "{} {:.17} {:.17} {:.17} {:.17} {:.17} {:.17} {:.17} 1 {name}\n\n",
+            i + 1,
+            q[0],
+            q[1],
+            q[2],
+            q[3],
+            t[0],
+            t[1],
+            t[2]
+        ));
+    }
+    std::fs::write(model.join("images.txt"), images).unwrap();
+
+    let cube = DatasetOptions {
+        equirect: EquirectRig {
+            views: 4,
+            size: Some(24),
+            ..EquirectRig::default()
+        },
+        ..DatasetOptions::default()
+    };
+    let from_colmap = Dataset::load(&split, &cube).unwrap();
+    let from_walk = Dataset::load(&walk, &cube).unwrap();
+    assert_eq!(
+        (from_colmap.train.len(), from_colmap.test.len()),
+        (42, 12),
+        "7 frames of 6 views trained, 2 held out (frames 0 and 8)"
+    );
+    for (a, b) in from_colmap.all_views().zip(from_walk.all_views()) {
+        assert_eq!(format!("frames/{}", a.name), b.name);
+        assert!((0..9).all(|i| (a.pose.rotation[i] - b.pose.rotation[i]).abs() < 1e-9));
+        assert!((0..3).all(|i| (a.pose.translation[i] - b.pose.translation[i]).abs() < 1e-9));
+        assert_eq!(a.source.decode().unwrap(), b.source.decode().unwrap());
+    }
 }
