@@ -862,17 +862,20 @@ fn unregistered_images(images_dir: &Path, model: &ColmapModel) -> Result<Vec<Str
     Ok(names)
 }
 
-/// Pending views for the frames of one transforms file.
+/// The views of `frames` of one transforms file. `masked` is a frame with a `mask_path` among
+/// others of the file than `frames` (a split's other part): if any frame has a mask, every
+/// one of `frames` needs one.
 fn transforms_views(
     file: &TransformsFile,
     frames: Vec<&TransformsFrame>,
+    masked: Option<&TransformsFrame>,
     options: &DatasetOptions,
 ) -> Result<Vec<View>> {
     let dir = file.path.parent().unwrap_or(Path::new("."));
     let n = options.downsample;
     let mut pending = Vec::with_capacity(frames.len());
     let mut missing = Vec::new();
-    let masked = frames.iter().find(|f| f.mask_path.is_some()).copied();
+    let masked = masked.or_else(|| frames.iter().find(|f| f.mask_path.is_some()).copied());
     if options.alpha_as_mask
         && let Some(frame) = masked
     {
@@ -971,7 +974,7 @@ fn load_transform_splits(root: &Path, options: &DatasetOptions) -> Result<Datase
             .into_iter()
             .map(|i| &file.frames[i])
             .collect();
-        *slot = transforms_views(&file, frames, options)?;
+        *slot = transforms_views(&file, frames, None, options)?;
         if split == "train"
             && let Some(ply) = &file.ply_file_path
         {
@@ -1011,17 +1014,19 @@ fn load_transforms(root: &Path, path: &Path, options: &DatasetOptions) -> Result
                     .copied()
                     .filter(|f| set.contains(&clean(&f.file_path)))
                     .collect();
-                *slot = transforms_views(&file, chosen, options)?;
+                *slot = transforms_views(&file, chosen, None, options)?;
             }
             out
         }
         None => {
-            // Split by frame, so that every view cut from a held-out panorama is held out.
+            // Split by frame, so that every view cut from a held-out panorama is held out; a
+            // frame with a mask makes every frame of either split need one.
+            let masked = frames.iter().find(|f| f.mask_path.is_some()).copied();
             let (train, test) = split_every(frames, options.test_every);
             [
-                transforms_views(&file, train, options)?,
+                transforms_views(&file, train, masked, options)?,
                 Vec::new(),
-                transforms_views(&file, test, options)?,
+                transforms_views(&file, test, masked, options)?,
             ]
         }
     };

@@ -220,11 +220,14 @@ fn nerfstudio_mask_paths() {
         assert_eq!((mask[0], mask[W as usize - 1]), (0, 255), "{}", view.name);
     }
 
-    // A frame without mask_path among frames with one.
+    // A frame without mask_path among frames with one, in the same split or the other.
     std::fs::write(root.join("transforms.json"), scene("")).unwrap();
     let error = Dataset::load(root, &options).unwrap_err();
     assert!(matches!(error, DataError::MissingMask { .. }), "{error}");
     assert!(error.to_string().contains("b.png"), "{error}");
+    let split = Dataset::load(root, &DatasetOptions::default()).unwrap_err();
+    assert!(matches!(split, DataError::MissingMask { .. }), "{split}");
+    assert!(split.to_string().contains("b.png"), "{split}");
 
     // A mask_path that names no file.
     std::fs::write(
