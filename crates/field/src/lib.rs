@@ -3,7 +3,8 @@
 //! the backward itself), level of detail ([`lod`]: a
 //! [`GaussianHierarchy`] drawn by the cut each view needs, [`render_lod`]), and [`Similarity`] transforms of a whole field
 //! ([`GaussianField::transformed`], [`transform_camera`]), and 360° panoramas
-//! ([`render_panorama`]: a cube's faces stitched into the equirectangular map).
+//! ([`render_panorama`]: every Gaussian projected onto the sphere, or a cube's faces stitched
+//! into the equirectangular map).
 //!
 //! `ember-field` knows no file format: [`splats`] turns `ember-data`'s host [`ember_data::Splats`]
 //! (what every format reads into) into a field and back. The custom ops it calls live in
@@ -28,7 +29,7 @@ pub use init::knn_mean_distance;
 pub use lod::{
     DEFAULT_LOD_THRESHOLD, GaussianHierarchy, LodCut, lod_cut, render_lod, render_lod_images,
 };
-pub use panorama::{cube_rig, render_panorama, rig_cameras};
+pub use panorama::{PanoramaProjection, cube_rig, render_panorama, rig_cameras};
 pub use pass::{PassImages, RenderBackward, RenderGradients, RenderPass, render_pass};
 pub use render::{
     BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, project,

@@ -1,14 +1,33 @@
-//! [`render_panorama`]: a field drawn as a 360° equirectangular panorama, through the six faces
-//! of a cube (one batched render) stitched into the sphere's map by `ember-data`'s filtered
+//! A field drawn as a 360° equirectangular panorama, two ways ([`PanoramaProjection`]):
+//! [`render_panorama`] projects every Gaussian onto the sphere and rasterizes the panorama
+//! directly (`ember_kernels::project::cpu::equirect`), or draws the six faces of a cube (one
+//! batched render) and stitches them into the sphere's map with `ember-data`'s filtered
 //! resampler ([`ember_data::equirect`]).
 
+use burn::tensor::{Int, Tensor, TensorData};
 use ember_data::camera::camera_params;
 use ember_data::equirect::{Pyramid, RigCamera, stitch};
 use ember_data::{EquirectRig, Pose};
-use ember_kernels::{CameraParams, SplatBackend};
+use ember_kernels::project::cpu::ProjectArrays;
+use ember_kernels::project::cpu::equirect::{self, EquirectSplats};
+use ember_kernels::{CameraParams, PACKED_WIDTH, RasterSetup, SplatBackend, rasterize};
 
 use crate::gaussian_field::{GaussianField, to_host};
 use crate::render::{RenderError, RenderOptions, render_batch_images};
+use crate::splats::splats_from_field;
+
+/// How [`render_panorama`] draws the sphere.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PanoramaProjection {
+    /// Every Gaussian projected onto the sphere through the equirectangular map's own Jacobian,
+    /// depth-sorted by distance, one rasterization of the panorama: no seams (the default).
+    #[default]
+    Sphere,
+    /// The six faces of a cube rendered as pinhole views and stitched. Each face composites in
+    /// its own order (depth along its axis), so large overlapping Gaussians near a face's edge
+    /// can be drawn in a different order on either side of it.
+    Cube,
+}
 
 /// The rig of a cube map: four views of 90° on the horizon and the two poles. Its faces meet
 /// edge to edge, so every direction is drawn once.
@@ -45,9 +64,10 @@ pub fn rig_cameras(
 
 /// `field` seen from the centre of `pose` as an equirectangular panorama `width x width / 2`
 /// (nerfstudio's `EQUIRECTANGULAR` camera in `pose`'s axes, see [`ember_data::equirect`]):
-/// 8-bit RGB, `height * width * 3` bytes, top row first. The six cube faces are rendered at
-/// the panorama's density at a face's centre (`width / π` pixels) in one batch and stitched,
-/// each panorama pixel averaging its footprint on its face.
+/// 8-bit RGB, `height * width * 3` bytes, top row first, drawn as `projection` says. The cube's
+/// faces are rendered at the panorama's density at a face's centre (`width / π` pixels) and
+/// stitched, each panorama pixel averaging its footprint on its face; the sphere's projection
+/// runs on the host (the field is read back once) and rasterizes on the field's device.
 ///
 /// # Errors
 /// The render's, and [`RenderError::PanoramaSize`] for a width that is odd or below 4.
@@ -55,11 +75,90 @@ pub fn render_panorama<B: SplatBackend>(
     field: &GaussianField<B>,
     pose: &CameraParams,
     width: u32,
+    projection: PanoramaProjection,
     options: &RenderOptions,
 ) -> Result<Vec<u8>, RenderError> {
     if width < 4 || !width.is_multiple_of(2) {
         return Err(RenderError::PanoramaSize { width });
     }
+    match projection {
+        PanoramaProjection::Sphere => render_sphere(field, pose, width, options),
+        PanoramaProjection::Cube => render_cube(field, pose, width, options),
+    }
+}
+
+fn to_bytes(value: f32) -> u8 {
+    (value.clamp(0.0, 1.0) * 255.0).round() as u8
+}
+
+/// [`PanoramaProjection::Sphere`].
+fn render_sphere<B: SplatBackend>(
+    field: &GaussianField<B>,
+    pose: &CameraParams,
+    width: u32,
+    options: &RenderOptions,
+) -> Result<Vec<u8>, RenderError> {
+    let splats = splats_from_field(field).map_err(|e| RenderError::ReadBack(e.to_string()))?;
+    let rest = splats.sh_rest_coefficients();
+    let sh: Vec<f32> = (0..splats.len())
+        .flat_map(|i| {
+            splats.sh_dc[i].into_iter().chain(
+                splats.sh_rest[3 * rest * i..3 * rest * (i + 1)]
+                    .iter()
+                    .copied(),
+            )
+        })
+        .collect();
+    let arrays = ProjectArrays {
+        means: splats.means.as_flattened(),
+        quats: splats.quats.as_flattened(),
+        log_scales: splats.log_scales.as_flattened(),
+        opacity_logits: &splats.opacity_logits,
+        sh: &sh,
+        sh_coeffs: rest + 1,
+    };
+    let camera = CameraParams {
+        width,
+        height: width / 2,
+        ..*pose
+    };
+    let EquirectSplats { outputs, .. } = equirect::forward(&arrays, &camera, &options.project)?;
+    let rows = outputs.depth.len();
+    let mut packed = Vec::with_capacity(rows * PACKED_WIDTH);
+    let mut extents = Vec::with_capacity(rows * 3);
+    for i in 0..rows {
+        packed.extend_from_slice(&outputs.xy[2 * i..2 * i + 2]);
+        packed.push(outputs.depth[i]);
+        packed.extend_from_slice(&outputs.conic[3 * i..3 * i + 3]);
+        packed.extend_from_slice(&outputs.color[3 * i..3 * i + 3]);
+        packed.push(outputs.opacity[i]);
+        extents.extend([
+            outputs.radius[2 * i] as i32,
+            outputs.radius[2 * i + 1] as i32,
+            outputs.tiles[i] as i32,
+        ]);
+    }
+    let device = field.means.device();
+    let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
+    let packed = Tensor::<B, 2>::from_data(
+        TensorData::new(packed, [rows, PACKED_WIDTH]),
+        (&device, dtype),
+    );
+    let extents = Tensor::<B, 2, Int>::from_data(TensorData::new(extents, [rows, 3]), &device);
+    let setup = RasterSetup::new(width, width / 2).with_background(options.background);
+    let image = rasterize(packed, extents, &setup)?;
+    let rgb =
+        to_host(image.rgb, "the panorama").map_err(|e| RenderError::ReadBack(e.to_string()))?;
+    Ok(rgb.into_iter().map(to_bytes).collect())
+}
+
+/// [`PanoramaProjection::Cube`].
+fn render_cube<B: SplatBackend>(
+    field: &GaussianField<B>,
+    pose: &CameraParams,
+    width: u32,
+    options: &RenderOptions,
+) -> Result<Vec<u8>, RenderError> {
     let rig = cube_rig();
     let size = rig.native_size(width);
     let faces = rig_cameras(pose, &rig, size);
@@ -71,11 +170,12 @@ pub fn render_panorama<B: SplatBackend>(
     let pyramids: Vec<Pyramid> = rgb
         .chunks_exact(side * side * 3)
         .map(|face| {
-            let bytes = face
-                .iter()
-                .map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)
-                .collect();
-            Pyramid::new(side, side, bytes, false)
+            Pyramid::new(
+                side,
+                side,
+                face.iter().copied().map(to_bytes).collect(),
+                false,
+            )
         })
         .collect();
     let views: Vec<(RigCamera, &Pyramid)> = faces

@@ -21,7 +21,7 @@ use ember_kernels::{CameraParams, SplatBackend};
 use image::ImageEncoder;
 
 use crate::guard::{fits_in_memory, not_inside};
-use crate::inputs::{parse_triple, read_splat_field};
+use crate::inputs::{ProjectionArg, parse_triple, read_splat_field};
 
 /// Making and reshaping datasets.
 #[derive(Subcommand, Debug)]
@@ -133,6 +133,9 @@ pub struct Walk360Args {
     /// Write PNG frames instead of JPEG (quality 95).
     #[arg(long)]
     png: bool,
+    /// How each frame is drawn.
+    #[arg(long, value_enum, default_value_t)]
+    projection: ProjectionArg,
 }
 
 /// Runs `command`; `walk360` renders on backend `B`.
@@ -357,7 +360,7 @@ fn walk360<B: SplatBackend>(args: &Walk360Args, device: &B::Device) -> Result<()
             width,
             height,
         };
-        let rgb = render_panorama(&field, &camera, width, &options)
+        let rgb = render_panorama(&field, &camera, width, args.projection.into(), &options)
             .with_context(|| format!("rendering frame {k}"))?;
         let file_path = format!("frames/{k:05}.{extension}");
         write_rgb(&rgb, width, height, !args.png, &args.out.join(&file_path))?;

@@ -4,12 +4,32 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use clap::ValueEnum;
 use ember_data::read_splats;
-use ember_field::GaussianField;
 use ember_field::splats::field_from_splats;
+use ember_field::{GaussianField, PanoramaProjection};
 use ember_kernels::SplatBackend;
 use ember_train::TrainConfig;
 use ember_train::checkpoint::CheckpointFile;
+
+/// How the 360° commands (`render --equirect`, `data walk360`) draw a panorama.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum ProjectionArg {
+    /// Every Gaussian projected onto the sphere, one rasterization, no seams.
+    #[default]
+    Sphere,
+    /// The six faces of a cube, rendered and stitched.
+    Cube,
+}
+
+impl From<ProjectionArg> for PanoramaProjection {
+    fn from(arg: ProjectionArg) -> Self {
+        match arg {
+            ProjectionArg::Sphere => PanoramaProjection::Sphere,
+            ProjectionArg::Cube => PanoramaProjection::Cube,
+        }
+    }
+}
 
 /// The splat file `path` as a field on `device`, and its number of Gaussians; a file with NaN
 /// or infinite values is refused, naming how many and the first.

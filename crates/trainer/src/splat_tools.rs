@@ -19,7 +19,9 @@ use ember_train::write_atomically;
 use image::ImageFormat;
 
 use crate::guard::{fits_in_memory, not_an_input};
-use crate::inputs::{parse_numbers, parse_triple, read_splat_field, trained_antialiased};
+use crate::inputs::{
+    ProjectionArg, parse_numbers, parse_triple, read_splat_field, trained_antialiased,
+};
 
 /// A splat-file operation.
 #[derive(Subcommand, Debug)]
@@ -87,7 +89,7 @@ pub struct RenderArgs {
     #[arg(long)]
     antialiased: bool,
     /// Draw a 360° equirectangular panorama WIDTH x WIDTH/2 (default 2048) from the camera's
-    /// centre, in its axes (its intrinsics unused): the six faces of a cube, stitched.
+    /// centre, in its axes (its intrinsics unused), as `--projection` says.
     #[arg(
         long,
         value_name = "WIDTH",
@@ -96,6 +98,9 @@ pub struct RenderArgs {
         conflicts_with = "path"
     )]
     equirect: Option<u32>,
+    /// How `--equirect` draws the panorama.
+    #[arg(long, value_enum, default_value_t, requires = "equirect")]
+    projection: ProjectionArg,
 }
 
 impl RenderArgs {
@@ -223,9 +228,8 @@ pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Res
     let started = Instant::now();
     let options = args.options()?;
     let rgb = match args.equirect {
-        Some(width) => {
-            render_panorama(&field, &camera, width, &options).context("rendering the panorama")?
-        }
+        Some(width) => render_panorama(&field, &camera, width, args.projection.into(), &options)
+            .context("rendering the panorama")?,
         None => render_rgb8(&field, &camera, &options)?,
     };
     let ms = started.elapsed().as_secs_f64() * 1e3;

@@ -5,5 +5,6 @@ use ember_test_utils as common;
 
 mod field_model;
 mod lod;
+mod panorama;
 mod render;
 mod tile_lists;

@@ -20,6 +20,7 @@ use crate::quat::UnitQuat;
 use crate::real::Real;
 use crate::simd;
 
+pub mod equirect;
 mod lanes;
 
 /// Edge of the square screen tiles the rasterizer bins splats into, pixels.
@@ -449,6 +450,48 @@ fn all_finite<T: Real>(values: &[T]) -> bool {
     values.iter().all(|v| v.to_f64().is_finite())
 }
 
+/// One Gaussian's inputs: its rows of the arrays, the SH coefficients cut to the degree used.
+pub(super) struct GaussianInputs<'a, T> {
+    pub mean: &'a [T],
+    pub quat: &'a [T],
+    pub log_scale: &'a [T],
+    pub logit: T,
+    pub sh: &'a [T],
+}
+
+/// Gaussian `i`'s inputs; `None` when any of them is NaN or infinite (the SH bands beyond
+/// `degree` do not count).
+#[inline(always)]
+pub(super) fn gaussian_inputs<'a, T: Real>(
+    a: &ProjectArrays<'a, T>,
+    i: usize,
+    degree: usize,
+) -> Option<GaussianInputs<'a, T>> {
+    let k = a.sh_coeffs;
+    let used = (degree + 1) * (degree + 1);
+    let inputs = GaussianInputs {
+        mean: &a.means[3 * i..3 * i + 3],
+        quat: &a.quats[4 * i..4 * i + 4],
+        log_scale: &a.log_scales[3 * i..3 * i + 3],
+        logit: a.opacity_logits[i],
+        sh: &a.sh[3 * k * i..3 * k * i + 3 * used],
+    };
+    let finite = all_finite(inputs.mean)
+        && all_finite(inputs.quat)
+        && all_finite(inputs.log_scale)
+        && all_finite(&[inputs.logit])
+        && all_finite(inputs.sh);
+    finite.then_some(inputs)
+}
+
+/// `W mean + t`: a world point in the camera's axes.
+#[inline(always)]
+pub(super) fn to_camera<T: Real>(w: &[T; 9], t: &[T; 3], mean: &[T]) -> [T; 3] {
+    core::array::from_fn(|r| {
+        w[3 * r] * mean[0] + w[3 * r + 1] * mean[1] + w[3 * r + 2] * mean[2] + t[r]
+    })
+}
+
 /// Projects Gaussian `i`; `None` when it is culled.
 #[inline(always)]
 fn project_one<T: Real>(
@@ -457,25 +500,15 @@ fn project_one<T: Real>(
     cam: &Camera<T>,
     degree: usize,
 ) -> Option<Projected<T>> {
-    let k = a.sh_coeffs;
-    let used = (degree + 1) * (degree + 1);
-    let mean = &a.means[3 * i..3 * i + 3];
-    let quat = &a.quats[4 * i..4 * i + 4];
-    let log_scale = &a.log_scales[3 * i..3 * i + 3];
-    let logit = a.opacity_logits[i];
-    let sh = &a.sh[3 * k * i..3 * k * i + 3 * used];
-    if !(all_finite(mean)
-        && all_finite(quat)
-        && all_finite(log_scale)
-        && all_finite(&[logit])
-        && all_finite(sh))
-    {
-        return None;
-    }
+    let GaussianInputs {
+        mean,
+        quat,
+        log_scale,
+        logit,
+        sh,
+    } = gaussian_inputs(a, i, degree)?;
     let w = &cam.w;
-    let p: [T; 3] = core::array::from_fn(|r| {
-        w[3 * r] * mean[0] + w[3 * r + 1] * mean[1] + w[3 * r + 2] * mean[2] + cam.t[r]
-    });
+    let p = to_camera(w, &cam.t, mean);
     if !(p[2] >= cam.near) {
         return None;
     }
@@ -492,6 +525,67 @@ fn project_one<T: Real>(
         am[3 + col] = cam.fy * inv_z * (w[3 + col] - vc * w[6 + col]);
     }
 
+    let shape = splat_shape(&am, quat, log_scale, logit, cam.eps2d, cam.antialiased)?;
+    // The forward's outputs (`xy`, the conic, the box) are the lanes' (`lanes.rs`); the box
+    // decides culling here too, so that the backward drops what the forward dropped.
+    let xy = [cam.fx * u + cam.cx, cam.fy * v + cam.cy];
+    screen_box(cam, xy, shape.cov_d, shape.opacity)?;
+    let colour = view_colour(mean, &cam.centre, degree, sh);
+    Some(Projected {
+        p,
+        inv_z,
+        uv: [uc, vc],
+        clamped: [clamped_x, clamped_y],
+        a: am,
+        quat: shape.quat,
+        rq: shape.rq,
+        scale: shape.scale,
+        m: shape.m,
+        b: shape.b,
+        cov: shape.cov,
+        cov_d: shape.cov_d,
+        det: shape.det,
+        sigmoid: shape.sigmoid,
+        comp: shape.comp,
+        dir: colour.dir,
+        dist: colour.dist,
+        basis: colour.basis,
+        raw_color: colour.raw,
+    })
+}
+
+/// A Gaussian's splat after the camera's map: its 2D covariance and opacity.
+pub(super) struct SplatShape<T> {
+    /// The normalised quaternion.
+    pub quat: UnitQuat<T>,
+    /// `Rq`, row-major.
+    pub rq: [T; 9],
+    pub scale: [T; 3],
+    /// `M = Rq S` and `B = A M` (so that `C = B B^T`), row-major.
+    pub m: [T; 9],
+    pub b: [T; 6],
+    /// Un-dilated and dilated 2D covariance `(xx, xy, yy)`, and the dilated one's determinant.
+    pub cov: [T; 3],
+    pub cov_d: [T; 3],
+    pub det: T,
+    /// `sigmoid(logit)`, the anti-aliasing compensation (1 when off) and their product.
+    pub sigmoid: T,
+    pub comp: T,
+    pub opacity: T,
+}
+
+/// The splat of a Gaussian whose world-space covariance reaches the image through `am` (`A`,
+/// 2x3 row-major, the map's Jacobian after the world-to-camera rotation); `None` when it is
+/// culled (the dilated covariance is not positive definite, or the opacity is below 1/255).
+#[inline(always)]
+pub(super) fn splat_shape<T: Real>(
+    am: &[T; 6],
+    quat: &[T],
+    log_scale: &[T],
+    logit: T,
+    eps2d: T,
+    antialiased: bool,
+) -> Option<SplatShape<T>> {
     let unit = UnitQuat::new(quat);
     let rq = unit.rotation();
     let scale = [log_scale[0].exp(), log_scale[1].exp(), log_scale[2].exp()];
@@ -506,15 +600,14 @@ fn project_one<T: Real>(
         b[0] * b[3] + b[1] * b[4] + b[2] * b[5],
         b[3] * b[3] + b[4] * b[4] + b[5] * b[5],
     ];
-    let cov_d = [cov[0] + cam.eps2d, cov[1], cov[2] + cam.eps2d];
+    let cov_d = [cov[0] + eps2d, cov[1], cov[2] + eps2d];
     let det = cov_d[0] * cov_d[2] - cov_d[1] * cov_d[1];
     if !(det > T::ZERO) {
         return None;
     }
     let inv_det = T::ONE / det;
-
     let sigmoid = sigmoid(logit);
-    let comp = if cam.antialiased {
+    let comp = if antialiased {
         // A rounding-negative determinant of the PSD `C` means a degenerate splat: weight 0.
         let det_c = cov[0] * cov[2] - cov[1] * cov[1];
         let det_c = if det_c > T::ZERO { det_c } else { T::ZERO };
@@ -526,31 +619,7 @@ fn project_one<T: Real>(
     if !(opacity.to_f64() >= MIN_ALPHA) {
         return None;
     }
-
-    // The forward's outputs (`xy`, the conic, the box) are the lanes' (`lanes.rs`); the box
-    // decides culling here too, so that the backward drops what the forward dropped.
-    let xy = [cam.fx * u + cam.cx, cam.fy * v + cam.cy];
-    screen_box(cam, xy, cov_d, opacity)?;
-
-    let view: [T; 3] = core::array::from_fn(|j| mean[j] - cam.centre[j]);
-    // |view| = |p| >= z >= near > 0 for a rotation `W`, so the division is safe.
-    let dist = (view[0] * view[0] + view[1] * view[1] + view[2] * view[2]).sqrt();
-    let dir = view.map(|x| x / dist);
-    let basis = sh_basis(degree, dir);
-    let half = T::from_f64(0.5);
-    let raw_color = core::array::from_fn(|c| {
-        let mut sum = half;
-        for (kk, bk) in basis.iter().take(used).enumerate() {
-            sum += *bk * sh[3 * kk + c];
-        }
-        sum
-    });
-    Some(Projected {
-        p,
-        inv_z,
-        uv: [uc, vc],
-        clamped: [clamped_x, clamped_y],
-        a: am,
+    Some(SplatShape {
         quat: unit,
         rq,
         scale,
@@ -561,11 +630,48 @@ fn project_one<T: Real>(
         det,
         sigmoid,
         comp,
+        opacity,
+    })
+}
+
+/// A Gaussian's colour as seen from `centre`.
+pub(super) struct ViewColour<T> {
+    /// Unit view direction and the centre-to-mean distance it was normalised by.
+    pub dir: [T; 3],
+    pub dist: T,
+    pub basis: [T; 16],
+    /// `SH(dir) + 0.5` before the clamp at zero.
+    pub raw: [T; 3],
+}
+
+/// The colour of the Gaussian at `mean` with SH coefficients `sh` (its first `(degree + 1)^2`,
+/// `[.., 3]`) seen from `centre`, which must not be `mean`.
+#[inline(always)]
+pub(super) fn view_colour<T: Real>(
+    mean: &[T],
+    centre: &[T; 3],
+    degree: usize,
+    sh: &[T],
+) -> ViewColour<T> {
+    let used = (degree + 1) * (degree + 1);
+    let view: [T; 3] = core::array::from_fn(|j| mean[j] - centre[j]);
+    let dist = (view[0] * view[0] + view[1] * view[1] + view[2] * view[2]).sqrt();
+    let dir = view.map(|x| x / dist);
+    let basis = sh_basis(degree, dir);
+    let half = T::from_f64(0.5);
+    let raw = core::array::from_fn(|c| {
+        let mut sum = half;
+        for (kk, bk) in basis.iter().take(used).enumerate() {
+            sum += *bk * sh[3 * kk + c];
+        }
+        sum
+    });
+    ViewColour {
         dir,
         dist,
         basis,
-        raw_color,
-    })
+        raw,
+    }
 }
 
 /// `1 / (1 + e^-x)` without overflow for large `|x|`.

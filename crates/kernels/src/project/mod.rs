@@ -72,6 +72,11 @@
 //! clamp (no gradient where it clamps). [`ProjectOptions::view_dir_grad`] chooses whether the
 //! colour's dependence on the view direction reaches the means; the culling decisions are
 //! piecewise constant and carry no gradient.
+//!
+//! # Onto a sphere
+//! [`cpu::equirect`] projects onto an equirectangular panorama instead (the map's own Jacobian,
+//! depth = distance, splats across the back meridian drawn on both edges), for the same
+//! rasterizer: forward only, on the CPU.
 
 pub(crate) mod autodiff;
 pub mod cpu;

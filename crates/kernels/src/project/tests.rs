@@ -993,4 +993,5 @@ fn burn_op_matches_the_cpu_kernels() {
     }
 }
 
+mod equirect;
 mod pose;
