@@ -15,13 +15,11 @@ use ember_data::{
 use ember_field::{GaussianField, RenderOptions, render_batch_images, render_panorama};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
-use ember_train::write_atomically;
+use ember_train::{TrainConfig, write_atomically};
 use image::ImageFormat;
 
 use crate::guard::{fits_in_memory, not_an_input};
-use crate::inputs::{
-    ProjectionArg, parse_numbers, parse_triple, read_splat_field, trained_antialiased,
-};
+use crate::inputs::{ProjectionArg, load_field, parse_numbers, parse_triple, trained_antialiased};
 
 /// A splat-file operation.
 #[derive(Subcommand, Debug)]
@@ -40,9 +38,9 @@ pub enum SplatCommand {
         /// The file.
         input: PathBuf,
     },
-    /// Render a splat file through a camera into a PNG or JPEG (or a 360° panorama from its
-    /// centre with `--equirect`), or along a camera path into numbered PNGs and an animated
-    /// PNG (on the `--backend` given before the subcommand).
+    /// Render a splat file, a checkpoint or a run folder through a camera into a PNG or JPEG
+    /// (or a 360° panorama from its centre with `--equirect`), or along a camera path into
+    /// numbered PNGs and an animated PNG (on the `--backend` given before the subcommand).
     Render(RenderArgs),
 }
 
@@ -50,7 +48,8 @@ pub enum SplatCommand {
 /// `trainer render IN --path PATH.json --out DIR`.
 #[derive(Args, Debug)]
 pub struct RenderArgs {
-    /// Splat file to render.
+    /// What to render: a splat file, a checkpoint (`.safetensors`) or a run folder (its
+    /// checkpoint, else its `splats.ply`).
     input: PathBuf,
     /// Camera as JSON: `rotation` (9, row-major world-to-camera), `translation` (3), `fx`,
     /// `fy`, `cx`, `cy` (pixels), `width`, `height`; OpenCV axes.
@@ -126,10 +125,16 @@ impl RenderArgs {
     }
 
     /// The render options: the default ones over `--background` (black when not given) and
-    /// the antialiasing filter (`--antialiased`, or the run's `raster.antialiased`).
-    fn options(&self) -> Result<RenderOptions> {
+    /// the antialiasing filter (`--antialiased`, or the `raster.antialiased` of `run`, the
+    /// input's run, or of the run folder a splat file is in).
+    fn options(&self, run: Option<&TrainConfig>) -> Result<RenderOptions> {
         let background = self.background.unwrap_or([0.0; 3]).map(|c| c as f32);
-        let antialiased = self.antialiased || trained_antialiased(&self.input)?;
+        let trained = match run {
+            Some(config) => config.raster.antialiased,
+            None if self.input.is_file() => trained_antialiased(&self.input)?,
+            None => false,
+        };
+        let antialiased = self.antialiased || trained;
         Ok(RenderOptions::default()
             .with_background(background)
             .with_antialiased(antialiased))
@@ -224,9 +229,10 @@ pub fn render_png<B: SplatBackend>(args: &RenderArgs, device: &B::Device) -> Res
         (camera.width, camera.height) = (width, width / 2);
     }
     render_fits_in_memory(&camera)?;
-    let (field, count) = read_splat_field::<B>(&args.input, device)?;
+    let (field, run) = load_field::<B>(&args.input, device)?;
+    let count = field.num_gaussians();
     let started = Instant::now();
-    let options = args.options()?;
+    let options = args.options(run.as_ref())?;
     let rgb = match args.equirect {
         Some(width) => render_panorama(&field, &camera, width, args.projection.into(), &options)
             .context("rendering the panorama")?,
@@ -283,13 +289,14 @@ fn render_path<B: SplatBackend>(
     not_an_input("the animation", &animation, &inputs)?;
     let first = camera_path.keyframes()[0].camera;
     render_fits_in_memory(&first)?;
-    let (field, count) = read_splat_field::<B>(&args.input, device)?;
+    let (field, run) = load_field::<B>(&args.input, device)?;
+    let count = field.num_gaussians();
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
 
     let mut partial = animation.clone().into_os_string();
     partial.push(".tmp");
     let partial = PathBuf::from(partial);
-    let options = args.options()?;
+    let options = args.options(run.as_ref())?;
     let started = Instant::now();
     let written = write_frames(&field, &camera_path, &options, dir, &partial).and_then(|()| {
         std::fs::rename(&partial, &animation)

@@ -104,6 +104,31 @@ fn info_convert_transform_and_render_a_splat_file() {
         from_run, filtered,
         "the run's raster.antialiased is followed"
     );
+    // The run folder itself renders its splats.ply, with its config.
+    let run_folder = render(run.to_str().expect("utf-8 path"), "run-folder.png", &[]);
+    assert_eq!(run_folder, filtered, "a run folder renders as its splats");
+    // A folder that holds neither a checkpoint nor splats.ply is named in a clear error.
+    let empty = scratch("not-a-run");
+    std::fs::create_dir_all(&empty).expect("folder");
+    let out = scratch("never.png");
+    let refused = trainer(&[
+        "render",
+        empty.to_str().expect("utf-8 path"),
+        "--camera",
+        camera.to_str().expect("utf-8 path"),
+        "--out",
+        out.to_str().expect("utf-8 path"),
+    ]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("without checkpoint.safetensors or splats.ply"),
+        "{stderr}"
+    );
+    assert!(!out.exists(), "nothing written");
 }
 
 #[test]
