@@ -80,8 +80,9 @@ fn check_gradients(problem: &Problem, options: FieldOptions) {
     }
 }
 
-/// Smallest `|d^2 - k^2|` over all pairs, and how many pairs are inside `k`.
-fn cutoff_margin(problem: &Problem, k: f64) -> (f64, usize) {
+/// Smallest `|d^2 - k^2|` over all pairs under `covariance` (the distance the op compares with
+/// `k`), and how many pairs are inside `k`.
+fn cutoff_margin(problem: &Problem, k: f64, covariance: Covariance) -> (f64, usize) {
     let mut margin = f64::INFINITY;
     let mut inside = 0;
     for i in 0..problem.n {
@@ -95,7 +96,8 @@ fn cutoff_margin(problem: &Problem, k: f64) -> (f64, usize) {
             c: 1,
             ..problem.clone()
         };
-        for v in cpu::forward(&single.arrays(), &FieldOptions::default()) {
+        let exact = FieldOptions::default().with_covariance(covariance);
+        for v in cpu::forward(&single.arrays(), &exact) {
             let d2 = -2.0 * v.ln();
             margin = margin.min((d2 - k * k).abs());
             inside += usize::from(d2 < k * k);
@@ -126,7 +128,7 @@ fn gradients_match_central_differences_cutoff() {
         while checked < 3 {
             let problem = Problem::random(&mut rng, 9, 7, 2, 1.0, (-1.2, -0.3));
             let k = 1.5 + rng.random::<f64>();
-            let (margin, inside) = cutoff_margin(&problem, k);
+            let (margin, inside) = cutoff_margin(&problem, k, covariance);
             // The cutoff is a discontinuity: keep every pair clear of it, and some inside.
             if margin < 1e-3 || inside == 0 || inside == 63 {
                 continue;
