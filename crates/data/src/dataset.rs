@@ -9,11 +9,15 @@ use rayon::prelude::*;
 
 use crate::camera::{Distortion, Intrinsics, Pose, camera_params};
 use crate::colmap::{ColmapFormat, ColmapModel, find_model_dir};
-use crate::equirect::{EquirectRig, IndexedPanorama, PANORAMA_INDEX, PanoramaIndex};
+use crate::equirect::{EquirectRig, PANORAMA_INDEX};
 use crate::error::{DataError, Result};
 use crate::images::{ImageSource, MaskSource, image_dimensions};
 use crate::points::PointCloud;
 use crate::transforms_json::{TransformsFile, TransformsFrame};
+
+mod panoramas;
+
+use panoramas::{load_colmap_panoramas, panorama_views, rig_frames, split_by_frame};
 
 /// How a scene is loaded. The defaults follow the 3DGS conventions.
 #[derive(Debug, Clone, PartialEq)]
@@ -394,76 +398,6 @@ fn finish_views(
     Ok(views.into_iter().flatten().collect())
 }
 
-/// The views of [`DatasetOptions::equirect`] cut from the panorama of `p` (a nerfstudio
-/// `EQUIRECTANGULAR` frame): each looks from the frame's centre, turned by its rig rotation,
-/// named `FILE#K` for view `K` of the rig.
-fn panorama_views(
-    p: PendingView,
-    described_in: &Path,
-    options: &DatasetOptions,
-) -> Result<Vec<View>> {
-    let file_size = image_dimensions(&p.path)?;
-    let n = options.downsample;
-    let native_width = if p.prescaled {
-        file_size.0 * n
-    } else {
-        file_size.0
-    };
-    let declared = match &p.frame {
-        Some(frame) => frame.declared_size(described_in)?,
-        None => None,
-    };
-    if let Some((w, h)) = declared {
-        let expected = if p.prescaled {
-            (
-                (w as f64 / n as f64).round() as u32,
-                (h as f64 / n as f64).round() as u32,
-            )
-        } else {
-            (w, h)
-        };
-        if expected.0.abs_diff(file_size.0) > u32::from(p.prescaled)
-            || expected.1.abs_diff(file_size.1) > u32::from(p.prescaled)
-        {
-            return Err(DataError::ImageSizeMismatch {
-                path: p.path.clone(),
-                expected_width: expected.0,
-                expected_height: expected.1,
-                found_width: file_size.0,
-                found_height: file_size.1,
-            });
-        }
-    }
-    if file_size.0 != 2 * file_size.1 {
-        return Err(DataError::NotEquirectangular {
-            path: p.path.clone(),
-            width: file_size.0,
-            height: file_size.1,
-        });
-    }
-    let rig = &options.equirect;
-    let size = ((f64::from(rig.native_size(native_width)) / f64::from(n)).round() as u32).max(1);
-    Ok(rig
-        .cameras(size)
-        .into_iter()
-        .map(|camera| View {
-            name: format!("{}#{}", p.name, camera.index),
-            pose: p.pose.turned(&camera.rotation),
-            intrinsics: camera.intrinsics,
-            distortion: Distortion::default(),
-            source: ImageSource {
-                path: p.path.clone(),
-                file_size,
-                size: (size, size),
-                background: options.background,
-                undistort: None,
-                mask: p.mask.clone(),
-                panorama_view: Some(camera),
-            },
-        })
-        .collect())
-}
-
 /// Splits views (or frames) sorted by name into (train, test) by `test_every`; a single one is
 /// kept for training rather than held out.
 fn split_every<T>(views: Vec<T>, test_every: Option<usize>) -> (Vec<T>, Vec<T>) {
@@ -479,53 +413,6 @@ fn split_every<T>(views: Vec<T>, test_every: Option<usize>) -> (Vec<T>, Vec<T>) 
         }
     }
     (train, test)
-}
-
-/// The frame of each view when a COLMAP scene's images are laid out as a rig (`CAMERA/FRAME`:
-/// one folder per camera, as `trainer data split360` writes them and COLMAP's rig support
-/// reads them): the part after the folder. `None` unless every name has one folder and at
-/// least two folders share a frame name.
-fn rig_frames(views: &[View]) -> Option<Vec<String>> {
-    let parts: Vec<(&str, &str)> = views
-        .iter()
-        .map(|v| {
-            v.name
-                .split_once('/')
-                .filter(|(_, frame)| !frame.contains('/'))
-        })
-        .collect::<Option<_>>()?;
-    let mut folders_of: std::collections::HashMap<&str, HashSet<&str>> = Default::default();
-    for (folder, frame) in &parts {
-        folders_of.entry(frame).or_default().insert(folder);
-    }
-    folders_of
-        .values()
-        .any(|folders| folders.len() > 1)
-        .then(|| parts.iter().map(|(_, frame)| frame.to_string()).collect())
-}
-
-/// Splits views by their `frames` (one per view): every `test_every`-th frame in name order is
-/// held out with all its views, as [`split_every`] holds out views.
-fn split_by_frame(
-    views: Vec<View>,
-    frames: &[String],
-    test_every: Option<usize>,
-) -> (Vec<View>, Vec<View>) {
-    let mut names: Vec<&String> = frames.iter().collect();
-    names.sort();
-    names.dedup();
-    let held_out: HashSet<&String> = match test_every {
-        Some(k) if names.len() > 1 => names.into_iter().step_by(k).collect(),
-        _ => HashSet::new(),
-    };
-    let (test, train): (Vec<_>, Vec<_>) = views
-        .into_iter()
-        .zip(frames)
-        .partition(|(_, frame)| held_out.contains(frame));
-    (
-        train.into_iter().map(|(v, _)| v).collect(),
-        test.into_iter().map(|(v, _)| v).collect(),
-    )
 }
 
 /// Mean of the camera centres and 1.1 times the largest distance from it.
@@ -579,17 +466,41 @@ fn assemble(
     })
 }
 
-fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Result<Dataset> {
+/// The COLMAP model in `model_dir` and the format it is written in.
+fn read_colmap_model(model_dir: &Path) -> Result<(ColmapFormat, ColmapModel)> {
     let format = ColmapFormat::detect(model_dir).ok_or_else(|| DataError::NotADataset {
         path: model_dir.to_path_buf(),
     })?;
-    let model = ColmapModel::read_format(model_dir, format)?;
-    let ext = match format {
-        ColmapFormat::Binary => "bin",
-        ColmapFormat::Text => "txt",
-    };
-    let cameras_path = model_dir.join(format!("cameras.{ext}"));
-    let images_path = model_dir.join(format!("images.{ext}"));
+    Ok((format, ColmapModel::read_format(model_dir, format)?))
+}
+
+/// A COLMAP scene's dataset from its split `views` (train, val, test), with the model's 3D
+/// points when it has any.
+fn colmap_dataset(
+    root: &Path,
+    model_dir: &Path,
+    format: ColmapFormat,
+    model: &ColmapModel,
+    views: [Vec<View>; 3],
+    options: &DatasetOptions,
+) -> Result<Dataset> {
+    let points = (!model.points3d.is_empty()).then(|| PointCloud::from_colmap(&model.points3d));
+    assemble(
+        root,
+        DatasetFormat::Colmap {
+            model_dir: model_dir.to_path_buf(),
+            format,
+        },
+        views,
+        points,
+        options,
+    )
+}
+
+fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Result<Dataset> {
+    let (format, model) = read_colmap_model(model_dir)?;
+    let cameras_path = format.file(model_dir, "cameras");
+    let images_path = format.file(model_dir, "images");
     let n = options.downsample;
     let prescaled_dir = root.join(format!("{}_{n}", options.images_dir));
     let prescaled = n > 1 && prescaled_dir.is_dir();
@@ -651,159 +562,16 @@ fn load_colmap(root: &Path, model_dir: &Path, options: &DatasetOptions) -> Resul
         Some(frames) => split_by_frame(views, &frames, options.test_every),
         None => split_every(views, options.test_every),
     };
-    let points = (!model.points3d.is_empty()).then(|| PointCloud::from_colmap(&model.points3d));
-    let mut dataset = assemble(
+    let mut dataset = colmap_dataset(
         root,
-        DatasetFormat::Colmap {
-            model_dir: model_dir.to_path_buf(),
-            format,
-        },
+        model_dir,
+        format,
+        &model,
         [train, Vec::new(), test],
-        points,
         options,
     )?;
     dataset.unregistered = unregistered_images(&images_dir, &model)?;
     Ok(dataset)
-}
-
-/// A COLMAP reconstruction of the views `trainer data split360` cut (`images/view_KK/NAME.ext`,
-/// beside its `panoramas.json`): the panoramas themselves, each posed by its registered views
-/// (each view's pose turned back by its rig rotation, averaged: the quaternions' normalised
-/// mean, the centres' mean) and cut into [`DatasetOptions::equirect`]'s views, split by
-/// frame. Panoramas none of whose views COLMAP registered are listed in
-/// [`Dataset::unregistered`].
-fn load_colmap_panoramas(
-    root: &Path,
-    model_dir: &Path,
-    options: &DatasetOptions,
-) -> Result<Dataset> {
-    let index_path = root.join(PANORAMA_INDEX);
-    let bytes = std::fs::read(&index_path).map_err(|e| DataError::io(&index_path, e))?;
-    let index: PanoramaIndex = serde_json::from_slice(&bytes).map_err(|cause| DataError::Json {
-        path: index_path.clone(),
-        cause,
-    })?;
-    if let Some(problem) = index.rig.problem() {
-        return Err(DataError::InvalidOption(format!(
-            "{}: its rig: {problem}",
-            index_path.display()
-        )));
-    }
-    let format = ColmapFormat::detect(model_dir).ok_or_else(|| DataError::NotADataset {
-        path: model_dir.to_path_buf(),
-    })?;
-    let model = ColmapModel::read_format(model_dir, format)?;
-    let images_path = model_dir.join(match format {
-        ColmapFormat::Binary => "images.bin",
-        ColmapFormat::Text => "images.txt",
-    });
-    let split_rig = index.rig.cameras(index.view_size);
-    let mut poses: std::collections::HashMap<String, Vec<Pose>> = Default::default();
-    for image in &model.images {
-        let view = image.name.split_once('/').and_then(|(folder, file)| {
-            let k: usize = folder.strip_prefix("view_")?.parse().ok()?;
-            Some((split_rig.get(k)?, Path::new(file).file_stem()?.to_str()?))
-        });
-        let Some((camera, name)) = view else {
-            return Err(DataError::InvalidOption(format!(
-                "{}: image `{}` is not one of {}'s views (view_KK/NAME)",
-                images_path.display(),
-                image.name,
-                index_path.display()
-            )));
-        };
-        let r = &camera.rotation;
-        let back = [r[0], r[3], r[6], r[1], r[4], r[7], r[2], r[5], r[8]];
-        let pose = image.pose(&images_path)?.turned(&back);
-        poses.entry(name.to_string()).or_default().push(pose);
-    }
-    let mut frames: Vec<&IndexedPanorama> = index.frames.iter().collect();
-    frames.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut unregistered = Vec::new();
-    let mut pending = Vec::new();
-    for frame in frames {
-        let Some(views) = poses.get(&frame.name) else {
-            unregistered.push(frame.name.clone());
-            continue;
-        };
-        let name = frame
-            .path
-            .file_name()
-            .map_or_else(|| frame.name.clone(), |n| n.to_string_lossy().into_owned());
-        pending.push(PendingView {
-            name,
-            pose: mean_pose(views),
-            intrinsics: None,
-            frame: None,
-            distortion: Distortion::default(),
-            path: frame.path.clone(),
-            prescaled: false,
-            mask: None,
-            panorama: true,
-        });
-    }
-    let pending: Vec<PendingView> = evenly_spaced(pending.len(), options.max_images)
-        .into_iter()
-        .map(|i| pending[i].clone())
-        .collect();
-    let (train, test) = split_every(pending, options.test_every);
-    let dir = root.to_path_buf();
-    let views = [
-        finish_views(train, &index_path, &dir, options)?,
-        Vec::new(),
-        finish_views(test, &index_path, &dir, options)?,
-    ];
-    let points = (!model.points3d.is_empty()).then(|| PointCloud::from_colmap(&model.points3d));
-    let mut dataset = assemble(
-        root,
-        DatasetFormat::Colmap {
-            model_dir: model_dir.to_path_buf(),
-            format,
-        },
-        views,
-        points,
-        options,
-    )?;
-    dataset.unregistered = unregistered;
-    Ok(dataset)
-}
-
-/// The mean of poses that should agree (one frame's, through each of its views): the rotation
-/// of the normalised mean of their quaternions (signs aligned with the first), the mean centre.
-fn mean_pose(poses: &[Pose]) -> Pose {
-    let quaternions: Vec<[f64; 4]> = poses
-        .iter()
-        .map(|p| ember_kernels::quat::quat_from_rotation(p.rotation))
-        .collect();
-    let mut sum = [0.0; 4];
-    for q in &quaternions {
-        let sign = if (0..4).map(|i| q[i] * quaternions[0][i]).sum::<f64>() < 0.0 {
-            -1.0
-        } else {
-            1.0
-        };
-        for i in 0..4 {
-            sum[i] += sign * q[i];
-        }
-    }
-    let mut centre = [0.0; 3];
-    for p in poses {
-        let c = p.center();
-        for a in 0..3 {
-            centre[a] += c[a] / poses.len() as f64;
-        }
-    }
-    // The quaternions of rotations are unit and sign-aligned: their sum is far from zero.
-    let rotation = Pose::from_quaternion(sum, [0.0; 3]).map_or(poses[0].rotation, |p| p.rotation);
-    let translation = std::array::from_fn(|row| {
-        -(0..3)
-            .map(|k| rotation[3 * row + k] * centre[k])
-            .sum::<f64>()
-    });
-    Pose {
-        rotation,
-        translation,
-    }
 }
 
 /// The mask of photo `name` (at `photo`) in `dir`: `name` itself, `name.png` (COLMAP's own

@@ -124,20 +124,7 @@ fn render_sphere<B: SplatBackend>(
     };
     let EquirectSplats { outputs, .. } = equirect::forward(&arrays, &camera, &options.project)?;
     let rows = outputs.depth.len();
-    let mut packed = Vec::with_capacity(rows * PACKED_WIDTH);
-    let mut extents = Vec::with_capacity(rows * 3);
-    for i in 0..rows {
-        packed.extend_from_slice(&outputs.xy[2 * i..2 * i + 2]);
-        packed.push(outputs.depth[i]);
-        packed.extend_from_slice(&outputs.conic[3 * i..3 * i + 3]);
-        packed.extend_from_slice(&outputs.color[3 * i..3 * i + 3]);
-        packed.push(outputs.opacity[i]);
-        extents.extend([
-            outputs.radius[2 * i] as i32,
-            outputs.radius[2 * i + 1] as i32,
-            outputs.tiles[i] as i32,
-        ]);
-    }
+    let (packed, extents) = outputs.into_rows();
     let device = field.means.device();
     let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
     let packed = Tensor::<B, 2>::from_data(

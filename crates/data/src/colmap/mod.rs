@@ -351,6 +351,15 @@ impl ColmapFormat {
             None
         }
     }
+
+    /// The path of the model file `stem` (`cameras`, `images`, `points3D`) in `dir`.
+    pub fn file(self, dir: &Path, stem: &str) -> PathBuf {
+        let ext = match self {
+            ColmapFormat::Binary => "bin",
+            ColmapFormat::Text => "txt",
+        };
+        dir.join(format!("{stem}.{ext}"))
+    }
 }
 
 impl ColmapModel {
@@ -367,13 +376,9 @@ impl ColmapModel {
 
     /// Reads the model in `dir` in the given format.
     pub fn read_format(dir: &Path, format: ColmapFormat) -> Result<ColmapModel> {
-        let ext = match format {
-            ColmapFormat::Binary => "bin",
-            ColmapFormat::Text => "txt",
-        };
-        let cameras_path = dir.join(format!("cameras.{ext}"));
-        let images_path = dir.join(format!("images.{ext}"));
-        let points_path = dir.join(format!("points3D.{ext}"));
+        let cameras_path = format.file(dir, "cameras");
+        let images_path = format.file(dir, "images");
+        let points_path = format.file(dir, "points3D");
         let cameras_bytes = read_file(&cameras_path)?;
         let images_bytes = read_file(&images_path)?;
         let points_bytes = if points_path.is_file() {
@@ -436,10 +441,7 @@ pub fn find_model_dir(scene: &Path) -> Option<PathBuf> {
             let Some(format) = ColmapFormat::detect(&dir) else {
                 continue;
             };
-            let images = match format {
-                ColmapFormat::Binary => dir.join("images.bin"),
-                ColmapFormat::Text => dir.join("images.txt"),
-            };
+            let images = format.file(&dir, "images");
             let size = std::fs::metadata(&images).map_or(0, |m| m.len());
             if best.as_ref().is_none_or(|(s, _)| size > *s) {
                 best = Some((size, dir));

@@ -15,6 +15,7 @@
 use rayon::prelude::*;
 
 use super::SH_C0;
+use super::packed::{PackedColumns, ROWS_PER_TASK};
 use super::{CameraParams, ProjectError, ProjectOptions, check_setup};
 use crate::quat::UnitQuat;
 use crate::real::Real;
@@ -69,6 +70,40 @@ pub struct ProjectOutputs<T> {
     pub radius: Vec<u32>,
     /// `[N]` tiles the screen box touches.
     pub tiles: Vec<u32>,
+}
+
+impl<T: Real> ProjectOutputs<T> {
+    /// The rows the rasterizer reads, as [`super::ProjectOps::project_forward`] returns them:
+    /// `packed` `[N, PACKED_WIDTH]` and `extents` `[N, 3]` (`radius_x, radius_y, tiles`), both
+    /// row-major, built on all threads.
+    pub fn into_rows(self) -> (Vec<T>, Vec<i64>) {
+        let mut extents = vec![0i64; 3 * self.tiles.len()];
+        let per = ROWS_PER_TASK;
+        (
+            extents.par_chunks_mut(3 * per),
+            self.radius.par_chunks(2 * per),
+            self.tiles.par_chunks(per),
+        )
+            .into_par_iter()
+            .for_each(|(extents, radius, tiles)| {
+                for ((e, r), &t) in extents
+                    .chunks_exact_mut(3)
+                    .zip(radius.chunks_exact(2))
+                    .zip(tiles)
+                {
+                    e.copy_from_slice(&[i64::from(r[0]), i64::from(r[1]), i64::from(t)]);
+                }
+            });
+        let packed = PackedColumns {
+            xy: self.xy,
+            depth: self.depth,
+            conic: self.conic,
+            color: self.color,
+            opacity: self.opacity,
+        }
+        .pack();
+        (packed, extents)
+    }
 }
 
 /// Gradients of a scalar loss with respect to the differentiable outputs (same shapes).

@@ -86,6 +86,7 @@ pub(crate) mod cube;
 pub(crate) mod fusion;
 #[cfg(feature = "ndarray")]
 pub(crate) mod ndarray;
+pub(crate) mod packed;
 pub mod pose;
 
 use burn::tensor::backend::Backend;

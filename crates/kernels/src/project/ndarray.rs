@@ -8,92 +8,13 @@ use burn::tensor::{DType, Element, Shape, TensorMetadata};
 
 use super::ProjectOps;
 use super::cpu::{self, ProjectArrays, ProjectOutputGrads};
+use super::packed::{PackedColumns, ROWS_PER_TASK};
 use super::{
-    CameraParams, PACKED_COLOR, PACKED_CONIC, PACKED_DEPTH, PACKED_OPACITY, PACKED_WIDTH,
-    PACKED_XY, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
+    CameraParams, PACKED_WIDTH, ProjectGrads, ProjectInputs, ProjectOptions, ProjectPrimitives,
 };
 use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice, int_tensor, to_host};
 use crate::real::Real;
 use rayon::prelude::*;
-
-/// The packed projection rows (`[N, PACKED_WIDTH]`) as separate arrays, the layout the CPU
-/// kernels take: the projection's outputs, the rasterizer's inputs, and both ops' gradients.
-pub(crate) struct PackedColumns<T> {
-    /// `[N, 2]`
-    pub(crate) xy: Vec<T>,
-    /// `[N]`
-    pub(crate) depth: Vec<T>,
-    /// `[N, 3]`
-    pub(crate) conic: Vec<T>,
-    /// `[N, 3]`
-    pub(crate) color: Vec<T>,
-    /// `[N]`
-    pub(crate) opacity: Vec<T>,
-}
-
-impl<T: Real> PackedColumns<T> {
-    /// Splits row-major packed rows into columns (on all threads, [`ROWS_PER_TASK`] rows each).
-    pub(crate) fn split(packed: &[T]) -> Self {
-        let n = packed.len() / PACKED_WIDTH;
-        let mut c = PackedColumns {
-            xy: vec![T::ZERO; 2 * n],
-            depth: vec![T::ZERO; n],
-            conic: vec![T::ZERO; 3 * n],
-            color: vec![T::ZERO; 3 * n],
-            opacity: vec![T::ZERO; n],
-        };
-        let per = ROWS_PER_TASK;
-        (
-            packed.par_chunks(PACKED_WIDTH * per),
-            c.xy.par_chunks_mut(2 * per),
-            c.depth.par_chunks_mut(per),
-            c.conic.par_chunks_mut(3 * per),
-            c.color.par_chunks_mut(3 * per),
-            c.opacity.par_chunks_mut(per),
-        )
-            .into_par_iter()
-            .for_each(|(rows, xy, depth, conic, color, opacity)| {
-                for (i, row) in rows.chunks_exact(PACKED_WIDTH).enumerate() {
-                    xy[2 * i..2 * i + 2].copy_from_slice(&row[PACKED_XY..PACKED_XY + 2]);
-                    depth[i] = row[PACKED_DEPTH];
-                    conic[3 * i..3 * i + 3].copy_from_slice(&row[PACKED_CONIC..PACKED_CONIC + 3]);
-                    color[3 * i..3 * i + 3].copy_from_slice(&row[PACKED_COLOR..PACKED_COLOR + 3]);
-                    opacity[i] = row[PACKED_OPACITY];
-                }
-            });
-        c
-    }
-
-    /// The row-major packed rows (on all threads, [`ROWS_PER_TASK`] rows each).
-    pub(crate) fn pack(&self) -> Vec<T> {
-        let n = self.opacity.len();
-        let mut packed = vec![T::ZERO; n * PACKED_WIDTH];
-        let per = ROWS_PER_TASK;
-        (
-            packed.par_chunks_mut(PACKED_WIDTH * per),
-            self.xy.par_chunks(2 * per),
-            self.depth.par_chunks(per),
-            self.conic.par_chunks(3 * per),
-            self.color.par_chunks(3 * per),
-            self.opacity.par_chunks(per),
-        )
-            .into_par_iter()
-            .for_each(|(rows, xy, depth, conic, color, opacity)| {
-                for (i, row) in rows.chunks_exact_mut(PACKED_WIDTH).enumerate() {
-                    row[PACKED_XY..PACKED_XY + 2].copy_from_slice(&xy[2 * i..2 * i + 2]);
-                    row[PACKED_DEPTH] = depth[i];
-                    row[PACKED_CONIC..PACKED_CONIC + 3].copy_from_slice(&conic[3 * i..3 * i + 3]);
-                    row[PACKED_COLOR..PACKED_COLOR + 3].copy_from_slice(&color[3 * i..3 * i + 3]);
-                    row[PACKED_OPACITY] = opacity[i];
-                }
-            });
-        packed
-    }
-}
-
-/// Rows per rayon task of the host-side reshuffles (packing, splitting, interleaving): the
-/// copies run on all threads instead of the caller's alone.
-pub(crate) const ROWS_PER_TASK: usize = 4096;
 
 /// The projection's inputs on the host: the tensors' own memory where they are contiguous and
 /// of the kernel's type (a render copies no parameter), and the SH coefficients interleaved.
@@ -188,31 +109,7 @@ fn forward_in<T: Real + Element, B: NdArrayBackend>(
         // The tensor-level entry point validated everything this checks again.
         let out = cpu::forward(&host.arrays(), camera, &options)
             .expect("inputs validated by project_gaussians");
-        let mut view_extents = vec![0i64; 3 * n];
-        let per = ROWS_PER_TASK;
-        (
-            view_extents.par_chunks_mut(3 * per),
-            out.radius.par_chunks(2 * per),
-            out.tiles.par_chunks(per),
-        )
-            .into_par_iter()
-            .for_each(|(extents, radius, tiles)| {
-                for ((e, r), &t) in extents
-                    .chunks_exact_mut(3)
-                    .zip(radius.chunks_exact(2))
-                    .zip(tiles)
-                {
-                    e.copy_from_slice(&[i64::from(r[0]), i64::from(r[1]), i64::from(t)]);
-                }
-            });
-        let view_packed = PackedColumns {
-            xy: out.xy,
-            depth: out.depth,
-            conic: out.conic,
-            color: out.color,
-            opacity: out.opacity,
-        }
-        .pack();
+        let (view_packed, view_extents) = out.into_rows();
         // The first view's buffers are kept as they are (one view: no copy).
         if packed.is_empty() {
             (packed, extents) = (view_packed, view_extents);

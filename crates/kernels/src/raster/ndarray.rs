@@ -14,7 +14,7 @@ use super::{
 use super::{RasterError, RasterOps};
 use crate::ndarray_host::{NdArrayBackend, float_tensor, host_slice, int_tensor, int_to_host};
 use crate::project::PACKED_WIDTH;
-use crate::project::ndarray::{PackedColumns, ROWS_PER_TASK};
+use crate::project::packed::{PackedColumns, ROWS_PER_TASK};
 use crate::real::Real;
 use rayon::prelude::*;
 
