@@ -20,7 +20,9 @@
 //!
 //! A degree of longitude spans `1 / cos(lat)` more pixels towards the poles, so the footprint
 //! widens there as the panorama does. At a pole `rho` goes to zero: it is held at least
-//! `r sin(π / H)` (half a pixel row from the pole) so the Jacobian stays finite.
+//! `r sin(π / H)` (a pixel row from the pole) so the Jacobian stays finite, the rows' directions
+//! kept (`x / rho` and `z / rho` from the true `rho`), so a splat at a pole keeps its extent in
+//! latitude.
 //!
 //! # Depth, colour, culling
 //! - The depth the rasterizer sorts by is the distance `r`, not `z`: every direction is in front
@@ -208,13 +210,22 @@ fn project_one<T: Real>(
     if !(r >= cam.near.to_f64()) {
         return None;
     }
-    let rho = x.hypot(z).max(r * (std::f64::consts::PI / cam.height).sin());
+    // The map's Jacobian written with the unit azimuth `(sin lon, cos lon) = (x, z) / rho`, so
+    // that holding `rho` away from zero keeps both rows' directions (a pole's splat keeps its
+    // latitude extent; straight up or down, any azimuth serves).
+    let rho_true = x.hypot(z);
+    let (sin_lon, cos_lon) = if rho_true > 0.0 {
+        (x / rho_true, z / rho_true)
+    } else {
+        (0.0, 1.0)
+    };
+    let rho = rho_true.max(r * (std::f64::consts::PI / cam.height).sin());
     let (width, height) = (cam.width, cam.height);
-    let du = width / (std::f64::consts::TAU * rho * rho);
+    let du = width / (std::f64::consts::TAU * rho);
     let dv = height / (std::f64::consts::PI * r2);
     let j = [
-        [du * z, 0.0, -du * x],
-        [-dv * x * y / rho, dv * rho, -dv * z * y / rho],
+        [du * cos_lon, 0.0, -du * sin_lon],
+        [-dv * y * sin_lon, dv * rho, -dv * y * cos_lon],
     ];
     let am: [T; 6] = core::array::from_fn(|e| {
         let (row, col) = (e / 3, e % 3);

@@ -214,10 +214,25 @@ fn poles_stay_finite_and_only_distance_culls() {
     ] {
         scene.push(&gaussian_at(&mut rng, &camera, p, 1));
     }
+    // The poles' Gaussians round, so that their extent in latitude is known: 0.1 units across
+    // at distance 2 is 0.05 rad, 2.04 rows of a 64-row panorama for one standard deviation.
+    for i in 0..2 {
+        scene.log_scales[3 * i..3 * i + 3].copy_from_slice(&[0.1f64.ln(); 3]);
+        scene.logits[i] = 5.0;
+    }
     let out = project(&scene, &camera, &options).outputs;
     for i in 0..2 {
         assert!(out.radius[2 * i] > 0 && out.radius[2 * i] <= 64, "pole {i}");
-        assert!(out.conic[3 * i..3 * i + 3].iter().all(|c| c.is_finite()));
+        let c = &out.conic[3 * i..3 * i + 3];
+        assert!(c.iter().all(|c| c.is_finite()));
+        // Held at a pixel row from the pole, the splat keeps its latitude extent: the dilated
+        // variance in v is (0.05 H / π)^2 + 0.3 whatever its azimuth.
+        let var_v = c[0] / (c[0] * c[2] - c[1] * c[1]);
+        let expected = (0.05 * 64.0 / PI).powi(2) + options.eps2d;
+        assert!(
+            (var_v - expected).abs() < 0.02 * expected,
+            "pole {i}: variance in v {var_v:.3}, expected {expected:.3}"
+        );
     }
     assert!(out.xy[1] < 1.0 && out.xy[3] > 63.0, "up at the top, down at the bottom");
     assert!(out.radius[4] > 0, "behind the camera is drawn");
