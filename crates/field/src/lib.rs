@@ -4,7 +4,8 @@
 //! [`GaussianHierarchy`] drawn by the cut each view needs, [`render_lod`]), and [`Similarity`] transforms of a whole field
 //! ([`GaussianField::transformed`], [`transform_camera`]), and 360° panoramas
 //! ([`render_panorama`]: every Gaussian projected onto the sphere, or a cube's faces stitched
-//! into the equirectangular map).
+//! into the equirectangular map), and Mip-Splatting's 3D smoothing filter
+//! ([`SmoothingFilter`]: the training cameras' sampling rate folded into scales and opacities).
 //!
 //! `ember-field` knows no file format: [`splats`] turns `ember-data`'s host [`ember_data::Splats`]
 //! (what every format reads into) into a field and back. The custom ops it calls live in
@@ -19,6 +20,7 @@ mod panorama;
 mod pass;
 mod render;
 pub mod sh;
+mod smoothing;
 pub mod splats;
 mod transform;
 
@@ -35,6 +37,7 @@ pub use render::{
     BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, project,
     render, render_batch, render_batch_images,
 };
+pub use smoothing::{SmoothingFilter, SmoothingOptions};
 pub use transform::transform_camera;
 
 /// A pinhole camera, world to camera, OpenCV axes (the kernels' [`ember_kernels::CameraParams`]).

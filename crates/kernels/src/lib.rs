@@ -3,9 +3,10 @@
 //!
 //! Burn composes its `Backend` from per-concept op traits (`FloatTensorOps`, `ModuleOps`, ...);
 //! this crate adds one trait per op in the same way: [`FieldOps`], [`ProjectOps`], [`RasterOps`],
-//! [`TransformOps`], [`LossOps`], [`BilateralGridOps`], [`AdamOps`], [`NoiseOps`], [`DensifyStatsOps`] and [`LodOps`].
+//! [`TransformOps`], [`LossOps`], [`BilateralGridOps`], [`AdamOps`], [`NoiseOps`], [`DensifyStatsOps`], [`LodOps`]
+//! and [`SmoothingOps`].
 //! Each entry function bounds only the trait it uses (`fn rasterize<B: RasterOps>`);
-//! [`SplatBackend`] is the alias over all ten that the pipeline asks for, with no methods of its
+//! [`SplatBackend`] is the alias over all eleven that the pipeline asks for, with no methods of its
 //! own, plus
 //! [`DeviceMemory`] (the allocator's figures, for peak-memory reports).
 //!
@@ -154,6 +155,10 @@ ops! {
     lod: LodOps {
         LodError, LodInputs, LodNodes, LodView, lod_gather_tensor_ops, lod_weights,
         lod_weights_tensor_ops, weighted_logits_tensor_ops,
+    },
+    smoothing: SmoothingOps {
+        SmoothingError, smoothing_fold, smoothing_fold_backward,
+        smoothing_fold_backward_tensor_ops, smoothing_fold_tensor_ops,
     },
 }
 

@@ -13,12 +13,16 @@
 //! | `appearance.exp_avg_sq`    | `[V, P]`       |
 //! | `appearance.steps`         | `[V]`          |
 //! | `poses.state`              | `[V, 25]` F64  |
+//! | `smoothing.variance`       | `[N]`          |
 //!
 //! The `appearance.*` tensors are there when the run learns each training photo's appearance
 //! (`V` photos of `P` parameters each, [`crate::appearance`]); the step counts are stored as
 //! exact f32 integers. `poses.state` is there when the run refines its training cameras'
 //! poses: per camera the correction's rotation (9, row-major) and translation (3), Adam's two
 //! moments (6 each) and its step count, in f64 as they are learned ([`crate::poses`]).
+//! `smoothing.variance` is there when the run draws through a 3D smoothing filter
+//! (`raster.antialiased`): the filter in use at the step, so that a resumed run draws the
+//! same field and [`CheckpointFile::field`] returns the field as drawn.
 //!
 //! Metadata (strings): `format` (`ember-train checkpoint v1`), `step`, `sh_rest_coefficients`,
 //! `strategy`, `adam.<group>.steps`, `training_seconds` (the run's training time so far, so
@@ -30,7 +34,7 @@ use std::path::Path;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use ember_field::{GaussianField, SplatAutodiffBackend};
+use ember_field::{GaussianField, SmoothingFilter, SplatAutodiffBackend};
 use safetensors::tensor::{Dtype, TensorView};
 
 use crate::appearance::AppearanceState;
@@ -38,7 +42,7 @@ use crate::error::{TrainError, write_atomically};
 use crate::params::ParamGroup;
 use crate::poses::STATE_PER_CAMERA;
 use crate::timing::Phase;
-use crate::trainer::{Inner, Trainer};
+use crate::trainer::{Inner, Trainer, smoothing_filter};
 use ember_field::to_host;
 
 /// The `format` metadata value of the files this version writes.
@@ -131,6 +135,12 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 shape: vec![state.len() / STATE_PER_CAMERA, STATE_PER_CAMERA],
                 bytes: state.iter().flat_map(|v| v.to_le_bytes()).collect(),
             });
+        }
+        if let Some(filter) = &self.smoothing {
+            entries.push(entry(
+                "smoothing.variance".to_string(),
+                filter.variance.clone(),
+            )?);
         }
         let views = entries
             .iter()
@@ -250,6 +260,15 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         if poses.is_some() {
             self.poses = poses;
         }
+        self.smoothing = match (&self.smoothing, file.smoothing) {
+            (None, _) => None,
+            (Some(_), Some(variance)) => Some(SmoothingFilter::from_variance(Tensor::from_data(
+                TensorData::new(variance, [file.gaussians]),
+                &device,
+            ))),
+            // A file from a run without the filter: measured for its Gaussians.
+            (Some(_), None) => smoothing_filter(&self.config, &self.scene, &field),
+        };
         self.field = field;
         self.generation += 1;
         self.adam = adam;
@@ -303,12 +322,15 @@ pub struct CheckpointFile {
     pub appearance: Option<AppearanceState>,
     /// `poses.state` (`[V, 25]`, row-major), when the run refined its cameras' poses.
     pub poses: Option<Vec<f64>>,
+    /// `smoothing.variance` `[N]`, when the run drew through a 3D smoothing filter.
+    pub smoothing: Option<Vec<f32>>,
 }
 
 impl CheckpointFile {
-    /// The field the checkpoint holds, on `device` (to view or export it; resuming training
-    /// goes through [`Trainer::load_checkpoint`]); `path` names the file in errors.
-    pub fn field<B: Backend>(
+    /// The field the checkpoint holds as the run drew it, on `device` (to view or export it:
+    /// its 3D smoothing filter, when it has one, folded in; resuming training goes through
+    /// [`Trainer::load_checkpoint`]); `path` names the file in errors.
+    pub fn field<B: ember_kernels::SmoothingOps>(
         &self,
         device: &B::Device,
         path: &Path,
@@ -322,7 +344,7 @@ impl CheckpointFile {
                 device,
             )
         };
-        GaussianField::from_tensors(
+        let field = GaussianField::from_tensors(
             rows(ParamGroup::Means),
             rows(ParamGroup::Quats),
             rows(ParamGroup::LogScales),
@@ -331,7 +353,16 @@ impl CheckpointFile {
             rows(ParamGroup::ShRest).reshape([n, k, 3]),
             None,
         )
-        .map_err(|e| TrainError::checkpoint(path, e.to_string()))
+        .map_err(|e| TrainError::checkpoint(path, e.to_string()))?;
+        Ok(match &self.smoothing {
+            Some(variance) => SmoothingFilter::from_variance(Tensor::from_data(
+                TensorData::new(variance.clone(), [n]),
+                device,
+            ))
+            .apply(&field)
+            .map_err(|e| TrainError::checkpoint(path, e.to_string()))?,
+            None => field,
+        })
     }
 
     /// Parses the bytes of a checkpoint; `path` names the file in errors. Allocates at most
@@ -485,6 +516,23 @@ impl CheckpointFile {
                 }
             }
         };
+        let smoothing = match tensors.names().contains(&"smoothing.variance") {
+            false => None,
+            true => {
+                let (shape, values) = read("smoothing.variance")?;
+                if shape != [gaussians] {
+                    return Err(bad(format!(
+                        "`smoothing.variance` has shape {shape:?}, expected [{gaussians}]"
+                    )));
+                }
+                if values.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                    return Err(bad(
+                        "`smoothing.variance` holds a value that is not a variance".into(),
+                    ));
+                }
+                Some(values)
+            }
+        };
         Ok(CheckpointFile {
             step: count("step")?,
             training_seconds: match meta.get("training_seconds") {
@@ -502,6 +550,7 @@ impl CheckpointFile {
             strategy_state,
             appearance,
             poses,
+            smoothing,
         })
     }
 }

@@ -436,15 +436,39 @@ impl Default for EvalConfig {
 }
 
 /// How the field is drawn in training and in the run's evaluations.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RasterConfig {
-    /// Mip-Splatting's 2D antialiasing filter: the opacity of each Gaussian multiplied by
-    /// `sqrt(det C / det(C + eps2d I))`, so that the screen covariance's dilation adds no energy
-    /// (`ember_field::RenderOptions::with_antialiased`). A field trained with
-    /// it is drawn with it: `trainer eval` of the run reads this key, `trainer eval
-    /// --antialiased` turns it on for a splat file.
+    /// Mip-Splatting's antialiasing, both filters. The 2D filter: the opacity of each Gaussian
+    /// multiplied by `sqrt(det C / det(C + eps2d I))`, so that the screen covariance's
+    /// dilation adds no energy (`ember_field::RenderOptions::with_antialiased`). The 3D filter
+    /// (`filter_3d`): each Gaussian smoothed by the finest sampling of the training cameras
+    /// (`ember_field::SmoothingFilter`), folded into the field the run evaluates, exports and
+    /// shows. A field trained with it is drawn with it: `trainer eval` of the run reads this
+    /// key, `trainer eval --antialiased` turns the 2D filter on for a splat file.
     pub antialiased: bool,
+    /// With `antialiased`, the 3D filter's variance in squared pixels of each Gaussian's finest
+    /// training view (Mip-Splatting's 0.2); `0` keeps only the 2D filter.
+    pub filter_3d: f64,
+}
+
+impl Default for RasterConfig {
+    fn default() -> Self {
+        RasterConfig {
+            antialiased: false,
+            filter_3d: 0.2,
+        }
+    }
+}
+
+impl RasterConfig {
+    /// The 3D filter's options when the run draws with it.
+    pub fn smoothing(&self) -> Option<ember_field::SmoothingOptions> {
+        (self.antialiased && self.filter_3d > 0.0).then(|| ember_field::SmoothingOptions {
+            strength: self.filter_3d,
+            ..Default::default()
+        })
+    }
 }
 
 /// Which evaluations of a run measure LPIPS.
@@ -735,6 +759,12 @@ impl TrainConfig {
             return fail(
                 "appearance.kind",
                 "is per photo and not yet summed over the peers: data-parallel runs take `none`",
+            );
+        }
+        if !(self.raster.filter_3d.is_finite() && self.raster.filter_3d >= 0.0) {
+            return fail(
+                "raster.filter_3d",
+                "must be a variance in squared pixels, at least 0 (0: no 3D filter)",
             );
         }
         if self.data.downsample == 0 {

@@ -12,6 +12,11 @@
 //! - [`autodiff_forward`], for a [`TrainingLoss`] of the user's own: the render on the autodiff
 //!   backend and `backward()` through whatever the loss does.
 //!
+//! With `raster.antialiased`, both draw the field through its 3D smoothing filter
+//! ([`ember_field::SmoothingFilter`]): the direct pass folds it in before the render and runs
+//! its chain rule after the render's backward, the autodiff pass records the fold; the
+//! regularisers read the raw parameters in both.
+//!
 //! With `[poses] refine`, the direct pass runs the projection's backward once per view and
 //! returns each camera's pose gradient beside the field's ([`crate::poses`]); the autodiff pass
 //! does not (a loss of one's own trains with the given poses).
@@ -25,8 +30,8 @@ use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 use ember_field::{
-    Camera, GaussianField, RenderBackward, RenderOptions, RenderPass, SplatAutodiffBackend,
-    render_batch, render_pass,
+    Camera, GaussianField, RenderBackward, RenderOptions, RenderPass, SmoothingFilter,
+    SplatAutodiffBackend, render_batch, render_pass,
 };
 use ember_kernels::{LossOps, LossOptions, LossOutputs, SplatBackend};
 
@@ -85,6 +90,8 @@ pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
     /// Whether the backward returns each view's pose gradient ([`crate::poses`]; the direct
     /// pass only).
     pub wants_poses: bool,
+    /// The field's 3D smoothing filter, when the run draws through one.
+    pub smoothing: Option<&'a SmoothingFilter<I>>,
 }
 
 impl<I: burn::tensor::backend::Backend> PassInputs<'_, I> {
@@ -130,6 +137,9 @@ struct DirectBackward<I: SplatBackend> {
     appearance: Vec<Tensor<I, 2>>,
     /// Whether to return each view's pose gradient.
     wants_poses: bool,
+    /// The smoothing filter the field was drawn through, with the raw field's log-scales and
+    /// opacity logits its chain rule reads.
+    smoothing: Option<(SmoothingFilter<I>, Tensor<I, 2>, Tensor<I, 1>)>,
     view: String,
 }
 
@@ -246,12 +256,17 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
         cameras[0].width as usize,
         cameras.len(),
     );
+    let drawn = inputs
+        .smoothing
+        .map(|filter| filter.apply(field))
+        .transpose()?;
     let RenderPass {
         images,
         extents,
         tile_pairs,
         backward: render,
-    } = render_pass(field, cameras, &inputs.render).map_err(render_error)?;
+    } = render_pass(drawn.as_ref().unwrap_or(field), cameras, &inputs.render)
+        .map_err(render_error)?;
     let mut losses = Vec::with_capacity(views);
     let mut grads = Vec::with_capacity(views);
     let mut appearance_grads = Vec::with_capacity(inputs.appearance.len());
@@ -323,6 +338,13 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
             scale_reg,
             appearance: appearance_grads,
             wants_poses: inputs.wants_poses,
+            smoothing: inputs.smoothing.map(|filter| {
+                (
+                    filter.clone(),
+                    field.log_scales.val(),
+                    field.opacity_logits.val(),
+                )
+            }),
             view: inputs.names[0].clone(),
         })),
     })
@@ -408,16 +430,22 @@ impl<I: SplatBackend> DirectBackward<I> {
             .render
             .run(self.grad_rgb, self.wants_poses)
             .map_err(|cause| TrainError::Render { view, cause })?;
+        let (log_scales, opacity_logits) = match self.smoothing {
+            Some((filter, raw_log_scales, raw_logits)) => {
+                filter.backward(raw_log_scales, raw_logits, g.log_scales, g.opacity_logits)?
+            }
+            None => (g.log_scales, g.opacity_logits),
+        };
         let grads = FieldGradients {
             means: Some(g.means),
             quats: Some(g.quats),
             log_scales: Some(match self.scale_reg {
-                Some(reg) => g.log_scales + reg,
-                None => g.log_scales,
+                Some(reg) => log_scales + reg,
+                None => log_scales,
             }),
             opacity_logits: Some(match self.opacity_reg {
-                Some(reg) => g.opacity_logits + reg,
-                None => g.opacity_logits,
+                Some(reg) => opacity_logits + reg,
+                None => opacity_logits,
             }),
             sh_dc: Some(g.sh_dc),
             sh_rest: Some(g.sh_rest),
@@ -446,11 +474,21 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
         Tensor::from_inner(field.sh_rest.val()),
         None,
     )?;
-    let out = render_batch(&leaves, inputs.cameras, &inputs.render).map_err(|cause| {
-        TrainError::Render {
-            view: inputs.names[0].clone(),
-            cause,
-        }
+    let drawn = inputs
+        .smoothing
+        .map(|filter| {
+            SmoothingFilter::<B>::from_variance(Tensor::from_inner(filter.variance.clone()))
+                .apply(&leaves)
+        })
+        .transpose()?;
+    let out = render_batch(
+        drawn.as_ref().unwrap_or(&leaves),
+        inputs.cameras,
+        &inputs.render,
+    )
+    .map_err(|cause| TrainError::Render {
+        view: inputs.names[0].clone(),
+        cause,
     })?;
     let [views, h, w, _] = out.rgb.dims();
     let mut losses = Vec::with_capacity(views);
@@ -519,5 +557,89 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
 pub fn photometric<B: AutodiffBackend + LossOps>(options: LossOptions) -> impl TrainingLoss<B> {
     move |rendered: Tensor<B, 3>, target: Tensor<B, 3>| {
         photometric_loss(rendered, target, options).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scene::{look_at_origin, procedural_field};
+    use ember_field::SmoothingOptions;
+    use ember_kernels::backend::Cpu;
+
+    type B = burn::backend::Autodiff<Cpu>;
+
+    /// The direct pass chains the 3D smoothing filter's gradient by hand, the autodiff pass
+    /// differentiates its fold: the same gradients, to the autodiff fold's rounding. The
+    /// filter is as wide as the Gaussians (`strength` 1 squared pixel from two units away:
+    /// the fold's factors far from 1), so a wrong or missing chain would be far off. (A whole run would not show it: Adam divides
+    /// each parameter's gradient by its own size, and a factor that changes slowly drops out.)
+    #[test]
+    fn both_passes_chain_the_smoothing_filter_alike() {
+        let device = Default::default();
+        let field = procedural_field::<Cpu>(800, 3, &device).unwrap();
+        let camera = look_at_origin([1.6, -1.1, 0.8], 48);
+        let filter = SmoothingFilter::from_cameras(
+            field.means.val(),
+            &[camera],
+            SmoothingOptions {
+                strength: 1.0,
+                ..Default::default()
+            },
+        );
+        let target = Tensor::<Cpu, 3>::full([48, 48, 3], 0.3, &device);
+        let loss = LossOptions { ssim_lambda: 0.2 };
+        let names = ["view".to_string()];
+        let inputs = PassInputs {
+            cameras: &[camera],
+            targets: std::slice::from_ref(&target),
+            masks: &[],
+            names: &names,
+            appearance: &[],
+            transform: None,
+            batch: 1,
+            render: RenderOptions::default().with_antialiased(true),
+            loss,
+            opacity_reg: 0.0,
+            scale_reg: 0.0,
+            wants_loss: true,
+            wants_mse: false,
+            wants_poses: false,
+            smoothing: Some(&filter),
+        };
+        let direct = direct_forward::<B>(&field, &inputs)
+            .unwrap()
+            .backward()
+            .unwrap()
+            .field;
+        let autodiff = autodiff_forward::<B>(&field, &inputs, &photometric(loss))
+            .unwrap()
+            .backward()
+            .unwrap()
+            .field;
+        let host = |t: Option<Tensor<Cpu, 2>>| ember_field::to_host(t.unwrap(), "grad").unwrap();
+        let pairs = [
+            (
+                "log_scales",
+                host(direct.log_scales),
+                host(autodiff.log_scales),
+            ),
+            (
+                "opacity_logits",
+                host(direct.opacity_logits.map(|t| t.unsqueeze_dim(1))),
+                host(autodiff.opacity_logits.map(|t| t.unsqueeze_dim(1))),
+            ),
+            ("means", host(direct.means), host(autodiff.means)),
+        ];
+        for (name, a, b) in pairs {
+            let largest = b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            assert!(largest > 0.0, "{name}: a gradient");
+            for (j, (x, y)) in a.iter().zip(&b).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-3 * largest,
+                    "{name}[{j}]: direct {x}, autodiff {y} (largest {largest})"
+                );
+            }
+        }
     }
 }

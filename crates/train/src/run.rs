@@ -562,7 +562,7 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
     }
     if config.output.ply {
         let ply = out.join("splats.ply");
-        write_field(trainer.field(), &ply)?;
+        write_field(&trainer.drawn_field()?, &ply)?;
         observer.on_message(&format!("wrote {}", ply.display()));
     }
     trainer.times_mut().add(Phase::Output, t.elapsed());

@@ -8,7 +8,10 @@
 //! the step is due (the loss, the tile lists' counts, agreed over the replicas: the step's one
 //! wait for the device, on the steps that have it); the densification statistics; one Adam
 //! update for all parameter groups (and, with `[appearance]`, one for each photo of the batch;
-//! with `[poses] refine`, one for each camera: [`crate::poses`]); the densification strategy.
+//! with `[poses] refine`, one for each camera: [`crate::poses`]); the densification strategy;
+//! with `raster.antialiased`, the 3D smoothing filter measured again from the training cameras
+//! when the Gaussians changed or every [`SMOOTHING_EVERY`] steps (the field is drawn through
+//! it in every step, evaluation, export and view: [`Trainer::drawn_field`]).
 //! Every random draw is a function of `(seed, step)`, so a run resumed from a checkpoint takes
 //! the same decisions as one that never stopped; on the CPU the numbers are bit-identical.
 
@@ -17,7 +20,8 @@ use std::time::Instant;
 
 use burn::tensor::Tensor;
 use ember_field::{
-    Camera, GaussianField, GaussianFieldConfig, RenderOptions, SplatAutodiffBackend,
+    Camera, GaussianField, GaussianFieldConfig, RenderOptions, SmoothingFilter,
+    SplatAutodiffBackend,
 };
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -115,7 +119,14 @@ pub struct Trainer<B: SplatAutodiffBackend> {
     loss_fn: Option<Box<dyn TrainingLoss<B>>>,
     /// Set by [`Trainer::request_stop`], reported (and agreed among peers) by the next step.
     stop_requested: bool,
+    /// The 3D smoothing filter of the current Gaussians (`None` unless `raster.antialiased`
+    /// with `raster.filter_3d > 0`).
+    pub(crate) smoothing: Option<SmoothingFilter<Inner<B>>>,
 }
+
+/// Steps between two measurements of the 3D smoothing filter when the number of Gaussians
+/// has not changed (Mip-Splatting's cadence; MCMC moves Gaussians without changing it).
+pub const SMOOTHING_EVERY: usize = 100;
 
 /// What a step reads back, by the cadence of `output`.
 #[derive(Debug, Clone, Copy)]
@@ -278,6 +289,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         let strategy = strategy_from_config(&config.densify, field.num_gaussians(), device);
         let evaluator = Evaluator::new(&config.eval);
         let targets = TargetImages::new(scene.train.len(), config.data.image_budget_mb, device);
+        let smoothing = smoothing_filter(&config, &scene, &field);
         Ok(Trainer {
             config,
             region: scene.region(),
@@ -301,6 +313,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             tile_lists: TileLists::default(),
             loss_fn: None,
             stop_requested: false,
+            smoothing,
         })
     }
 
@@ -341,6 +354,21 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     /// Number of Gaussians.
     pub fn num_gaussians(&self) -> usize {
         self.field.num_gaussians()
+    }
+
+    /// The current model as it is drawn: with `raster.antialiased`, the 3D smoothing filter
+    /// folded into it (the field a run evaluates, exports and shows; [`Trainer::field`] holds
+    /// the parameters it trains).
+    pub fn drawn_field(&self) -> Result<GaussianField<Inner<B>>, TrainError> {
+        Ok(match &self.smoothing {
+            Some(filter) => filter.apply(&self.field)?,
+            None => self.field.clone(),
+        })
+    }
+
+    /// The 3D smoothing filter of the current Gaussians, when the run draws with one.
+    pub fn smoothing(&self) -> Option<&SmoothingFilter<Inner<B>>> {
+        self.smoothing.as_ref()
     }
 
     /// The trained field (the current parameters).
@@ -510,7 +538,8 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 LpipsWhen::Never => false,
             },
         };
-        let mut report = self.evaluator.evaluate(&self.scene, &self.field, request)?;
+        let drawn = self.drawn_field()?;
+        let mut report = self.evaluator.evaluate(&self.scene, &drawn, request)?;
         report.elapsed = self.training_seconds;
         self.times.add(Phase::Eval, started.elapsed());
         Ok(report)
@@ -529,6 +558,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             ));
         }
         self.field = field;
+        self.smoothing = smoothing_filter(&self.config, &self.scene, &self.field);
         self.generation += 1;
         Ok(())
     }
@@ -799,6 +829,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             wants_loss: reads.loss,
             wants_mse: reads.psnr,
             wants_poses: self.poses.as_ref().is_some_and(|p| p.active_at(step)),
+            smoothing: self.smoothing.as_ref(),
         };
         if inputs.wants_poses && self.loss_fn.is_some() {
             return Err(TrainError::Config {
@@ -907,8 +938,30 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         if after != before {
             self.tile_lists.scale(after as f64 / before.max(1) as f64);
         }
+        if self.smoothing.is_some()
+            && (after != before || (step + 1).is_multiple_of(SMOOTHING_EVERY))
+        {
+            self.smoothing = smoothing_filter(&self.config, &self.scene, &self.field);
+        }
         Ok(report)
     }
+}
+
+/// The 3D smoothing filter of `field`'s Gaussians from the scene's training cameras as given
+/// (a refined pose moves a camera by far less than changes its sampling), when `config` draws
+/// with one.
+pub(crate) fn smoothing_filter<I: burn::tensor::backend::Backend>(
+    config: &TrainConfig,
+    scene: &TrainScene,
+    field: &GaussianField<I>,
+) -> Option<SmoothingFilter<I>> {
+    let options = config.raster.smoothing()?;
+    let cameras: Vec<Camera> = scene.train.iter().map(|view| view.camera).collect();
+    Some(SmoothingFilter::from_cameras(
+        field.means.val(),
+        &cameras,
+        options,
+    ))
 }
 
 #[cfg(test)]

@@ -559,9 +559,16 @@ impl<B: SplatAutodiffBackend, O: RunObserver<B>> RunObserver<B> for LiveObserver
         let interrupted = &self.interrupted;
         let stop = || interrupted.load(Ordering::SeqCst);
         let paused = self.viewer.paused();
-        let action =
-            self.renderer
-                .between_steps(&self.viewer, trainer.field(), trainer.step_count(), &stop);
+        let field = match trainer.drawn_field() {
+            Ok(field) => field,
+            Err(e) => {
+                self.on_message(&format!("viewer: the field cannot be drawn: {e}"));
+                return ObserverAction::Continue;
+            }
+        };
+        let action = self
+            .renderer
+            .between_steps(&self.viewer, &field, trainer.step_count(), &stop);
         // The time paused does not count towards the speed.
         if let Some((_, step)) = self.last.filter(|_| paused) {
             self.last = Some((Instant::now(), step));

@@ -7,4 +7,5 @@ mod field_model;
 mod lod;
 mod panorama;
 mod render;
+mod smoothing;
 mod tile_lists;

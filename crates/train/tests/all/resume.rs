@@ -1,5 +1,5 @@
 //! A run resumed from a checkpoint equals an uninterrupted one, bit for bit on the CPU (also
-//! with each photo's appearance and with refined camera poses), and so does a run that waits
+//! with each photo's appearance, with refined camera poses and with the 3D smoothing filter), and so does a run that waits
 //! for the device after every phase; a NaN loss stops the run and leaves
 //! the last checkpoint intact.
 
@@ -62,6 +62,15 @@ fn phase_sync_changes_timing_not_results() {
 #[test]
 fn resume_equals_uninterrupted() {
     resume_equals_uninterrupted_with(common::tiny_config());
+}
+
+#[test]
+fn resume_with_the_3d_filter_equals_uninterrupted() {
+    resume_equals_uninterrupted_with(
+        common::tiny_config()
+            .with_overrides(&["raster.antialiased=true"])
+            .unwrap(),
+    );
 }
 
 #[test]

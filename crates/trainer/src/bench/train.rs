@@ -209,7 +209,7 @@ pub fn bench_train<Bk: SplatBackend>(args: &TrainBenchArgs, device: &Bk::Device)
     }
     Bk::sync(device).map_err(|e| anyhow::anyhow!("{e:?}"))?;
 
-    let pairs = tile_pairs::<Bk>(trainer.field(), &scene)?;
+    let pairs = tile_pairs::<Bk>(&trainer.drawn_field()?, &scene)?;
     let steps_per_s = timed as f64 / seconds;
     println!(
         "tile-Gaussian pairs over {} training views: {:.2} per pixel, {:.0} Gaussians per 16x16 \

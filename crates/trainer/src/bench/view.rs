@@ -439,7 +439,12 @@ fn bench_training<Bk: SplatBackend>(
         for _ in 0..timed {
             trainer.step()?;
             if let Some((viewer, _, _, renderer)) = live.as_mut() {
-                renderer.between_steps(viewer, trainer.field(), trainer.step_count(), &|| false);
+                renderer.between_steps(
+                    viewer,
+                    &trainer.drawn_field()?,
+                    trainer.step_count(),
+                    &|| false,
+                );
             }
         }
         Bk::sync(device).map_err(|e| anyhow!("{e:?}"))?;
