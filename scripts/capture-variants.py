@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
 """Makes the imperfect variants of a COLMAP capture that issue 51 measures against.
 
-    scripts/capture-variants.py CAPTURE OUT [--test-every 8] [--seed 51] [--only exposure|poses]
+    scripts/capture-variants.py CAPTURE OUT [--test-every 8] [--seed 51]
+                                [--only exposure|poses|exposure-undone]
 
 CAPTURE is a folder with images/ and sparse/0/{cameras,images,points3D}.bin. OUT receives
     OUT/exposure/  every training photo's exposure scaled by a gain drawn in [0.55, 1.6] and its
                    white balance by +-8% per channel (JPEG, quality 95, 4:4:4);
     OUT/poses/     every training camera rotated by 1 degree about a random axis and its centre
-                   moved by 1% of the cameras' mean distance from their centroid.
+                   moved by 1% of the cameras' mean distance from their centroid;
+    OUT/exposure-undone/
+                   OUT/exposure's photos divided by their gains again (JPEG, quality 100): what a
+                   perfect per-photo transform could give back, with the clipping and the
+                   requantisation the variant's gains did left in (an oracle to measure against).
 Held-out photos and cameras are left untouched (copied byte for byte). Which photos are held out
 follows Ember's split for `data.test_every = N`: the registered photos sorted by name, every
 N-th from the first. The points (points3D.bin) are the clean capture's in both variants.
@@ -143,6 +148,27 @@ def exposure_variant(capture, out, train, rng):
     (out / "gains.csv").write_text("\n".join(lines) + "\n")
 
 
+def undone_variant(variant, out):
+    if out.exists():
+        sys.exit(f"{out} exists: choose a new folder (nothing is overwritten)")
+    if not (variant / "gains.csv").is_file():
+        sys.exit(f"{variant / 'gains.csv'}: make the exposure variant first")
+    shutil.copytree(variant / "sparse", out / "sparse")
+    shutil.copytree(variant / "images", out / "images")
+    rows = (variant / "gains.csv").read_text().splitlines()[1:]
+    for row in rows:
+        name, *gains = row.split(",")
+        path = out / "images" / name
+        with Image.open(path) as photo:
+            channels = photo.convert("RGB").split()
+            undone = [
+                ch.point(lambda v, g=float(g): min(255, round(v / g))) for ch, g in zip(channels, gains)
+            ]
+            tmp = path.with_name(path.name + ".partial")
+            Image.merge("RGB", undone).save(tmp, format="JPEG", quality=100, subsampling=0)
+            tmp.replace(path)
+
+
 def pose_variant(capture, out, images, train, rng):
     copy_capture(capture, out)
     train = set(train)
@@ -173,7 +199,7 @@ def main():
     parser.add_argument("out", type=Path)
     parser.add_argument("--test-every", type=int, default=8)
     parser.add_argument("--seed", type=int, default=51)
-    parser.add_argument("--only", choices=["exposure", "poses"])
+    parser.add_argument("--only", choices=["exposure", "poses", "exposure-undone"])
     args = parser.parse_args()
     images_bin = args.capture / "sparse" / "0" / "images.bin"
     if not images_bin.is_file():
@@ -184,6 +210,9 @@ def main():
     if args.only in (None, "exposure"):
         exposure_variant(args.capture, args.out / "exposure", train, random.Random(args.seed))
         print(f"wrote {args.out / 'exposure'}")
+    if args.only == "exposure-undone":
+        undone_variant(args.out / "exposure", args.out / "exposure-undone")
+        print(f"wrote {args.out / 'exposure-undone'}")
     if args.only in (None, "poses"):
         pose_variant(args.capture, args.out / "poses", images, train, random.Random(args.seed + 1))
         print(f"wrote {args.out / 'poses'}")

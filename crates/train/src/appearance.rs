@@ -207,7 +207,7 @@ impl<B: Backend> PhotoAppearance<B> {
         let zeros = || Tensor::zeros([photos, width], device);
         let (g, b) = (
             (2.0 * config.identity_pull) as f32,
-            (2.0 * config.offset_pull) as f32,
+            (2.0 * config.offset_pull()) as f32,
         );
         let (pull, identity) = match transform {
             Transform::Exposure => (Tensor::from_floats([[g, g, g, b, b, b]], device), None),

@@ -1,6 +1,7 @@
 //! One step's forward and backward on one replica: render the views, take the loss against the
 //! photos (each render through its photo's appearance transform first, when the run learns
-//! them: [`crate::appearance`]; then times the photo's mask, when it has one, as the photo
+//! them: [`crate::appearance`], the photo's clipped highlights then read as lower bounds:
+//! [`bounded_by_saturation`]; then times the photo's mask, when it has one, as the photo
 //! already is), and return the gradients, before any reduction over replicas.
 //!
 //! Two ways, with the same result:
@@ -77,6 +78,9 @@ pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
     pub appearance: &'a [Tensor<I, 2>],
     /// How the rows map a render (`None` when the run learns no appearance).
     pub transform: Option<Transform>,
+    /// Whether a view with an appearance row compares its photo's saturated channels as a
+    /// bound (`appearance.saturation_bound`: [`bounded_by_saturation`]).
+    pub saturation_bound: bool,
     /// The whole batch's size (all replicas): each view's loss is divided by it.
     pub batch: usize,
     pub render: RenderOptions,
@@ -292,7 +296,10 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
             Some(mask) => compared * mask.clone(),
             None => compared,
         };
-        let (loss, grad) = view_loss::<Inner<B>>(compared, target, inputs, j)?;
+        let bounded = (inputs.saturation_bound && row.is_some())
+            .then(|| bounded_by_saturation(target.clone(), compared.clone()));
+        let (loss, grad) =
+            view_loss::<Inner<B>>(compared, bounded.as_ref().unwrap_or(target), inputs, j)?;
         losses.extend(loss);
         // Scaled, then masked: the order of the autodiff pass's backward.
         let grad = match mask {
@@ -348,6 +355,24 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
             view: inputs.names[0].clone(),
         })),
     })
+}
+
+/// A photo's channel value at or above which it counts as saturated: 254.5 / 255, between the
+/// two top 8-bit values.
+const SATURATED: f32 = 254.5 / 255.0;
+
+/// `target [H, W, 3]` with each saturated channel value (see [`SATURATED`]) raised to the
+/// `compared` render's where that is brighter: a clipped photo says only "at least this bright"
+/// there, so a brighter render adds no loss (the L1 term's gradient at a zero difference is
+/// zero) and a darker one is pulled up as before. `compared` is the render as the loss sees it
+/// (transformed, masked); no gradient flows through the raised target.
+fn bounded_by_saturation<I: burn::tensor::backend::Backend>(
+    target: Tensor<I, 3>,
+    compared: Tensor<I, 3>,
+) -> Tensor<I, 3> {
+    let saturated = target.clone().greater_equal_elem(SATURATED);
+    let raised = target.clone().max_pair(compared.detach());
+    target.mask_where(saturated, raised)
 }
 
 /// View `j`'s photometric loss `[1]` (when the step reads it) and its gradient with respect to
@@ -505,15 +530,22 @@ pub(crate) fn autodiff_forward<B: SplatAutodiffBackend>(
             1 => out.rgb.clone().reshape([h, w, 3]),
             _ => out.rgb.clone().narrow(0, j, 1).reshape([h, w, 3]),
         };
-        let target = Tensor::<B, 3>::from_inner(target.clone());
-        if let (Some(row), Some(transform)) = (rows.get(j), inputs.transform) {
-            rendered = transform.apply(rendered, row.clone());
-            if inputs.wants_mse {
-                compared_images.push(rendered.clone().inner());
+        let mut target = Tensor::<B, 3>::from_inner(target.clone());
+        let transformed = match (rows.get(j), inputs.transform) {
+            (Some(row), Some(transform)) => {
+                rendered = transform.apply(rendered, row.clone());
+                if inputs.wants_mse {
+                    compared_images.push(rendered.clone().inner());
+                }
+                true
             }
-        }
+            _ => false,
+        };
         if let Some(mask) = inputs.masks.get(j) {
             rendered = rendered * Tensor::from_inner(mask.clone());
+        }
+        if inputs.saturation_bound && transformed {
+            target = bounded_by_saturation(target, rendered.clone());
         }
         losses.push(
             loss_fn
@@ -597,6 +629,7 @@ mod tests {
             names: &names,
             appearance: &[],
             transform: None,
+            saturation_bound: false,
             batch: 1,
             render: RenderOptions::default().with_antialiased(true),
             loss,
@@ -640,6 +673,64 @@ mod tests {
                     "{name}[{j}]: direct {x}, autodiff {y} (largest {largest})"
                 );
             }
+        }
+    }
+
+    /// A photo saturated everywhere, seen through a transform that draws every pixel brighter
+    /// (an offset of 2): with `saturation_bound` neither pass has a loss or a gradient left
+    /// (but the SSIM term's rounding); without it, both do. Where the transformed render is
+    /// darker than the saturated photo (an offset of -2), the bound changes nothing.
+    #[test]
+    fn a_saturated_photo_bounds_the_render_from_below() {
+        let device = Default::default();
+        let field = procedural_field::<Cpu>(300, 4, &device).unwrap();
+        let camera = look_at_origin([1.6, -1.1, 0.8], 32);
+        let target = Tensor::<Cpu, 3>::ones([32, 32, 3], &device);
+        let loss = LossOptions { ssim_lambda: 0.2 };
+        let names = ["view".to_string()];
+        let run = |offset: f32, bound: bool, autodiff: bool| {
+            let row =
+                Tensor::<Cpu, 2>::from_floats([[0.0, 0.0, 0.0, offset, offset, offset]], &device);
+            let inputs = PassInputs {
+                cameras: &[camera],
+                targets: std::slice::from_ref(&target),
+                masks: &[],
+                names: &names,
+                appearance: std::slice::from_ref(&row),
+                transform: Some(Transform::Exposure),
+                saturation_bound: bound,
+                batch: 1,
+                render: RenderOptions::default(),
+                loss,
+                opacity_reg: 0.0,
+                scale_reg: 0.0,
+                wants_loss: true,
+                wants_mse: false,
+                wants_poses: false,
+                smoothing: None,
+            };
+            let forward = match autodiff {
+                false => direct_forward::<B>(&field, &inputs).unwrap(),
+                true => autodiff_forward::<B>(&field, &inputs, &photometric(loss)).unwrap(),
+            };
+            let value = forward.loss.clone().unwrap().into_scalar();
+            let grads = forward.backward().unwrap();
+            let means = ember_field::to_host(grads.field.means.unwrap(), "means").unwrap();
+            let row = ember_field::to_host(grads.appearance[0].clone(), "row").unwrap();
+            let largest = means.iter().chain(&row).fold(0.0f32, |m, v| m.max(v.abs()));
+            (value, largest)
+        };
+        for autodiff in [false, true] {
+            // What is left of the SSIM term's gradient at equal images is its rounding.
+            let (loss_bound, grad_bound) = run(2.0, true, autodiff);
+            let (loss_unbound, grad_unbound) = run(2.0, false, autodiff);
+            assert_eq!(loss_bound, 0.0, "autodiff {autodiff}");
+            assert!(loss_unbound > 0.5, "autodiff {autodiff}: {loss_unbound}");
+            assert!(
+                grad_bound < 1e-4 * grad_unbound,
+                "autodiff {autodiff}: {grad_bound} against {grad_unbound}"
+            );
+            assert_eq!(run(-2.0, true, autodiff), run(-2.0, false, autodiff));
         }
     }
 }

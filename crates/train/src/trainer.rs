@@ -819,6 +819,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             names: &views.names,
             appearance: &rows,
             transform: self.appearance.as_ref().map(|a| a.transform()),
+            saturation_bound: self.config.appearance.saturation_bound(),
             batch: self.config.batch_size,
             render: self.render_options(sh_degree, views.background),
             loss: LossOptions {

@@ -24,15 +24,30 @@ pub struct AppearanceConfig {
     /// photos' parameters are kept averaging zero, so the field takes the capture's average
     /// exposure, the one a held-out photo of it most likely has.
     pub identity_pull: f64,
-    /// Weight of the same pull on the offsets. Over the large even areas of a real photo a gain
-    /// and an offset draw nearly the same colours, and at the default the offsets take up part
-    /// of each photo's exposure (on cup_colmap's exposure variant the learned log-gains follow
-    /// the applied ones with a slope of 0.5-0.7); a stronger pull (1-10) makes the gains exact
-    /// (slope 1.0) but measured worse held-out PSNR at 100x75 pixels (BENCHMARKS.md).
-    pub offset_pull: f64,
+    /// Weight of the same pull on the offsets; unset, the kind's own
+    /// ([`AppearanceConfig::offset_pull`]). Over the large even areas of a real photo a gain
+    /// and an offset draw nearly the same colours, and a weak pull (1e-3) lets the exposure's
+    /// offsets take up part of each photo's exposure (on cup_colmap's exposure variant the
+    /// learned log-gains followed the applied ones with a slope of 0.5-0.8), which leaves the
+    /// field's colours off on every held-out view. At 10 the gains come out as applied (slope
+    /// 0.96) and the variant's held-out PSNR rose from 27.7 to 29.1 dB (with
+    /// `saturation_bound`; BENCHMARKS.md). The bilateral grid measured worse with both
+    /// (22.73 against 23.63 dB held out, 27.72 against 28.44 colour-corrected) and keeps 1e-3
+    /// and no bound.
+    pub offset_pull: Option<f64>,
     /// First (0-based) step at which the transforms apply and learn; before it every photo is
     /// compared with the field's colours as they are.
     pub start: usize,
+    /// Whether a photo's saturated channel values (255) count as a bound while a transform
+    /// applies: a photo shot brighter clips its highlights, and 255 there says only "at least
+    /// this bright", so where the transformed render is brighter the channel adds no loss
+    /// (where it is darker, the photo pulls it up as any other pixel). Without it the clipped
+    /// highlights of the brighter photos darken the field's, and the offsets bend each photo's
+    /// transform to fit them (on cup_colmap's exposure variant, 12% of the training pixels:
+    /// held-out PSNR 27.0 dB without, 27.7 with, 29.1 with the offsets held: BENCHMARKS.md).
+    /// A photo composited over a white background has 255 there too: turn this off for such a
+    /// scene. Unset, the kind's own ([`AppearanceConfig::saturation_bound`]).
+    pub saturation_bound: Option<bool>,
     /// The bilateral grid's cells `[L, GH, GW]`: luminance levels, rows, columns (each in
     /// 2..=256; `kind = "bilateral_grid"` only). Coarser than gsplat's 8 x 16 x 16: a photo is
     /// visited far fewer times in an Ember run, and a fine grid takes up detail the field
@@ -51,8 +66,9 @@ impl Default for AppearanceConfig {
             kind: AppearanceKind::None,
             lr: 0.02,
             identity_pull: 1e-3,
-            offset_pull: 1e-3,
+            offset_pull: None,
             start: 0,
+            saturation_bound: None,
             grid: [8, 8, 8],
             tv_weight: 100.0,
         }
@@ -60,6 +76,22 @@ impl Default for AppearanceConfig {
 }
 
 impl AppearanceConfig {
+    /// The offsets' pull: `offset_pull` when set, else the kind's measured default (10 for
+    /// the exposure, 1e-3 for the bilateral grid: see `offset_pull`).
+    pub fn offset_pull(&self) -> f64 {
+        self.offset_pull.unwrap_or(match self.kind {
+            AppearanceKind::BilateralGrid => 1e-3,
+            AppearanceKind::None | AppearanceKind::Exposure => 10.0,
+        })
+    }
+
+    /// Whether saturated photo channels count as bounds: `saturation_bound` when set, else the
+    /// kind's measured default (on for the exposure, off for the bilateral grid).
+    pub fn saturation_bound(&self) -> bool {
+        self.saturation_bound
+            .unwrap_or(!matches!(self.kind, AppearanceKind::BilateralGrid))
+    }
+
     /// Checks the values no type can; `Err` names the key.
     pub(crate) fn validate(&self) -> Result<(), String> {
         if !(self.lr.is_finite() && self.lr >= 0.0) {
@@ -68,7 +100,7 @@ impl AppearanceConfig {
         if !(self.identity_pull.is_finite() && self.identity_pull >= 0.0) {
             return Err("`appearance.identity_pull` must be finite and >= 0".to_string());
         }
-        if !(self.offset_pull.is_finite() && self.offset_pull >= 0.0) {
+        if !self.offset_pull.is_none_or(|w| w.is_finite() && w >= 0.0) {
             return Err("`appearance.offset_pull` must be finite and >= 0".to_string());
         }
         if !(self.tv_weight.is_finite() && self.tv_weight >= 0.0) {

@@ -24,7 +24,9 @@ pub struct PosesConfig {
     /// equal rates left the shifts further off than they started: BENCHMARKS.md).
     pub lr_translation: f64,
     /// The rates at the last step as a fraction of the first ones, reached by an exponential
-    /// decay from `start`.
+    /// decay from `start`. Adam steps a camera by about its rate whatever the gradient's size,
+    /// so late steps at a high rate walk cameras that are already right: on cup_colmap's pose
+    /// variant 0.01 measured 29.30 dB held out against 28.82 at 0.1 (BENCHMARKS.md).
     pub lr_final: f64,
 }
 
@@ -35,7 +37,7 @@ impl Default for PosesConfig {
             start: 500,
             lr_rotation: 2e-3,
             lr_translation: 2e-4,
-            lr_final: 0.1,
+            lr_final: 0.01,
         }
     }
 }
