@@ -15,7 +15,7 @@ use crate::cli::Args;
 use crate::guard::{fits_in_memory, not_an_input};
 use crate::presets::load_config;
 use crate::progress::{Progress, interrupt_flag, lpips_text};
-use crate::view::{LiveObserver, live_budget, start_live};
+use crate::view::{LiveObserver, live_budget, show_result, start_live};
 
 /// `trainer [--config ...] [--data ...]`: trains, or prints the effective config.
 pub fn train_command(args: &Args) -> Result<()> {
@@ -171,29 +171,28 @@ where
             )
         }
     };
-    let (summary, progress) = match args.view {
+    let (summary, progress, viewer) = match args.view {
         Some(view_port) => {
             let port = args.listen.port(view_port)?;
             let viewer = start_live(&args.listen, port, &scene, config)?;
             progress.line(&format!("viewer: open {}", viewer.url()));
             let budget = live_budget(args.backend == Backend::Ndarray);
-            let mut live = LiveObserver::new(progress, viewer, budget, interrupted);
+            let mut live = LiveObserver::new(progress, viewer, budget, interrupted.clone());
             let summary = run_with(&mut live);
-            let how = match &summary {
-                Ok(summary) => format!("the run ended at step {}", summary.steps),
-                Err(error) => format!("the run stopped: {error}"),
-            };
-            live.end(&how, &args.out);
+            if let Err(error) = &summary {
+                live.end(&format!("the run stopped: {error}"), &args.out);
+            }
             let summary = summary?;
             live.inner.line(&format!(
                 "viewer: rendering took {:.1}% of the training time",
                 100.0 * live.render_share()
             ));
-            (summary, live.inner)
+            let (progress, viewer) = live.into_parts();
+            (summary, progress, Some(viewer))
         }
         None => {
             let mut progress = progress;
-            (run_with(&mut progress)?, progress)
+            (run_with(&mut progress)?, progress, None)
         }
     };
     progress.bar.finish();
@@ -237,5 +236,10 @@ where
         );
     }
     println!("outputs in {}", args.out.display());
-    Ok(())
+    match viewer {
+        Some(viewer) => {
+            show_result::<B::InnerBackend>(&viewer, &args.out, summary.steps, device, &interrupted)
+        }
+        None => Ok(()),
+    }
 }

@@ -298,7 +298,7 @@ pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> 
     }
     println!("viewer: open {} (Ctrl-C stops)", viewer.url());
     let interrupted = interrupt_flag()?;
-    serve_scene(&viewer, &scene.field, scene.lod.as_ref(), || {
+    serve_scene(&viewer, &scene.field, scene.lod.as_ref(), None, || {
         interrupted.load(Ordering::SeqCst)
     });
     // The open pages are told, rather than left reconnecting to nothing.
@@ -486,12 +486,65 @@ impl<O> LiveObserver<O> {
     /// Tells the open pages how the run writing to `out` ended (`how`) and how to keep viewing
     /// its result, and lets them go (two seconds at most).
     pub fn end(&self, how: &str, out: &Path) {
-        let text = format!(
-            "{how}; to keep viewing its result: trainer view {}",
-            out.display()
-        );
-        self.viewer.end(&text, Duration::from_secs(2));
+        end_viewing(&self.viewer, how, out);
     }
+
+    /// The observer it wraps and the viewer, for what comes after the run.
+    pub fn into_parts(self) -> (O, Viewer) {
+        (self.inner, self.viewer)
+    }
+}
+
+/// Tells the open pages how the run writing to `out` ended (`how`) and how to view its result
+/// again, and lets them go (two seconds at most).
+fn end_viewing(viewer: &Viewer, how: &str, out: &Path) {
+    let text = format!(
+        "{how}; to keep viewing its result: trainer view {}",
+        out.display()
+    );
+    viewer.end(&text, Duration::from_secs(2));
+}
+
+/// After a run with the live viewer that ended by itself (its last step, or its time budget,
+/// after `steps` steps): the pages go on showing its final field, and a reload gets it too,
+/// until Ctrl-C (`interrupted`); then they are let go. The field is read back from the run's
+/// outputs in `out` as `trainer view OUT` reads them, so the pages show what that command
+/// would. A run stopped by Ctrl-C ends the viewer at once, as the user asked.
+pub fn show_result<B: SplatBackend>(
+    viewer: &Viewer,
+    out: &Path,
+    steps: usize,
+    device: &B::Device,
+    interrupted: &AtomicBool,
+) -> Result<()> {
+    if interrupted.load(Ordering::SeqCst) {
+        end_viewing(viewer, &format!("the run was stopped at step {steps}"), out);
+        return Ok(());
+    }
+    let field = match load_field::<B>(out, device) {
+        Ok((field, _)) => field,
+        Err(error) => {
+            end_viewing(
+                viewer,
+                &format!("the run ended at step {steps}, its result could not be read: {error}"),
+                out,
+            );
+            return Err(error);
+        }
+    };
+    viewer.finish(&format!(
+        "Training ended at step {steps}: this is its final field. Ctrl-C in the terminal stops \
+         the viewer."
+    ));
+    println!(
+        "viewer: training ended; {} still shows the final field (Ctrl-C stops)",
+        viewer.url()
+    );
+    serve_scene(viewer, &field, None, Some(steps), || {
+        interrupted.load(Ordering::SeqCst)
+    });
+    end_viewing(viewer, "the viewer was stopped", out);
+    Ok(())
 }
 
 impl<B: SplatAutodiffBackend, O: RunObserver<B>> RunObserver<B> for LiveObserver<O> {

@@ -4,10 +4,10 @@
 import { length, normalize } from '/geometry.js';
 import { resetCamera } from '/camera.js';
 import { $, cameraSelect, shSelect } from '/dom.js';
-import { log, updateCameraUi, updateStatusLine } from '/panel.js';
+import { log, updateBanner, updateCameraUi, updateStatusLine } from '/panel.js';
 import { sendNow } from '/render.js';
 import { ember, state } from '/state.js';
-import { addEval, onEnded, onStatus, renderEvals, scheduleCurves } from '/training.js';
+import { addEval, onEnded, onFinished, onStatus, renderEvals, scheduleCurves } from '/training.js';
 import { onFrame } from '/view.js';
 
 const RETRY_MIN_MS = 500;
@@ -54,8 +54,7 @@ function retry() {
 
 function setConn(conn) {
   state.conn = conn;
-  $('banner').textContent = conn === 'ended' ? state.ended : 'Disconnected — reconnecting…';
-  $('banner').hidden = conn !== 'disconnected' && conn !== 'ended';
+  updateBanner();
   updateStatusLine();
 }
 
@@ -72,6 +71,7 @@ function onText(text) {
     case 'status': onStatus(msg); break;
     case 'eval': addEval(msg); renderEvals(); scheduleCurves(); break;
     case 'message': log(msg.text); break;
+    case 'finished': onFinished(msg.text); break;
     case 'ended': onEnded(msg.text); break;
     case 'error':
       ember.errors.push(msg.message);
@@ -115,6 +115,7 @@ function onHello(h) {
   (h.evals || []).forEach(addEval);
   ember.lastStatus = null;
   if (h.status) onStatus(h.status);
+  if (h.finished) onFinished(h.finished);
   $('training').hidden = !(h.mode === 'training' || ember.lastStatus);
   // A fixed scene (a finished run's record) has no training to pause or checkpoint.
   $('pause').hidden = $('checkpoint').hidden = h.mode !== 'training';

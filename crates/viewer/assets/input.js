@@ -128,7 +128,7 @@ export function listenToView() {
     if (e.code === 'KeyF') setFly(!state.flyMode);
     else if (e.code === 'KeyR' && state.scene) { resetCamera(); sendNow('full'); }
     else if (e.code === 'KeyG' && state.scene) { fitScene(); sendNow('full'); }
-    else if (e.code === 'KeyH') toggleHelp();
+    else if (e.code === 'KeyH' || e.key === '?') toggleHelp();
   });
   window.addEventListener('keyup', (e) => { state.fast = e.shiftKey; held.delete(e.code); });
   window.addEventListener('blur', () => held.clear());

@@ -35,6 +35,17 @@ export function stepCamera(delta) {
   sendNow('full');
 }
 
+// The line over the picture: the connection lost or ended, else a finished run's word (the page
+// shows its final field), else nothing.
+export function updateBanner() {
+  const text = state.conn === 'ended' ? state.ended
+    : state.conn === 'disconnected' ? 'Disconnected — reconnecting…'
+      : state.finished;
+  $('banner').textContent = text || '';
+  $('banner').hidden = !text;
+  $('banner').classList.toggle('finished', state.conn !== 'ended' && state.conn !== 'disconnected' && !!text);
+}
+
 export function updateStatusLine() {
   const now = performance.now();
   while (frameTimes.length && frameTimes[0] < now - 1000) frameTimes.shift();
@@ -44,7 +55,8 @@ export function updateStatusLine() {
     parts.push(`${f.width}×${f.height}`, `${fmt(f.render_ms, 1)} ms`);
     if (f.step !== null) parts.push(`step ${f.step}`);
   }
-  parts.push(`${frameTimes.length} fps`);
+  // Idle (no frame in the last second) is not a frame rate of zero.
+  if (frameTimes.length) parts.push(`${frameTimes.length} fps`);
   statusLine.textContent = parts.join('  ·  ');
   statusLine.dataset.state = state.conn;
 }

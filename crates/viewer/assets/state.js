@@ -15,6 +15,7 @@ export const ember = {
   lastStatus: null,
   errors: [],
   ended: null,
+  finished: null,
 };
 
 // The camera: centre, world-to-camera rotation and the distance to the orbit target, which
@@ -41,6 +42,7 @@ export const state = {
   lastSentAt: 0,              // performance.now() of the last render request
   lastPsnr: null,             // the training PSNR last measured (not every step measures it)
   ended: null,                // the server's word that the run ended: nothing to reconnect to
+  finished: null,             // the server's word that training ended and it shows the final field
   lastBitmap: null,
   shotId: null,
 

@@ -3,7 +3,7 @@
 
 import { drawCurve, smoothedLog } from '/curves.js';
 import { $ } from '/dom.js';
-import { log } from '/panel.js';
+import { log, updateBanner } from '/panel.js';
 import { invalidate } from '/render.js';
 import { ember, held, sched, state } from '/state.js';
 
@@ -26,6 +26,18 @@ function refreshLive(s) {
   if (!moving && !s.paused && shown < s.step && answered && since > LIVE_REFRESH_MS) invalidate();
 }
 
+// Training is over and the server goes on showing the final field: the controls that act on
+// the run go, and the banner says what the picture is.
+export function onFinished(text) {
+  state.finished = text;
+  ember.finished = text;
+  log(text);
+  $('pause').disabled = true;
+  $('checkpoint').disabled = true;
+  $('train-state').textContent = 'finished';
+  updateBanner();
+}
+
 // The run is over: the controls that act on it go, and the page says how to see the result.
 export function onEnded(text) {
   state.ended = text;
@@ -43,11 +55,12 @@ export function onStatus(s) {
   $('train-step').textContent = `${s.step.toLocaleString('en-US')} / ${s.total_steps.toLocaleString('en-US')}`;
   $('train-gaussians').textContent = s.gaussians.toLocaleString('en-US');
   $('scene-gaussians').textContent = s.gaussians.toLocaleString('en-US');
-  $('train-speed').textContent = fmt(s.steps_per_second, 1);
+  // A run folder's record, or a run not yet timed, has no speed to show.
+  $('train-speed').textContent = s.steps_per_second > 0 ? fmt(s.steps_per_second, 1) : '–';
   $('train-loss').textContent = Number.isFinite(s.loss) ? s.loss.toPrecision(4) : '–';
   if (Number.isFinite(s.psnr)) state.lastPsnr = s.psnr;
   $('train-psnr').textContent = state.lastPsnr === null ? '–' : `${fmt(state.lastPsnr, 2)} dB`;
-  $('train-state').textContent = s.step >= s.total_steps ? 'finished' : s.paused ? 'paused' : 'running';
+  $('train-state').textContent = state.finished !== null || s.step >= s.total_steps ? 'finished' : s.paused ? 'paused' : 'running';
   $('pause').textContent = s.paused ? 'Resume' : 'Pause';
   const { history } = state;
   const last = history[history.length - 1];

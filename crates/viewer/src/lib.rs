@@ -78,21 +78,26 @@ pub fn serve_field<B: SplatBackend>(
     field: &GaussianField<B>,
     stop: impl Fn() -> bool,
 ) {
-    serve_scene(viewer, field, None, stop);
+    serve_scene(viewer, field, None, None, stop);
 }
 
 /// [`serve_field`] of a scene with a level-of-detail hierarchy of `field` (see
 /// [`render_scene_frame`]); the viewer's [`SceneInfo::lod`] should say so, for the page's
-/// control.
+/// control. `step`, when given, is the training step the frames say they show (a finished
+/// run's final field: a page that follows a run redraws until its frame is of the last step).
 pub fn serve_scene<B: SplatBackend>(
     viewer: &Viewer,
     field: &GaussianField<B>,
     lod: Option<&SceneLod<B>>,
+    step: Option<usize>,
     stop: impl Fn() -> bool,
 ) {
     while !stop() {
         if let Some(pending) = viewer.next_request(POLL) {
-            let frame = render_scene_frame(field, lod, &pending.request);
+            let frame = render_scene_frame(field, lod, &pending.request).map(|mut frame| {
+                frame.step = step.or(frame.step);
+                frame
+            });
             viewer.send_frame(pending, frame);
         }
     }

@@ -149,6 +149,9 @@ struct Live {
     eval_images: HashMap<(usize, usize), Arc<Vec<u8>>>,
     status: Option<Status>,
     last_status_sent: Option<Instant>,
+    /// Set once the run has ended and the server goes on showing its final field: the text
+    /// the pages show (see [`Viewer::finish`]).
+    finished: Option<String>,
 }
 
 struct Shared {
@@ -221,7 +224,7 @@ impl Shared {
             "sh_degree": scene.sh_degree, "target": scene.target, "up": scene.up,
             "radius": scene.radius, "bounds": scene.bounds, "front": scene.front,
             "lod": scene.lod, "antialiased": scene.antialiased, "cameras": cameras, "history": live.history,
-            "evals": live.evals, "status": live.status,
+            "evals": live.evals, "status": live.status, "finished": live.finished,
         })
     }
 
@@ -246,6 +249,7 @@ impl Shared {
             Err(e) => return self.error(client, &format!("bad message: {e}")),
         };
         let live = lock(&self.scene).mode == Mode::Training;
+        let finished = lock(&self.live).finished.is_some();
         match message {
             ClientMessage::Render(render) => match render.request() {
                 Ok(mut request) => {
@@ -261,6 +265,15 @@ impl Shared {
                 self.error(
                     client,
                     "this server shows a fixed scene: there is no training to control",
+                )
+            }
+            ClientMessage::Pause | ClientMessage::Resume | ClientMessage::Checkpoint
+                if finished =>
+            {
+                self.error(
+                    client,
+                    "the run has ended: this server shows its final field, there is no training \
+                     to control",
                 )
             }
             ClientMessage::Pause | ClientMessage::Resume => {
@@ -540,6 +553,29 @@ impl Viewer {
     pub fn message(&self, text: &str) {
         self.shared
             .broadcast(json!({"type": "message", "text": text}).to_string());
+    }
+
+    /// Tells every page that the run ended and that this server goes on showing its final
+    /// field (`text` says so, e.g. with how to stop it): the last status goes out (the
+    /// rate limit of [`Viewer::set_status`] may have held it back), pages that connect later
+    /// are told in their hello, and pause, resume and checkpoint are refused from now on. The
+    /// caller then serves the final field (e.g. [`crate::serve_scene`]) and ends with
+    /// [`Viewer::end`].
+    pub fn finish(&self, text: &str) {
+        self.shared.paused.store(false, Ordering::SeqCst);
+        let mut live = lock(&self.shared.live);
+        live.finished = Some(text.to_string());
+        let status = live.status.as_mut().map(|status| {
+            status.paused = false;
+            Shared::status_message(status)
+        });
+        drop(live);
+        if let Some(status) = status {
+            self.shared.broadcast(status);
+        }
+        self.shared
+            .broadcast(json!({"type": "finished", "text": text}).to_string());
+        self.shared.wake.notify_all();
     }
 
     /// Tells every page that the run ended and how to see its result again (`text`, e.g. the

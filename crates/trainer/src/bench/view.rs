@@ -294,7 +294,7 @@ pub fn bench_view<Bk: SplatBackend>(args: &ViewBenchArgs, device: &Bk::Device) -
         stop.clone(),
     );
     let started = Instant::now();
-    serve_scene(&viewer, &field, lod.as_ref(), || {
+    serve_scene(&viewer, &field, lod.as_ref(), None, || {
         stop.load(Ordering::SeqCst)
     });
     let seconds = started.elapsed().as_secs_f64();

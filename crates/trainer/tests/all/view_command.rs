@@ -1,13 +1,18 @@
 //! `trainer view` over plain HTTP: what each SCENE argument serves (a run folder, a
 //! checkpoint, a run's refined cameras) and how bad ones are refused; `trainer render` through
-//! a run's refined cameras.
+//! a run's refined cameras; a live run's viewer after its last step.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use ember_data::{Dataset, DatasetOptions, read_splats};
+use ember_viewer::FrameHeader;
+use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::browser::trainer_with_viewer;
 use crate::common::scratch;
@@ -241,4 +246,89 @@ fn view_and_render_use_a_runs_refined_cameras() {
         image::open(&image).expect("a PNG").to_rgb8().dimensions(),
         (64, 48)
     );
+}
+
+/// A run with `--view` that reaches its last step keeps its viewer up with the final field (a
+/// page loaded now is told so and gets frames of the last step) until Ctrl-C, which then
+/// ends the process cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_run_keeps_showing_its_final_field_until_ctrl_c() {
+    let out = scratch("viewer-finished");
+    let (mut run, url) = trainer_with_viewer(&[
+        "--steps",
+        "6",
+        "--set",
+        "data.procedural.resolution=16",
+        "--set",
+        "eval.every=0",
+        "--view",
+        "--port",
+        "0",
+        "--out",
+        out.to_str().expect("path"),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let info = loop {
+        let (status, body) = http_get(&url, "/api/info");
+        assert_eq!(status, 200);
+        let info: Value = serde_json::from_slice(&body).expect("JSON");
+        if info["finished"].is_string() {
+            break info;
+        }
+        assert!(Instant::now() < deadline, "the run did not finish: {info}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let text = info["finished"].as_str().expect("text");
+    assert!(text.contains("step 6") && text.contains("Ctrl-C"), "{text}");
+    assert_eq!(info["status"]["step"], 6, "{info}");
+    assert!(out.join("splats.ply").is_file() && out.join("metrics.jsonl").is_file());
+    assert!(
+        run.0.try_wait().expect("status").is_none(),
+        "the trainer exited"
+    );
+
+    let ws = format!(
+        "ws://{}/ws",
+        url.trim_start_matches("http://").trim_end_matches('/')
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws)
+        .await
+        .expect("connects");
+    let camera = json!({"rotation": [1, 0, 0, 0, 1, 0, 0, 0, 1], "translation": [0, 0, 3],
+        "fx": 32, "fy": 32, "cx": 16, "cy": 16, "width": 32, "height": 32});
+    socket
+        .send(Message::Text(
+            json!({"type": "render", "id": 1, "camera": camera, "format": "png"})
+                .to_string()
+                .into(),
+        ))
+        .await
+        .expect("sent");
+    let header = loop {
+        let message = tokio::time::timeout(Duration::from_secs(60), socket.next())
+            .await
+            .expect("a frame within 60 s")
+            .expect("open")
+            .expect("a message");
+        if let Message::Binary(bytes) = message {
+            break FrameHeader::parse(&bytes).expect("a frame").0;
+        }
+    };
+    assert_eq!((header.id, header.step, header.width), (1, Some(6), 32));
+
+    let pid = run.0.id().to_string();
+    let signalled = Command::new("kill").args(["-INT", &pid]).status();
+    assert!(
+        signalled.is_ok_and(|s| s.success()),
+        "SIGINT to the trainer"
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = run.0.try_wait().expect("status") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "still running after Ctrl-C");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
 }

@@ -473,6 +473,100 @@ async fn the_live_page_shows_the_step_advancing() {
     client.close().await.expect("session closed");
 }
 
+/// A run that reaches its last step leaves the page on its final field: the banner says so,
+/// the controls that act on the run go, a reload gets the same, and Ctrl-C then ends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_stays_on_the_final_field_after_training() {
+    if !browser_installed() {
+        return;
+    }
+    let out = scratch("viewer-after");
+    let (run, url) = trainer_with_viewer(&[
+        "--steps",
+        "20",
+        "--set",
+        "data.procedural.resolution=32",
+        "--set",
+        "eval.every=0",
+        "--view",
+        "--port",
+        "0",
+        "--out",
+        out.to_str().expect("path"),
+    ]);
+    let (_driver, client, port) = browser().await;
+    let finished = "return window.ember.finished !== null \
+         && window.ember.lastFrame !== null && window.ember.lastFrame.step === 20 \
+         && document.getElementById('banner').textContent.includes('final field') \
+         && !document.getElementById('banner').hidden \
+         && document.getElementById('pause').disabled \
+         && document.getElementById('train-state').textContent === 'finished'";
+    client.goto(&url).await.expect("the page loads");
+    wait_for_within(&client, finished, Duration::from_secs(300)).await;
+    client.refresh().await.expect("the page reloads");
+    wait_for(&client, finished).await;
+    // Idle, the status line gives no frame rate rather than "0 fps".
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let line = eval(
+        &client,
+        "return document.getElementById('status-line').textContent",
+    )
+    .await;
+    assert!(
+        line.as_str()
+            .is_some_and(|t| !t.contains("fps") && t.contains("step 20")),
+        "{line}"
+    );
+    // "?" shows and hides the help, as the help says.
+    let help = "return document.getElementById('help').hidden";
+    let before = eval(&client, help).await;
+    let question = KeyActions::new("keyboard".into())
+        .then(KeyAction::Down { value: '?' })
+        .then(KeyAction::Up { value: '?' });
+    client.perform_actions(question).await.expect("? pressed");
+    assert_ne!(eval(&client, help).await, before, "? toggles the help");
+    let pid = run.0.id().to_string();
+    let signalled = Command::new("kill").args(["-INT", &pid]).status();
+    assert!(
+        signalled.is_ok_and(|s| s.success()),
+        "SIGINT to the trainer"
+    );
+    wait_for_within(
+        &client,
+        "return window.ember.ended !== null \
+         && document.getElementById('banner').textContent.includes('trainer view')",
+        Duration::from_secs(60),
+    )
+    .await;
+    // The run folder then opens with its record, which has no speed to show.
+    let (_view, url) = trainer_with_viewer(&["view", out.to_str().expect("path"), "--port", "0"]);
+    client
+        .goto(&url)
+        .await
+        .expect("the run folder's page loads");
+    wait_for(
+        &client,
+        "return !!window.ember.lastStatus && window.ember.lastStatus.step === 20 \
+         && document.getElementById('train-step').textContent.startsWith('20')",
+    )
+    .await;
+    assert_eq!(
+        eval(
+            &client,
+            "return document.getElementById('train-speed').textContent"
+        )
+        .await,
+        json!("–")
+    );
+    let problems: Vec<Value> = console(&client, port)
+        .await
+        .into_iter()
+        .filter(|entry| entry["level"] != "INFO" && entry["level"] != "DEBUG")
+        .collect();
+    assert!(problems.is_empty(), "console: {problems:?}");
+    client.close().await.expect("session closed");
+}
+
 /// A bare splat file the test knows: a "figure" 1 wide (x), 2 tall (along -y, the default up)
 /// and 0.2 deep (z), as 400 Gaussians on its surfaces, and two far outliers (0.5%).
 fn write_figure(dir: &Path) -> (PathBuf, Vec<[f32; 3]>) {

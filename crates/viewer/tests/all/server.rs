@@ -627,6 +627,70 @@ async fn the_end_of_a_run_is_told_and_the_pages_let_go() {
     assert_eq!(viewer.connections(), 0);
 }
 
+/// A finished run goes on being shown: the pages get the last status (even one the rate limit
+/// held back) and the word, a page that connects later finds it in its hello, frames still
+/// come, and nothing can pause or checkpoint a run that is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_stays_on_show_until_the_end() {
+    let viewer = Arc::new(start(Mode::Training));
+    let (mut socket, hello) = connect(&viewer).await;
+    assert_eq!(hello["finished"], Value::Null);
+    let status = |step| Status {
+        step,
+        total_steps: 10,
+        gaussians: 20,
+        loss: Some(0.1),
+        psnr: None,
+        paused: false,
+        steps_per_second: 3.0,
+    };
+    viewer.set_status(status(9));
+    assert_eq!(next_of(&mut socket, "status").await["step"], 9);
+    // Within the rate limit: held back, until the run finishes.
+    viewer.set_status(status(10));
+    viewer.finish("Training ended at step 10");
+    assert_eq!(next_of(&mut socket, "status").await["step"], 10);
+    assert_eq!(
+        next_of(&mut socket, "finished").await["text"],
+        "Training ended at step 10"
+    );
+    let (mut later, hello) = connect(&viewer).await;
+    assert_eq!(hello["finished"], "Training ended at step 10");
+    assert_eq!(hello["status"]["step"], 10);
+    for message in ["pause", "resume", "checkpoint"] {
+        later
+            .send(Message::Text(json!({"type": message}).to_string().into()))
+            .await
+            .unwrap();
+        let error = next_of(&mut later, "error").await;
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("the run has ended"),
+            "{error}"
+        );
+    }
+    assert!(!viewer.paused() && !viewer.take_checkpoint_request());
+    let stop = Arc::new(AtomicBool::new(false));
+    let (v, s) = (viewer.clone(), stop.clone());
+    let server = thread::spawn(move || {
+        ember_viewer::serve_scene(&v, &field(), None, Some(10), || s.load(Ordering::SeqCst))
+    });
+    later
+        .send(render_message(4, &camera(32, 24), "jpeg"))
+        .await
+        .unwrap();
+    let (header, _) = next_frame(&mut later).await;
+    assert_eq!((header.id, header.step), (4, Some(10)));
+    stop.store(true, Ordering::SeqCst);
+    server.join().unwrap();
+    let v = viewer.clone();
+    let ending = tokio::task::spawn_blocking(move || v.end("stopped", Duration::from_secs(10)));
+    assert_eq!(next_of(&mut socket, "ended").await["text"], "stopped");
+    ending.await.unwrap();
+}
+
 /// A pause ends with the last page that could lift it: the run resumes, and the caller is told.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_does_not_outlive_the_last_page() {
