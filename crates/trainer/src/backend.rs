@@ -33,7 +33,37 @@ impl Backend {
         }
     }
 
-    /// The default: cuda, then wgpu, then ndarray, the first one compiled in.
+    /// The backend when neither `--backend` nor `EMBER_BACKEND` names one: the first compiled
+    /// in of cuda, wgpu and ndarray, except that a wgpu build whose adapter is a software
+    /// rasterizer (no GPU: Mesa's lavapipe, SwiftShader, WARP) runs on ndarray when that is
+    /// compiled in too, since the CPU's own kernels are many times faster than a GPU emulated on
+    /// the CPU. Returns the backend and, for that fallback, the line that says so.
+    pub fn default_here() -> (Backend, Option<String>) {
+        Backend::default_given(Backend::default_compiled(), software_wgpu_adapter)
+    }
+
+    /// [`Backend::default_here`] with the compiled default and the probe for a software adapter
+    /// (its name, or `None` for a hardware one) given.
+    pub fn default_given(
+        compiled: Backend,
+        software_adapter: impl FnOnce() -> Option<String>,
+    ) -> (Backend, Option<String>) {
+        if compiled != Backend::Wgpu || !cfg!(feature = "ndarray") {
+            return (compiled, None);
+        }
+        match software_adapter() {
+            Some(name) => (
+                Backend::Ndarray,
+                Some(format!(
+                    "backend ndarray: wgpu's adapter here is {name}, a GPU emulated on the CPU \
+                     (--backend wgpu to use it anyway)"
+                )),
+            ),
+            None => (compiled, None),
+        }
+    }
+
+    /// The first one compiled in of cuda, wgpu and ndarray.
     pub fn default_compiled() -> Backend {
         if cfg!(feature = "cuda") {
             Backend::Cuda
@@ -52,6 +82,31 @@ impl Backend {
             self.name()
         )
     }
+}
+
+/// The name of the adapter wgpu would run on when that is a software rasterizer (its device type
+/// is the CPU), as CubeCL picks it for the default device (the high-performance adapter, unless
+/// `CUBECL_WGPU_DEFAULT_DEVICE` chooses one: then the user chose, and this says `None`); `None`
+/// too when no adapter is found (running on wgpu then says why).
+#[cfg(feature = "wgpu")]
+fn software_wgpu_adapter() -> Option<String> {
+    if std::env::var_os("CUBECL_WGPU_DEFAULT_DEVICE").is_some() {
+        return None;
+    }
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
+    let request = instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        force_fallback_adapter: false,
+        compatible_surface: None,
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread().build().ok()?;
+    let info = runtime.block_on(request).ok()?.get_info();
+    (info.device_type == wgpu::DeviceType::Cpu).then_some(info.name)
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn software_wgpu_adapter() -> Option<String> {
+    None
 }
 
 /// Evaluates `$body` with `$B` the concrete (non-autodiff) Burn backend that `$backend` names,
@@ -145,4 +200,30 @@ pub fn cuda_driver_check() -> Result<()> {
             ""
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a wgpu default on a software adapter gives way, to ndarray, with a line naming the
+    /// adapter; a hardware adapter keeps wgpu, and no other default asks for the adapter.
+    #[test]
+    fn a_software_wgpu_adapter_gives_way_to_ndarray() {
+        let (backend, note) = Backend::default_given(Backend::Wgpu, || Some("llvmpipe".into()));
+        assert_eq!(backend, Backend::Ndarray);
+        let note = note.expect("the fallback is said");
+        assert!(
+            note.contains("llvmpipe") && note.contains("--backend wgpu"),
+            "{note}"
+        );
+        assert_eq!(
+            Backend::default_given(Backend::Wgpu, || None),
+            (Backend::Wgpu, None)
+        );
+        for compiled in [Backend::Ndarray, Backend::Cuda] {
+            let unasked = || -> Option<String> { panic!("{compiled:?} asked for wgpu's adapter") };
+            assert_eq!(Backend::default_given(compiled, unasked), (compiled, None));
+        }
+    }
 }

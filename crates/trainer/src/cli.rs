@@ -25,8 +25,17 @@ pub struct Args {
     #[arg(long, value_name = "DIR", default_value = "runs/latest")]
     pub out: PathBuf,
     /// Backend (among the compiled cargo features); `EMBER_BACKEND` sets it when the flag is
-    /// not given.
-    #[arg(long, value_enum, env = "EMBER_BACKEND", default_value_t = Backend::default_compiled())]
+    /// not given. Default: cuda, then wgpu, then ndarray, the first compiled in; on a machine
+    /// whose wgpu adapter is a software rasterizer (no GPU), ndarray.
+    #[arg(
+        long = "backend",
+        value_enum,
+        env = "EMBER_BACKEND",
+        value_name = "BACKEND"
+    )]
+    pub backend_choice: Option<Backend>,
+    /// The backend the commands run on: `backend_choice`, else [`Backend::default_here`].
+    #[arg(skip = Backend::default_compiled())]
     pub backend: Backend,
     /// Continue from a checkpoint written by an earlier run.
     #[arg(long, value_name = "CHECKPOINT")]
@@ -91,6 +100,16 @@ impl Args {
     /// processes depend on it.
     pub fn parse_command_line() -> Args {
         let mut args = Args::parse();
+        args.backend = match args.backend_choice {
+            Some(backend) => backend,
+            None => {
+                let (backend, note) = Backend::default_here();
+                if let Some(note) = note {
+                    eprintln!("{note}");
+                }
+                backend
+            }
+        };
         args.run.backend = args.backend;
         match &mut args.command {
             Some(Command::Bench(BenchCommand::Train(bench))) => bench.run.backend = args.backend,
