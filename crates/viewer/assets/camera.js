@@ -137,6 +137,16 @@ export function fitScene() {
 export function setRoll(angle) { cam.rot = withRoll(cam.rot, state.scene.up, angle); }
 
 // A new up: the view keeps its eye and target and is levelled; remembered for this scene.
+// Back to the scene's own up (the one the server found), forgetting a choice made here.
+export function resetUp() {
+  const { scene } = state;
+  if (scene.upChoice === 'scene') return;
+  scene.up = scene.sceneUp;
+  scene.upChoice = 'scene';
+  try { localStorage.removeItem(`ember.up:${ember.hello.name}`); } catch { /* not kept */ }
+  $('up-axis').value = 'scene';
+}
+
 export function setUp(choice) {
   const { scene } = state;
   const up = choice === 'scene' ? scene.sceneUp : choice === 'view' ? mul(row(cam.rot, 1), -1) : AXES[choice];

@@ -2,7 +2,7 @@
 // which one the pointer is on (overlay.js projects and draws the frustums).
 
 import { add, apply, translationOf } from '/geometry.js';
-import { $, canvas, overlay } from '/dom.js';
+import { $, canvas, overlay, stage } from '/dom.js';
 import { drawFrustums, projectFrustums } from '/overlay.js';
 import { renderCamera } from '/render.js';
 import { cam, state } from '/state.js';
@@ -35,7 +35,9 @@ export function drawOverlay() {
   g.clearRect(0, 0, overlay.width, overlay.height);
   state.overlayCameras = [];
   const { scene } = state;
-  if (!scene || !$('show-cameras').checked) return;
+  // Beside a photo (compare) the frustums would cover the very view being compared.
+  const comparing = stage.classList.contains('compare');
+  if (!scene || !$('show-cameras').checked || comparing) return;
   const project = projector();
   const shown = scene.cameras.filter((c) => c.index !== state.datasetIndex);
   state.overlayCameras = projectFrustums(shown, FRUSTUM_RADII * scene.radius, project);

@@ -3,7 +3,7 @@
 
 import { centerOf, dot, length, radians, row, sub } from '/geometry.js';
 import {
-  fitScene, jumpTo, look, orbit, pan, resetCamera, setFov, setRoll, setUp, zoom,
+  fitScene, jumpTo, look, orbit, pan, resetCamera, resetUp, setFov, setRoll, setUp, zoom,
 } from '/camera.js';
 import { addKeyView, savePath, updatePathUi } from '/camera-path.js';
 import { drawOverlay, hover } from '/dataset-cameras.js';
@@ -11,7 +11,7 @@ import { $, cameraSelect, canvas, fovInput, photo, shSelect } from '/dom.js';
 import { cameraAt } from '/overlay.js';
 import { log, stepCamera, updateCameraUi, updateStatusLine } from '/panel.js';
 import { invalidate, moved, send, sendNow, wake } from '/render.js';
-import { cam, ember, held, path, state } from '/state.js';
+import { MAX_LOD_PX, cam, ember, held, path, state } from '/state.js';
 import { scheduleCurves } from '/training.js';
 import { framePixel, syncCanvasSize, takeScreenshot } from '/view.js';
 
@@ -126,7 +126,7 @@ export function listenToView() {
     }
     if (e.repeat) return;
     if (e.code === 'KeyF') setFly(!state.flyMode);
-    else if (e.code === 'KeyR' && state.scene) { resetCamera(); sendNow('full'); }
+    else if (e.code === 'KeyR' && state.scene) { resetUp(); resetCamera(); sendNow('full'); }
     else if (e.code === 'KeyG' && state.scene) { fitScene(); sendNow('full'); }
     else if (e.code === 'KeyH' || e.key === '?') toggleHelp();
   });
@@ -180,7 +180,15 @@ export function listenToControls() {
   $('background').addEventListener('input', invalidate);
   shSelect.addEventListener('change', invalidate);
   $('centres').addEventListener('change', invalidate);
-  $('lod').addEventListener('change', invalidate);
+  // The field shows what is drawn: past the range it is clamped, empty or unreadable it goes
+  // back to the server's threshold, not to a silent 0.
+  $('lod').addEventListener('change', () => {
+    const field = $('lod');
+    const value = field.value.trim() === '' ? NaN : Number(field.value);
+    const fallback = state.scene && state.scene.lod ? state.scene.lod.threshold : 0;
+    field.value = String(Number.isFinite(value) ? Math.min(Math.max(value, 0), MAX_LOD_PX) : fallback);
+    invalidate();
+  });
   $('screenshot').addEventListener('click', takeScreenshot);
   $('pause').addEventListener('click', () => send({ type: ember.lastStatus?.paused ? 'resume' : 'pause' }));
   $('checkpoint').addEventListener('click', () => {

@@ -17,10 +17,10 @@ export function updateCameraUi() {
   const roll = Math.round((rollOf(cam.rot, scene.up) * 180) / Math.PI);
   $('roll').value = String(roll);
   $('roll-value').textContent = `${roll}°`;
-  drawOverlay();
   cameraSelect.value = datasetIndex === null ? '' : String(datasetIndex);
   const show = $('compare').checked && datasetIndex !== null;
   stage.classList.toggle('compare', show);
+  drawOverlay();
   $('photo-pane').hidden = !show;
   if (show && photo.getAttribute('src') !== `/photo/${datasetIndex}`) photo.src = `/photo/${datasetIndex}`;
 }

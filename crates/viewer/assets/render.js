@@ -6,7 +6,7 @@ import { clamp, radians, translationOf } from '/geometry.js';
 import { datasetCamera, flyStep } from '/camera.js';
 import { $, canvas, shSelect } from '/dom.js';
 import { updateCameraUi } from '/panel.js';
-import { cam, held, sched, state } from '/state.js';
+import { MAX_LOD_PX, cam, held, sched, state } from '/state.js';
 import { syncCanvasSize } from '/view.js';
 
 const SETTLE_MS = 150;           // the full-size frame follows the last movement by this much
@@ -72,7 +72,7 @@ function sendRender(kind, pick = null) {
   };
   if (state.scene.lod) {
     const lod = Number($('lod').value);
-    message.lod_threshold = Number.isFinite(lod) ? Math.min(Math.max(lod, 0), 64) : null;
+    message.lod_threshold = Number.isFinite(lod) ? Math.min(Math.max(lod, 0), MAX_LOD_PX) : null;
   }
   if (pick) message.pick = pick(message.camera);
   if (!send(message)) return null;

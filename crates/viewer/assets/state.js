@@ -5,6 +5,9 @@
 import { KeyViews } from '/path.js';
 
 export const DEFAULT_FOV = 50;
+// The largest level-of-detail threshold a render may ask for, pixels (the server's
+// MAX_LOD_THRESHOLD).
+export const MAX_LOD_PX = 64;
 
 // window.ember's counters and messages (automation.js adds its functions and puts it on the
 // window). Tests read them live, so this object is the one the modules change.

@@ -295,6 +295,16 @@ async fn the_page_in_chromium_renders_orbits_and_jumps_to_dataset_cameras() {
     )
     .await;
     client.release_actions().await.expect("released");
+    // Beside the photo the frustums go, so as not to cover the view compared; they come back.
+    compare.click().await.expect("compare ticked");
+    wait_for(
+        &client,
+        "return !document.getElementById('photo-pane').hidden \
+         && window.ember.cameraOverlay().length === 0",
+    )
+    .await;
+    compare.click().await.expect("compare unticked");
+    wait_for(&client, "return window.ember.cameraOverlay().length === 2").await;
 
     // Choosing a camera from the list leaves the keys to the view: R resets it at once.
     let list = client
@@ -307,6 +317,20 @@ async fn the_page_in_chromium_renders_orbits_and_jumps_to_dataset_cameras() {
         "return window.ember.cameraState().datasetCamera === 1",
     )
     .await;
+    // An Up chosen here is undone by R too, with the scene's own up back and the choice
+    // forgotten.
+    client
+        .find(fantoccini::Locator::Id("up-axis"))
+        .await
+        .expect("the Up list")
+        .select_by_value("+x")
+        .await
+        .expect("+X chosen");
+    wait_for(
+        &client,
+        "return localStorage.getItem('ember.up:' + window.ember.hello.name) !== null",
+    )
+    .await;
     let press_r = KeyActions::new("keyboard".into())
         .then(KeyAction::Down { value: 'r' })
         .then(KeyAction::Up { value: 'r' });
@@ -317,7 +341,9 @@ async fn the_page_in_chromium_renders_orbits_and_jumps_to_dataset_cameras() {
         "const c = window.ember.hello.cameras.find((c) => c.split === 'train');
          const r = c.rotation, t = c.translation, p = window.ember.cameraState().position;
          const centre = [0, 1, 2].map((j) => -(r[j] * t[0] + r[3 + j] * t[1] + r[6 + j] * t[2]));
-         return Math.hypot(p[0] - centre[0], p[1] - centre[1], p[2] - centre[2]) < 1e-6",
+         return Math.hypot(p[0] - centre[0], p[1] - centre[1], p[2] - centre[2]) < 1e-6 \
+           && document.getElementById('up-axis').value === 'scene' \
+           && localStorage.getItem('ember.up:' + window.ember.hello.name) === null",
     )
     .await;
 
@@ -948,5 +974,22 @@ async fn a_hierarchy_is_drawn_at_the_pages_level_of_detail() {
         differing > 100,
         "a 64 px threshold changed only {differing} pixels"
     );
+    // The field shows what is drawn: past 64 it reads 64 (what the frame used), and emptied
+    // or unreadable it goes back to the server's threshold rather than to a silent 0.
+    let typed = |text: &'static str| {
+        let client = client.clone();
+        async move {
+            eval(
+                &client,
+                &format!(
+                    "const l = document.getElementById('lod'); l.value = '{text}';
+                     l.dispatchEvent(new Event('change')); return l.value"
+                ),
+            )
+            .await
+        }
+    };
+    assert_eq!(typed("1000").await, json!("64"));
+    assert_eq!(typed("").await, json!("2"));
     drop(server);
 }
