@@ -88,6 +88,7 @@ pub use lod::{
     HierarchyConfig, LodGeometry, SplatHierarchy, build_hierarchy, read_hierarchy, write_hierarchy,
 };
 pub use points::PointCloud;
+pub use splats::edit::{Region, SplatFilter, edit};
 pub use splats::{
     NonFinite, SplatFormat, SplatInfo, Splats, convert, info, read_splats, transform, write_splats,
 };

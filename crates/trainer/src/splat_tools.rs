@@ -1,4 +1,4 @@
-//! The splat-file subcommands: `convert`, `transform`, `info` and `render`, over `ember_data`'s
+//! The splat-file subcommands: `convert`, `transform`, `edit`, `info` and `render`, over `ember_data`'s
 //! splat readers and writers (3DGS PLY, `.splat`, SPZ; PlayCanvas compressed PLY read only) and
 //! `ember_field::render`.
 
@@ -9,8 +9,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use ember_data::{
-    CameraPath, Dataset, DatasetOptions, SplatInfo, convert, find_camera, info, parse_camera_file,
-    parse_camera_path, transform,
+    CameraPath, Dataset, DatasetOptions, Region, SplatFilter, SplatInfo, convert, edit,
+    find_camera, info, parse_camera_file, parse_camera_path, transform,
 };
 use ember_field::{GaussianField, RenderOptions, render_batch_images, render_panorama};
 use ember_kernels::transform::Similarity;
@@ -33,6 +33,9 @@ pub enum SplatCommand {
     },
     /// Move, rotate and scale the Gaussians of a splat file (SH bands rotated too).
     Transform(TransformArgs),
+    /// Keep the Gaussians of a splat file inside a box or sphere (or outside it), above an
+    /// opacity or below a size: floaters and background out, as the viewer's page does.
+    Edit(EditArgs),
     /// Print a splat file's format, Gaussian count, SH degree and bounds.
     Info {
         /// The file.
@@ -421,6 +424,55 @@ fn parse_quad(text: &str) -> Result<[f64; 4], String> {
     parse_numbers::<4>(text)
 }
 
+/// `trainer edit IN OUT [--crop-box ...|--crop-sphere ...] [--outside] [--min-opacity O]
+/// [--max-scale S]`: every condition given must hold for a Gaussian to be kept
+/// (`ember_data::splats::edit`).
+#[derive(Args, Debug)]
+pub struct EditArgs {
+    /// Input splat file.
+    input: PathBuf,
+    /// Output splat file (never the input).
+    output: PathBuf,
+    /// Keep the centres inside this box (faces included), world units.
+    #[arg(long, value_name = "MINX,MINY,MINZ,MAXX,MAXY,MAXZ", value_parser = parse_numbers::<6>)]
+    crop_box: Option<[f64; 6]>,
+    /// Keep the centres inside this sphere (its surface included), world units.
+    #[arg(long, value_name = "X,Y,Z,R", value_parser = parse_quad, conflicts_with = "crop_box")]
+    crop_sphere: Option<[f64; 4]>,
+    /// Keep what lies outside the box or sphere instead (delete the region).
+    #[arg(long)]
+    outside: bool,
+    /// Keep the Gaussians at least this opaque (0 to 1).
+    #[arg(long, value_name = "O")]
+    min_opacity: Option<f64>,
+    /// Keep the Gaussians whose largest standard deviation is at most this, world units.
+    #[arg(long, value_name = "S")]
+    max_scale: Option<f64>,
+}
+
+impl EditArgs {
+    /// The filter the flags describe.
+    fn filter(&self) -> SplatFilter {
+        let region = match (self.crop_box, self.crop_sphere) {
+            (Some([x0, y0, z0, x1, y1, z1]), _) => Some(Region::Box {
+                min: [x0, y0, z0],
+                max: [x1, y1, z1],
+            }),
+            (None, Some([x, y, z, radius])) => Some(Region::Sphere {
+                centre: [x, y, z],
+                radius,
+            }),
+            (None, None) => None,
+        };
+        SplatFilter {
+            region,
+            outside: self.outside,
+            min_opacity: self.min_opacity,
+            max_scale: self.max_scale,
+        }
+    }
+}
+
 impl TransformArgs {
     /// The similarity the flags describe.
     fn similarity(&self) -> Result<Similarity> {
@@ -502,6 +554,18 @@ pub fn run(command: &SplatCommand) -> Result<()> {
                     args.output.display()
                 )
             })?;
+            println!("{}", describe(&args.output, &written));
+        }
+        SplatCommand::Edit(args) => {
+            not_an_input("the output", &args.output, &[&args.input])?;
+            let (written, before) = edit(&args.input, &args.output, &args.filter())
+                .with_context(|| format!("editing {}", args.input.display()))?;
+            println!(
+                "kept {} of {} Gaussians ({} removed)",
+                written.count,
+                before,
+                before - written.count
+            );
             println!("{}", describe(&args.output, &written));
         }
         SplatCommand::Info { input } => {

@@ -12,8 +12,8 @@
 //! bands of a compressed PLY (such a file is refused by name).
 //!
 //! [`read_splats`] and [`write_splats`] pick the format from the extension (a `.ply` is read as
-//! a compressed PLY when its header says so). [`convert`], [`transform`] and [`info`] are the
-//! file-level operations a command line calls.
+//! a compressed PLY when its header says so). [`convert`], [`transform`], [`edit::edit`] and
+//! [`info`] are the file-level operations a command line calls.
 //!
 //! # Conventions
 //! Values are stored as the 3DGS PLY stores them and as `GaussianField` holds them: opacity as
@@ -25,6 +25,7 @@
 
 pub mod compressed_ply;
 pub mod dot_splat;
+pub mod edit;
 pub mod ply;
 pub mod spz;
 

@@ -1,4 +1,4 @@
-//! `trainer info / convert / transform / render` (with and without the antialiasing filter) on
+//! `trainer info / convert / transform / edit / render` (with and without the antialiasing filter) on
 //! a real trained splat file (`splats/gaussiansplats3d-pr477/lod5_tile_0.ply` under
 //! `EMBER_DATA_DIR`).
 
@@ -142,4 +142,92 @@ fn bad_inputs_are_errors_not_panics() {
     let bad_flag = trainer(&["transform", "a.ply", "b.ply", "--translate", "1,2"]);
     assert!(!bad_flag.status.success());
     assert!(String::from_utf8_lossy(&bad_flag.stderr).contains("expected 3"));
+}
+
+/// `trainer edit` keeps exactly the Gaussians `ember_data`'s filter keeps (the page's edits
+/// use the same filter), prints what it removed, and refuses a bad region, an output over its
+/// input and an edit that keeps nothing, writing nothing.
+#[test]
+fn edit_keeps_what_the_filter_keeps_and_refuses_the_rest() {
+    let Some(ply) = data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") else {
+        return;
+    };
+    let splats = ember_data::read_splats(&ply).expect("the tile");
+    let [lo, hi] = splats.bounds().expect("bounds");
+    let mid = |a: usize| f64::from(lo[a] + hi[a]) / 2.0;
+    let ply = ply.to_string_lossy().into_owned();
+    // Printed from f64, so that the command parses the very corners the filter below uses
+    // (the box's faces are inside, and the tile's extreme centres lie on them).
+    let half = format!(
+        "{},{},{},{},{},{}",
+        f64::from(lo[0]),
+        f64::from(lo[1]),
+        f64::from(lo[2]),
+        mid(0),
+        f64::from(hi[1]),
+        f64::from(hi[2])
+    );
+    let out = scratch("edited.ply");
+    let out_text = out.to_str().expect("utf-8 path");
+    let edited = trainer(&[
+        "edit",
+        &ply,
+        out_text,
+        "--crop-box",
+        &half,
+        "--outside",
+        "--min-opacity",
+        "0.2",
+    ]);
+    assert!(edited.status.success(), "edit failed: {edited:?}");
+    let filter = ember_data::SplatFilter {
+        region: Some(ember_data::Region::Box {
+            min: lo.map(f64::from),
+            max: [mid(0), f64::from(hi[1]), f64::from(hi[2])],
+        }),
+        outside: true,
+        min_opacity: Some(0.2),
+        max_scale: None,
+    };
+    let expected = splats.filtered(&filter);
+    assert!(!expected.is_empty() && expected.len() < splats.len());
+    let written = ember_data::read_splats(&out).expect("written");
+    assert!(
+        written == expected,
+        "{} Gaussians written, {} expected",
+        written.len(),
+        expected.len()
+    );
+    assert!(
+        stdout(&edited).contains(&format!(
+            "kept {} of 111 Gaussians ({} removed)",
+            expected.len(),
+            111 - expected.len()
+        )),
+        "{}",
+        stdout(&edited)
+    );
+
+    let refused = |args: &[&str], expected: &str| {
+        let target = scratch("refused.ply");
+        let mut all = vec!["edit", &ply];
+        let target_text = target.to_string_lossy().into_owned();
+        if !args.contains(&"--over-input") {
+            all.push(&target_text);
+        }
+        all.extend(args.iter().filter(|a| **a != "--over-input"));
+        let run = trainer(&all);
+        let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+        assert!(!run.status.success(), "{all:?} succeeded");
+        assert!(stderr.contains(expected), "{all:?}: {stderr}");
+        assert!(!target.exists(), "{all:?} wrote {}", target.display());
+    };
+    refused(&["--crop-box", "1,0,0,0,1,1"], "crop box");
+    refused(&["--crop-sphere", "0,0,0,-1"], "crop sphere");
+    refused(&["--min-opacity", "1"], "keeps none of the 111");
+    refused(&[], "nothing to edit");
+    refused(
+        &["--over-input", &ply, "--min-opacity", "0.5"],
+        "the output",
+    );
 }
