@@ -463,6 +463,8 @@ pub struct LiveObserver<O> {
     last: Option<(Instant, usize)>,
     steps_per_second: f64,
     interrupted: Arc<AtomicBool>,
+    /// Whether a page held the run paused at the last look (the terminal is told of changes).
+    paused: bool,
 }
 
 impl<O> LiveObserver<O> {
@@ -475,6 +477,7 @@ impl<O> LiveObserver<O> {
             last: None,
             steps_per_second: 0.0,
             interrupted,
+            paused: false,
         }
     }
 
@@ -605,10 +608,20 @@ impl<B: SplatAutodiffBackend, O: RunObserver<B>> RunObserver<B> for LiveObserver
         if self.inner.between_steps(trainer) == ObserverAction::Checkpoint {
             return ObserverAction::Checkpoint;
         }
-        if self.viewer.take_unattended_resume() {
+        let unattended = self.viewer.take_unattended_resume();
+        if unattended {
             self.inner
                 .on_message("viewer: the last page left while training was paused: resumed");
         }
+        let paused_now = self.viewer.paused();
+        if paused_now != self.paused && !unattended {
+            self.inner.on_message(&format!(
+                "viewer: a page {} training at step {}",
+                if paused_now { "paused" } else { "resumed" },
+                trainer.step_count()
+            ));
+        }
+        self.paused = paused_now;
         let interrupted = &self.interrupted;
         let stop = || interrupted.load(Ordering::SeqCst);
         let paused = self.viewer.paused();

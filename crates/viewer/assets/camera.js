@@ -181,6 +181,33 @@ export function orbitAround(point) {
   moved();
 }
 
+// The view kept for a reload of this tab (sessionStorage: a new tab opens at home), per scene.
+const keptViewKey = (name) => `ember.view:${name}`;
+
+export function keepView() {
+  if (!ember.hello) return;
+  const view = { eye: cam.eye, rot: cam.rot, dist: cam.dist, fov: state.fovDeg, dataset: state.datasetIndex };
+  try { sessionStorage.setItem(keptViewKey(ember.hello.name), JSON.stringify(view)); } catch { /* not kept */ }
+}
+
+// Puts back the view kept for scene `name` before a reload; false when there is none (or it
+// does not read as a view).
+export function restoreView(name) {
+  let view;
+  try { view = JSON.parse(sessionStorage.getItem(keptViewKey(name)) || 'null'); } catch { return false; }
+  const numbers = (v, n) => Array.isArray(v) && v.length === n && v.every(Number.isFinite);
+  if (!view || !numbers(view.eye, 3) || !numbers(view.rot, 9) || !(view.dist > 0) || !Number.isFinite(view.fov)) return false;
+  cam.eye = view.eye.slice();
+  cam.rot = view.rot.slice();
+  cam.dist = view.dist;
+  setFov(view.fov);
+  const known = state.scene.cameras.some((c) => c.index === view.dataset);
+  state.datasetIndex = known ? view.dataset : null;
+  if (known) state.lastDataset = view.dataset;
+  updateCameraUi();
+  return true;
+}
+
 export function setFov(deg) {
   state.fovDeg = deg;
   fovInput.value = String(Math.round(deg));

@@ -2,7 +2,7 @@
 // run ends, and the server's text messages handed to the parts of the page they are for.
 
 import { length, normalize } from '/geometry.js';
-import { resetCamera } from '/camera.js';
+import { resetCamera, restoreView } from '/camera.js';
 import { $, cameraSelect, shSelect } from '/dom.js';
 import { log, updateBanner, updateCameraUi, updateStatusLine } from '/panel.js';
 import { sendNow } from '/render.js';
@@ -126,8 +126,9 @@ function onHello(h) {
   renderEvals();
   scheduleCurves();
 
-  if (fresh) resetCamera();
-  else updateCameraUi();
+  // A reload of this tab comes back to the view it had; a new page starts at home.
+  if (fresh && !restoreView(h.name)) resetCamera();
+  else if (!fresh) updateCameraUi();
   log(`connected to ${h.name}`);
   sendNow('full');
 }

@@ -3,7 +3,7 @@
 // rests.
 
 import { clamp, radians, translationOf } from '/geometry.js';
-import { datasetCamera, flyStep } from '/camera.js';
+import { datasetCamera, flyStep, keepView } from '/camera.js';
 import { $, canvas, shSelect } from '/dom.js';
 import { updateCameraUi } from '/panel.js';
 import { MAX_LOD_PX, cam, held, sched, state } from '/state.js';
@@ -76,6 +76,7 @@ function sendRender(kind, pick = null) {
   }
   if (pick) message.pick = pick(message.camera);
   if (!send(message)) return null;
+  if (kind === 'full') keepView();
   state.nextId = message.id;
   state.lastSentAt = performance.now();
   return message.id;

@@ -40,6 +40,14 @@ impl Drop for Running {
 
 /// Starts `trainer args...` and returns it with the URL it prints (`viewer: open URL`).
 pub(crate) fn trainer_with_viewer(args: &[&str]) -> (Running, String) {
+    let (running, url, _) = trainer_with_viewer_output(args);
+    (running, url)
+}
+
+/// [`trainer_with_viewer`], with the lines it prints after the URL.
+pub(crate) fn trainer_with_viewer_output(
+    args: &[&str],
+) -> (Running, String, std::sync::mpsc::Receiver<String>) {
     let mut child = crate::common::trainer_command()
         .args(args)
         .stdout(Stdio::piped())
@@ -58,9 +66,15 @@ pub(crate) fn trainer_with_viewer(args: &[&str]) -> (Running, String) {
             break rest.split_whitespace().next().expect("a URL").to_string();
         }
     };
-    // Keep draining stdout so the child never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    (running, url)
+    // Keep draining stdout so the child never blocks on a full pipe, whether or not the
+    // lines are read.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    (running, url, rx)
 }
 
 /// Starts chromedriver on a free port and a headless Chromium session with console logging.

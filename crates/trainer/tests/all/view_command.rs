@@ -14,7 +14,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::browser::trainer_with_viewer;
+use crate::browser::{trainer_with_viewer, trainer_with_viewer_output};
 use crate::common::scratch;
 use crate::viewer::write_scene;
 
@@ -331,4 +331,57 @@ async fn a_live_run_keeps_showing_its_final_field_until_ctrl_c() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(status.success(), "{status}");
+}
+
+/// A page pausing or resuming the run is said in the terminal, with the step.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_from_a_page_is_said_in_the_terminal() {
+    let out = scratch("viewer-pause-said");
+    let (_run, url, lines) = trainer_with_viewer_output(&[
+        "--steps",
+        "1000000",
+        "--set",
+        "data.procedural.resolution=16",
+        "--set",
+        "eval.every=0",
+        "--view",
+        "--port",
+        "0",
+        "--out",
+        out.to_str().expect("path"),
+    ]);
+    let ws = format!(
+        "ws://{}/ws",
+        url.trim_start_matches("http://").trim_end_matches('/')
+    );
+    let (mut socket, _) = tokio_tungstenite::connect_async(ws)
+        .await
+        .expect("connects");
+    let said = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("no line saying `{what}` within 60 s"));
+            if line.contains(what) {
+                return line;
+            }
+        }
+    };
+    for (message, what) in [
+        ("pause", "viewer: a page paused training at step "),
+        ("resume", "viewer: a page resumed training at step "),
+    ] {
+        socket
+            .send(Message::Text(json!({"type": message}).to_string().into()))
+            .await
+            .expect("sent");
+        let line = said(what);
+        let step = line
+            .rsplit(' ')
+            .next()
+            .and_then(|s| s.parse::<usize>().ok());
+        assert!(step.is_some(), "{line}");
+    }
 }

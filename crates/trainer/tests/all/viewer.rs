@@ -529,8 +529,38 @@ async fn the_page_stays_on_the_final_field_after_training() {
          && document.getElementById('train-state').textContent === 'finished'";
     client.goto(&url).await.expect("the page loads");
     wait_for_within(&client, finished, Duration::from_secs(300)).await;
+    // A reload comes back to the view the page had, and to the final field.
+    let frames = eval(&client, "return window.ember.framesReceived").await;
+    eval(
+        &client,
+        "return window.ember.setCamera([0.3, 0.2, 2.5], [0, 0, 0])",
+    )
+    .await;
+    wait_for(
+        &client,
+        &format!("return window.ember.framesReceived > {frames}"),
+    )
+    .await;
     client.refresh().await.expect("the page reloads");
     wait_for(&client, finished).await;
+    let position = eval(&client, "return window.ember.cameraState().position").await;
+    let expected = [0.3, 0.2, 2.5];
+    assert!(
+        (0..3).all(|a| (position[a].as_f64().expect("a number") - expected[a]).abs() < 1e-9),
+        "the reload moved the view to {position}"
+    );
+    // In a narrow window the panel goes under the view, which keeps the whole width.
+    client
+        .set_window_size(600, 800)
+        .await
+        .expect("a narrow window");
+    wait_for(
+        &client,
+        "const v = document.getElementById('view').getBoundingClientRect();
+         const p = document.getElementById('panel').getBoundingClientRect();
+         return v.width >= 0.95 * window.innerWidth && p.top >= v.bottom - 1 && p.height > 100",
+    )
+    .await;
     // Idle, the status line gives no frame rate rather than "0 fps".
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let line = eval(
