@@ -192,5 +192,7 @@ pub fn densify_stats_tensor_ops<B: Backend>(
     }
 }
 
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;
 #[cfg(test)]
 mod tests;

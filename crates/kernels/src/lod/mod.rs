@@ -299,5 +299,7 @@ pub fn lod_weights_tensor_ops<B: Backend>(inputs: LodInputs<B>, view: &LodView) 
         .tensor()
 }
 
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;
 #[cfg(test)]
 mod tests;

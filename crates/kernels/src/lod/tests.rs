@@ -1,7 +1,7 @@
 //! The cut's weights (`ember_kernels::lod_weights`): the rayon pass against the tensor-op
 //! reference, the weights of every root-to-leaf path summing to one at any threshold and camera,
-//! the threshold 0 drawing the leaves alone, the refusals, and every compiled GPU backend against
-//! ndarray.
+//! the threshold 0 drawing the leaves alone and the refusals (every compiled GPU backend against
+//! ndarray: `gpu_tests.rs`).
 
 use crate::lod::cpu;
 use crate::lod::{lod_gather_tensor_ops, lod_weights_tensor_ops};
@@ -17,7 +17,7 @@ use crate::backend::Cpu;
 /// A random hierarchy of `leaves` leaves: groups of 2 to 4 consecutive nodes of a level merge
 /// into a parent at their mean, whose sphere holds the children's and whose size is at least
 /// theirs (the invariants the weights rely on). Returns `(centres, radii, sizes, parents)`.
-fn hierarchy(label: &str, leaves: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<i64>) {
+pub(super) fn hierarchy(label: &str, leaves: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<i64>) {
     let mut rng = fresh_rng(label);
     let mut centres: Vec<f32> = uniform(&mut rng, 3 * leaves, -3.0, 3.0)
         .into_iter()
@@ -69,7 +69,7 @@ fn hierarchy(label: &str, leaves: usize) -> (Vec<f32>, Vec<f32>, Vec<f32>, Vec<i
     (centres, radii, sizes, parents)
 }
 
-fn weights<B: LodOps>(h: &(Vec<f32>, Vec<f32>, Vec<f32>, Vec<i64>), leaves: usize, view: &LodView) -> Vec<f32> {
+pub(super) fn weights<B: LodOps>(h: &(Vec<f32>, Vec<f32>, Vec<f32>, Vec<i64>), leaves: usize, view: &LodView) -> Vec<f32> {
     let device = Default::default();
     let m = h.1.len();
     let out = lod_weights(
@@ -109,7 +109,7 @@ fn reference<B: Backend>(h: &(Vec<f32>, Vec<f32>, Vec<f32>, Vec<i64>), leaves: u
         .unwrap()
 }
 
-fn views() -> Vec<LodView> {
+pub(super) fn views() -> Vec<LodView> {
     let mut out = Vec::new();
     for distance in [0.5, 4.0, 15.0, 60.0, 400.0] {
         for threshold in [0.0, 0.5, 1.0, 3.0] {
@@ -123,7 +123,7 @@ fn views() -> Vec<LodView> {
     out
 }
 
-fn close(label: &str, got: &[f32], want: &[f32]) {
+pub(super) fn close(label: &str, got: &[f32], want: &[f32]) {
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
         assert!((g - w).abs() <= 2e-5, "{label}: node {i}: {g} against {w}");
     }
@@ -293,28 +293,4 @@ fn the_cpu_gather_matches_select_and_the_tensor_ops() {
         let expected = opacity(params[3].0[rows[i] as usize]) * weight;
         assert!((opacity(*g) - expected).abs() < 1e-6, "row {i}");
     }
-}
-
-/// The tensor ops on the device give the CPU's weights to rounding.
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn gpu_matches_cpu<B: LodOps>(label: &str) {
-    let leaves = 4_000;
-    let h = hierarchy(label, leaves);
-    for view in views() {
-        let got = weights::<B>(&h, leaves, &view);
-        let want = weights::<Cpu>(&h, leaves, &view);
-        close(&format!("{label} {view:?}"), &got, &want);
-    }
-}
-
-#[cfg(feature = "wgpu")]
-#[test]
-fn lod_wgpu_matches_cpu() {
-    gpu_matches_cpu::<crate::backend::Wgpu>("lod_wgpu");
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn lod_cuda_matches_cpu() {
-    gpu_matches_cpu::<crate::backend::Cuda>("lod_cuda");
 }

@@ -261,5 +261,7 @@ fn standard_normals<B: Backend>(n: usize, seed: u32, device: &B::Device) -> Tens
     normals.narrow(0, 0, 3 * n).reshape([3, n])
 }
 
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,6 @@
 //! The MCMC noise on the centres (`ember_kernels::perturb_means`): the ndarray pass bit for bit
-//! against the op's tensor-op reference, the normals' statistics, the refusals, and every
-//! compiled GPU backend against ndarray.
+//! against the op's tensor-op reference, the normals' statistics and the refusals (every
+//! compiled GPU backend against ndarray: `gpu_tests.rs`).
 
 use crate::noise::cpu::standard_normals;
 use crate::noise::perturb_means_tensor_ops;
@@ -15,7 +15,7 @@ use crate::backend::Cpu;
 /// A random field of `n` Gaussians as `f32` rows: means, quats, log-scales, opacity logits. Row
 /// 1 has a zero quaternion, row 2 a NaN centre, row 3 a NaN log-scale, row 4 a scale whose
 /// square overflows; the logits cover both sides of the gate (opacity 0.005).
-fn field(label: &str, n: usize) -> [Vec<f32>; 4] {
+pub(super) fn field(label: &str, n: usize) -> [Vec<f32>; 4] {
     let mut rng = fresh_rng(label);
     let f32s = |v: Vec<f64>| v.into_iter().map(|x| x as f32).collect::<Vec<f32>>();
     let means = f32s(uniform(&mut rng, 3 * n, -2.0, 2.0));
@@ -51,7 +51,7 @@ fn host<B: Backend>(t: Tensor<B, 2>) -> Vec<f32> {
 }
 
 /// The moved centres through the op on `B`.
-fn moved<B: NoiseOps>(f: &[Vec<f32>; 4], noise: &MeanNoise) -> Vec<f32> {
+pub(super) fn moved<B: NoiseOps>(f: &[Vec<f32>; 4], noise: &MeanNoise) -> Vec<f32> {
     let (means, quats, log_scales, logits) = tensors::<B>(f);
     host(perturb_means(means, quats, log_scales, logits, noise).unwrap())
 }
@@ -206,45 +206,4 @@ fn noise_refuses_mismatched_shapes() {
     )
     .unwrap();
     assert_eq!(empty.dims(), [0, 3]);
-}
-
-/// The GPU kernel draws the same integers; its floats (the device's `f32` logarithm, cosine and
-/// sine) agree with ndarray's to rounding.
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn gpu_matches_cpu<B: NoiseOps>(label: &str) {
-    let f = field(label, 3_001);
-    let noise = MeanNoise {
-        seed: 0xdead_beef,
-        scale: 80.0,
-    };
-    let got = moved::<B>(&f, &noise);
-    let want = moved::<Cpu>(&f, &noise);
-    let mut worst = 0.0f32;
-    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        if w.is_nan() {
-            assert!(g.is_nan(), "{label}: coordinate {i} is {g}, the CPU's NaN");
-            continue;
-        }
-        // Relative to the move, not to the centre.
-        let step = (w - f[0][i]).abs();
-        let err = (g - w).abs() / (1e-6 + step);
-        worst = worst.max(err);
-        assert!(
-            (g - w).abs() <= 1e-6 + 1e-3 * step,
-            "{label}: coordinate {i}: {g} against the CPU's {w} (moved {step})"
-        );
-    }
-    println!("{label}: largest error {worst} of the move");
-}
-
-#[cfg(feature = "wgpu")]
-#[test]
-fn noise_wgpu_matches_cpu() {
-    gpu_matches_cpu::<crate::backend::Wgpu>("noise_wgpu");
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn noise_cuda_matches_cpu() {
-    gpu_matches_cpu::<crate::backend::Cuda>("noise_cuda");
 }

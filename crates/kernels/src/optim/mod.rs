@@ -236,5 +236,7 @@ pub fn adam_step_tensor_ops<B: Backend>(
     }
 }
 
+#[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]
+mod gpu_tests;
 #[cfg(test)]
 mod tests;

@@ -1,8 +1,8 @@
 //! The fused Adam update (`ember_kernels::adam_step`): on ndarray, bit for bit against the
 //! same update written as Burn tensor ops, over several steps, in f32 and f64, directly and
-//! through `Autodiff`; on every compiled GPU backend, the kernel against ndarray and against
-//! the tensor ops on the same backend, at sizes that take vectors of 1, 2 and 4 elements; and
-//! the refusals.
+//! through `Autodiff`; and the refusals. On every compiled GPU backend (`gpu_tests.rs`), the
+//! kernel against ndarray and against the tensor ops on the same backend, at sizes that take
+//! vectors of 1, 2 and 4 elements.
 
 use crate::{AdamPrimitives, AdamStep, OptimError, SplatBackend, adam_step, adam_step_tensor_ops};
 use burn::backend::Autodiff;
@@ -12,7 +12,7 @@ use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
 use ember_test_utils::{fresh_rng, uniform};
 
 /// 7 217 elements: odd, so the GPU kernel reads one element per unit.
-const SHAPE: [usize; 2] = [1031, 7];
+pub(super) const SHAPE: [usize; 2] = [1031, 7];
 
 fn settings(step: u32, lr: f64) -> AdamStep {
     AdamStep {
@@ -29,13 +29,13 @@ fn host<B: Backend>(t: Tensor<B, 2>) -> Vec<f64> {
 }
 
 /// A random start of `shape` and `steps` random gradients.
-struct Problem {
+pub(super) struct Problem {
     shape: [usize; 2],
     param: Vec<f64>,
     grads: Vec<Vec<f64>>,
 }
 
-fn problem(label: &str, shape: [usize; 2], steps: usize) -> Problem {
+pub(super) fn problem(label: &str, shape: [usize; 2], steps: usize) -> Problem {
     let mut rng = fresh_rng(label);
     let n = shape[0] * shape[1];
     Problem {
@@ -67,7 +67,7 @@ fn run_with<B: Backend>(p: &Problem, dtype: DType, update: Update<B>) -> [Vec<f6
 }
 
 /// The updates of `p` through the op.
-fn run<B: SplatBackend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
+pub(super) fn run<B: SplatBackend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
     run_with::<B>(p, dtype, |param, grad, m, v, s| {
         let u = adam_step(param, grad, m, v, s).unwrap();
         [u.param, u.exp_avg, u.exp_avg_sq]
@@ -75,7 +75,7 @@ fn run<B: SplatBackend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
 }
 
 /// The updates of `p` through the tensor-op reference on `B`.
-fn run_tensor_ops<B: Backend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
+pub(super) fn run_tensor_ops<B: Backend>(p: &Problem, dtype: DType) -> [Vec<f64>; 3] {
     run_with::<B>(p, dtype, |param, grad, m, v, s| {
         let primitive = |t: Tensor<B, 2>| t.into_primitive().tensor();
         let tensor = |t| Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(t));
@@ -171,48 +171,11 @@ fn adam_refuses_mismatched_shapes_and_step_zero() {
     assert_eq!(err.err(), Some(OptimError::StepZero));
 }
 
-/// The GPU kernel agrees with ndarray and with the tensor ops on its own backend to rounding,
-/// whatever the vector width its element count allows (7 217: 1, 1 542: 2, 3 000: 4).
-#[cfg(any(feature = "wgpu", feature = "cuda"))]
-fn gpu_matches_cpu<B: SplatBackend>(label: &str) {
-    for shape in [SHAPE, [514, 3], [1000, 3]] {
-        let p = problem(&format!("{label}_{shape:?}"), shape, 6);
-        let got = run::<B>(&p, DType::F32);
-        for (reference, want) in [
-            ("ndarray", run::<crate::backend::Cpu>(&p, DType::F32)),
-            ("tensor ops", run_tensor_ops::<B>(&p, DType::F32)),
-        ] {
-            for (name, (g, w)) in ["param", "exp_avg", "exp_avg_sq"]
-                .iter()
-                .zip(got.iter().zip(&want))
-            {
-                let err = ember_test_utils::rel_err(g, w);
-                assert!(
-                    err < 1e-5,
-                    "{label} {shape:?} {name} against {reference}: relative error {err}"
-                );
-            }
-        }
-    }
-}
-
-#[cfg(feature = "wgpu")]
-#[test]
-fn fused_adam_wgpu_matches_cpu() {
-    gpu_matches_cpu::<crate::backend::Wgpu>("adam_wgpu");
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn fused_adam_cuda_matches_cpu() {
-    gpu_matches_cpu::<crate::backend::Cuda>("adam_cuda");
-}
-
 /// `AdamOps::adam_steps`: several groups of different sizes and ranks, each with its own
 /// settings, give what `adam_step` gives each group alone: bit for bit on ndarray (one update
 /// after another), to rounding on a GPU (one launch for all of them, or one per group when one
 /// of them is empty).
-fn groups_match_single_updates<B: SplatBackend>(label: &str, tolerance: f64) {
+pub(super) fn groups_match_single_updates<B: SplatBackend>(label: &str, tolerance: f64) {
     let all = vec![vec![1031, 3], vec![1031], vec![517, 15, 3], vec![2, 1, 3]];
     let mut with_empty = all.clone();
     with_empty.insert(2, vec![0, 4]);
@@ -287,17 +250,4 @@ fn groups_of_shapes_match_single_updates<B: SplatBackend>(
 #[test]
 fn grouped_adam_matches_single_updates_cpu() {
     groups_match_single_updates::<crate::backend::Cpu>("adam groups cpu", 0.0);
-}
-
-#[cfg(feature = "wgpu")]
-#[test]
-fn grouped_adam_matches_single_updates_wgpu() {
-    groups_match_single_updates::<crate::backend::Wgpu>("adam groups wgpu", 1e-6);
-    groups_match_single_updates::<crate::WgpuCube>("adam groups wgpu (cube)", 1e-6);
-}
-
-#[cfg(feature = "cuda")]
-#[test]
-fn grouped_adam_matches_single_updates_cuda() {
-    groups_match_single_updates::<crate::backend::Cuda>("adam groups cuda", 1e-6);
 }
