@@ -308,6 +308,13 @@ pub struct OptimConfig {
     pub eps: f64,
     /// One more SH band every this many steps, up to [`InitConfig::sh_degree`].
     pub sh_interval: usize,
+    /// Where the run's end anneals the field's rates, as a fraction of `steps`: from this step
+    /// on, each parameter group's rate (the means' on top of their own decay, so the MCMC noise
+    /// too) is multiplied by a factor falling log-linearly from 1 to `anneal_factor` at the last
+    /// step. `1`: off. The appearance and pose corrections keep their own schedules.
+    pub anneal_start: f64,
+    /// The factor every rate reaches at the last step when `anneal_start < 1`.
+    pub anneal_factor: f64,
 }
 
 impl Default for OptimConfig {
@@ -325,6 +332,8 @@ impl Default for OptimConfig {
             beta2: 0.999,
             eps: 1e-15,
             sh_interval: 1000,
+            anneal_start: 1.0,
+            anneal_factor: 0.1,
         }
     }
 }
@@ -844,6 +853,15 @@ impl TrainConfig {
         }
         if o.sh_interval == 0 {
             return fail("optim.sh_interval", "must be at least 1");
+        }
+        if !(0.0..=1.0).contains(&o.anneal_start) {
+            return fail(
+                "optim.anneal_start",
+                "must be a fraction of the run in [0, 1]",
+            );
+        }
+        if !(o.anneal_factor.is_finite() && o.anneal_factor > 0.0 && o.anneal_factor <= 1.0) {
+            return fail("optim.anneal_factor", "must be in (0, 1]");
         }
         if self.densify.interval == 0 {
             return fail("densify.interval", "must be at least 1");

@@ -569,7 +569,8 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     }
 
     /// Learning rate of `group` at (0-based) step `step`: the means' rate decays log-linearly
-    /// from `lr_means` to `lr_means_final` (both times the scene extent), the others are fixed.
+    /// from `lr_means` to `lr_means_final` (both times the scene extent), the others are fixed,
+    /// and all of them anneal at the run's end when `optim.anneal_start < 1`.
     /// With `batch_size = B` every rate is multiplied by `sqrt(B)`: the square-root scaling rule
     /// for Adam (Malladi et al. 2022), which gsplat uses for its batches, with Adam's decays
     /// raised to the power `B` and eps divided by `sqrt(B)` (see [`Trainer::from_field`]).
@@ -579,6 +580,26 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
     /// [`Trainer::learning_rate`] for a batch of one.
     fn unscaled_learning_rate(&self, group: ParamGroup, step: usize) -> f64 {
+        self.anneal_at(step) * self.scheduled_learning_rate(group, step)
+    }
+
+    /// The factor every rate is multiplied by at (0-based) step `step`:
+    /// [`OptimConfig::anneal_start`](crate::config::OptimConfig::anneal_start) to the run's last
+    /// step, log-linearly from 1 to `anneal_factor`; 1 before.
+    fn anneal_at(&self, step: usize) -> f64 {
+        let o = &self.config.optim;
+        let last = self.config.steps.saturating_sub(1) as f64;
+        let start = o.anneal_start * last;
+        if o.anneal_start >= 1.0 || (step as f64) <= start {
+            return 1.0;
+        }
+        let t = ((step as f64 - start) / (last - start)).min(1.0);
+        (t * o.anneal_factor.ln()).exp()
+    }
+
+    /// Each group's own schedule: the means' rate decays log-linearly from `lr_means` to
+    /// `lr_means_final` (both times the scene extent), the others are fixed.
+    fn scheduled_learning_rate(&self, group: ParamGroup, step: usize) -> f64 {
         let o = &self.config.optim;
         match group {
             ParamGroup::Means => {

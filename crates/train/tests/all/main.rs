@@ -14,6 +14,7 @@ mod masks;
 mod parallel;
 mod poses;
 mod procedural;
+mod rates;
 mod resume;
 mod smoke;
 mod step_paths;
