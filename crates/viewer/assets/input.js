@@ -180,6 +180,7 @@ export function listenToControls() {
   $('background').addEventListener('input', invalidate);
   shSelect.addEventListener('change', invalidate);
   $('centres').addEventListener('change', invalidate);
+  $('view-mode').addEventListener('change', () => { invalidate(); $('view-mode').blur(); });
   // The field shows what is drawn: past the range it is clamped, empty or unreadable it goes
   // back to the server's threshold, not to a silent 0.
   $('lod').addEventListener('change', () => {

@@ -68,6 +68,7 @@ function sendRender(kind, pick = null) {
     background: [1, 3, 5].map((i) => parseInt(bg.slice(i, i + 2), 16) / 255),
     sh_degree: shSelect.value === '' ? null : Number(shSelect.value),
     centres: $('centres').checked,
+    view: $('view-mode').value,
     format: kind === 'shot' ? 'png' : 'jpeg',
   };
   if (state.scene.lod) {

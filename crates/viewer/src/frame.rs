@@ -16,7 +16,7 @@ use image::{ExtendedColorType, ImageEncoder};
 use rayon::prelude::*;
 
 use crate::ViewerError;
-use crate::protocol::{FrameFormat, FrameRequest, Pick};
+use crate::protocol::{FrameFormat, FrameRequest, FrameView, Pick};
 use crate::scene::LodInfo;
 
 /// A rendered frame, before encoding.
@@ -107,6 +107,21 @@ pub fn render_scene_frame<B: SplatBackend>(
         .with_lod_threshold(lod.map_or(0.0, |(_, threshold)| threshold));
     let failed = |e: ember_field::RenderError| ViewerError::Render(e.to_string());
     let (values, pick) = match request.pick {
+        // The depth or coverage image: a single-camera render, the image made from them.
+        _ if request.view != FrameView::Rgb => {
+            let out = match lod {
+                Some((hierarchy, _)) => render_lod(hierarchy, &request.camera, &options),
+                None => render(field, &request.camera, &options),
+            }
+            .map_err(failed)?;
+            let alpha = host_values(out.alpha)?;
+            let shades = match request.view {
+                FrameView::Depth => depth_shades(&host_values(out.depth)?, &alpha),
+                _ => alpha,
+            };
+            let grey = shades.iter().flat_map(|&v| [v; 3]).collect();
+            (grey, None)
+        }
         // The depth and coverage images too: a single-camera render.
         Some(pixel) => {
             let out = match lod {
@@ -155,6 +170,34 @@ pub fn render_scene_frame<B: SplatBackend>(
     }
     frame.render_ms = started.elapsed().as_secs_f64() * 1e3;
     Ok(frame)
+}
+
+/// A depth image as shades in `[0, 1]` (one per pixel): the pixels at least half covered are
+/// graded from 1 (the frame's nearest, its 1st percentile of depth among them) to 0.15 (its
+/// farthest, the 99th percentile) linearly in inverse depth, so that near detail gets the
+/// range; the others are 0. `depth` and `alpha` are `[H, W]` flattened.
+pub fn depth_shades(depth: &[f32], alpha: &[f32]) -> Vec<f32> {
+    let covered = |i: usize| alpha[i] >= 0.5 && depth[i].is_finite() && depth[i] > 0.0;
+    let mut inverse: Vec<f32> = (0..depth.len())
+        .filter(|&i| covered(i))
+        .map(|i| 1.0 / depth[i])
+        .collect();
+    if inverse.is_empty() {
+        return vec![0.0; depth.len()];
+    }
+    inverse.sort_unstable_by(f32::total_cmp);
+    let at = |q: f64| inverse[((inverse.len() - 1) as f64 * q).round() as usize];
+    let (far, near) = (at(0.01), at(0.99));
+    let span = (near - far).max(f32::MIN_POSITIVE);
+    (0..depth.len())
+        .map(|i| {
+            if covered(i) {
+                0.15 + 0.85 * ((1.0 / depth[i] - far) / span).clamp(0.0, 1.0)
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
 
 /// A tensor's values on the host; a failed device is an error, not a panic.

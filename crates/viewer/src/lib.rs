@@ -43,7 +43,7 @@ use ember_kernels::SplatBackend;
 pub use frame::{
     EncodedFrame, Frame, SceneLod, encode_frame, render_frame, render_scene_frame, strip_height,
 };
-pub use protocol::{FrameFormat, FrameHeader, FrameRequest, MAX_LOD_THRESHOLD};
+pub use protocol::{FrameFormat, FrameHeader, FrameRequest, FrameView, MAX_LOD_THRESHOLD};
 pub use scene::{DatasetCamera, LodInfo, Mode, SceneInfo, Split};
 pub use server::{DEFAULT_PORT, EVALS_KEPT, EvalViews, PhotoSource, Status, Viewer, ViewerConfig};
 

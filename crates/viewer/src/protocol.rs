@@ -59,6 +59,20 @@ pub fn check_camera(camera: &CameraParams) -> Result<(), String> {
     Ok(())
 }
 
+/// What a frame shows of the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FrameView {
+    /// The colour, over the background.
+    #[default]
+    Rgb,
+    /// The expected depth of the covered part, grey from white (the frame's nearest) to dark
+    /// (its farthest), black where nothing is drawn (see [`crate::frame::depth_shades`]).
+    Depth,
+    /// The coverage `1 - T`, black (nothing) to white (opaque).
+    Alpha,
+}
+
 /// An encoding a frame can travel in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -112,6 +126,9 @@ pub struct RenderMessage {
     /// `antialiased`).
     #[serde(default)]
     pub antialiased: Option<bool>,
+    /// What the frame shows (default the colour).
+    #[serde(default)]
+    pub view: FrameView,
 }
 
 impl RenderMessage {
@@ -152,6 +169,7 @@ impl RenderMessage {
             pick: self.pick,
             lod_threshold: self.lod_threshold,
             antialiased: self.antialiased.unwrap_or(false),
+            view: self.view,
         })
     }
 }
@@ -178,6 +196,8 @@ pub struct FrameRequest {
     /// Draw with the 2D antialiasing filter (the server puts the scene's choice here when the
     /// page did not say).
     pub antialiased: bool,
+    /// What the frame shows.
+    pub view: FrameView,
 }
 
 /// The largest level-of-detail threshold a page may ask for, pixels (past it a frame is a few

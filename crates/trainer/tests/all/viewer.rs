@@ -573,6 +573,27 @@ async fn the_page_stays_on_the_final_field_after_training() {
             .is_some_and(|t| !t.contains("fps") && t.contains("step 20")),
         "{line}"
     );
+    // The depth and the coverage views are grey pictures of the same field.
+    for mode in ["depth", "alpha", "rgb"] {
+        let frames = eval(&client, "return window.ember.framesReceived").await;
+        eval(
+            &client,
+            &format!(
+                "const s = document.getElementById('view-mode'); s.value = '{mode}';
+                 s.dispatchEvent(new Event('change')); return true"
+            ),
+        )
+        .await;
+        wait_for(
+            &client,
+            &format!("return window.ember.framesReceived > {frames}"),
+        )
+        .await;
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let frame = last_frame(&client).await;
+        let grey = frame.pixels().all(|p| p[0] == p[1] && p[1] == p[2]);
+        assert_eq!(grey, mode != "rgb", "{mode}: grey {grey}");
+    }
     // "?" shows and hides the help, as the help says.
     let help = "return document.getElementById('help').hidden";
     let before = eval(&client, help).await;

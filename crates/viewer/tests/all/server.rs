@@ -10,8 +10,8 @@ use ember_data::DecodedImage;
 use ember_field::GaussianField;
 use ember_kernels::CameraParams;
 use ember_viewer::{
-    DatasetCamera, EvalViews, Frame, FrameHeader, FrameRequest, LiveAction, LiveRenderer, Mode,
-    SceneInfo, Split, Status, Viewer, ViewerConfig, render_frame, serve_field,
+    DatasetCamera, EvalViews, Frame, FrameHeader, FrameRequest, FrameView, LiveAction,
+    LiveRenderer, Mode, SceneInfo, Split, Status, Viewer, ViewerConfig, render_frame, serve_field,
 };
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -296,12 +296,87 @@ async fn a_render_request_gets_the_renderers_frame() {
         pick: None,
         lod_threshold: None,
         antialiased: false,
+        view: FrameView::Rgb,
     };
     let want = render_frame(&field(), &request).unwrap();
     assert_eq!(got, want.rgb, "the PNG frame is the render, bit for bit");
     // Not blank: the Gaussians cover part of the frame, the background the rest.
     assert!(want.rgb.chunks_exact(3).any(|p| p != [26, 51, 77]));
     assert!(want.rgb.chunks_exact(3).any(|p| p == [26, 51, 77]));
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
+
+/// A page may ask for the depth or the coverage instead of the colour: grey frames, black
+/// where nothing is drawn, the coverage the render's own, the depth nearer-is-brighter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn depth_and_coverage_views_are_served_as_grey_frames() {
+    let viewer = Arc::new(start(Mode::Scene));
+    let (stop, handle) = serve(&viewer);
+    let (mut socket, _) = connect(&viewer).await;
+    let camera = camera(40, 30);
+    let mut frames = Vec::new();
+    for (id, view) in [(1, "alpha"), (2, "depth")] {
+        socket
+            .send(Message::Text(
+                json!({"type": "render", "id": id, "camera": camera, "format": "png",
+                       "background": [0.1, 0.2, 0.3], "view": view})
+                .to_string()
+                .into(),
+            ))
+            .await
+            .unwrap();
+        let (header, bytes) = next_frame(&mut socket).await;
+        assert_eq!(header.id, id);
+        frames.push(header.decode(&bytes).unwrap());
+    }
+    let out = ember_field::render(
+        &field(),
+        &camera,
+        &ember_field::RenderOptions::default().with_background([0.1, 0.2, 0.3]),
+    )
+    .unwrap();
+    let alpha = out.alpha.into_data().into_vec::<f32>().unwrap();
+    let depth = out.depth.into_data().into_vec::<f32>().unwrap();
+    for (frame, shades) in [
+        (&frames[0], alpha.clone()),
+        (
+            &frames[1],
+            ember_viewer::frame::depth_shades(&depth, &alpha),
+        ),
+    ] {
+        for (pixel, shade) in frame.chunks_exact(3).zip(&shades) {
+            let want = (shade.clamp(0.0, 1.0) * 255.0 + 0.5) as u8;
+            assert_eq!(pixel, [want; 3], "a grey of the render's own value");
+        }
+    }
+    // Background stays black in both; the nearest covered pixel is the brightest depth.
+    let uncovered = alpha
+        .iter()
+        .position(|&a| a < 1e-3)
+        .expect("some background");
+    assert_eq!(frames[0][3 * uncovered], 0);
+    assert_eq!(frames[1][3 * uncovered], 0);
+    let nearest = (0..depth.len())
+        .filter(|&i| alpha[i] >= 0.5)
+        .min_by(|&a, &b| depth[a].total_cmp(&depth[b]))
+        .expect("a covered pixel");
+    assert_eq!(frames[1][3 * nearest], 255);
+    // An unknown view is refused with the connection kept.
+    socket
+        .send(Message::Text(
+            json!({"type": "render", "id": 3, "camera": camera, "view": "normals"})
+                .to_string()
+                .into(),
+        ))
+        .await
+        .unwrap();
+    assert!(
+        next_of(&mut socket, "error").await["message"]
+            .as_str()
+            .unwrap()
+            .contains("normals")
+    );
     stop.store(true, Ordering::SeqCst);
     handle.join().unwrap();
 }
@@ -328,6 +403,7 @@ async fn a_scene_trained_antialiased_is_drawn_with_the_filter_unless_asked_other
         pick: None,
         lod_threshold: None,
         antialiased,
+        view: FrameView::Rgb,
     };
     let filtered = render_frame(&field(), &request(true)).unwrap().rgb;
     let plain = render_frame(&field(), &request(false)).unwrap().rgb;
