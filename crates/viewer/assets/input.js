@@ -10,7 +10,7 @@ import { drawOverlay, hover } from '/dataset-cameras.js';
 import { $, cameraSelect, canvas, fovInput, photo, shSelect } from '/dom.js';
 import { cameraAt } from '/overlay.js';
 import { log, stepCamera, updateCameraUi, updateStatusLine } from '/panel.js';
-import { invalidate, moved, send, sendNow, wake } from '/render.js';
+import { invalidate, moved, renderCamera, send, sendNow, wake } from '/render.js';
 import { MAX_LOD_PX, cam, ember, held, path, state } from '/state.js';
 import { scheduleCurves } from '/training.js';
 import { framePixel, syncCanvasSize, takeScreenshot } from '/view.js';
@@ -134,6 +134,21 @@ export function listenToView() {
   window.addEventListener('blur', () => held.clear());
 }
 
+// The view's camera as JSON (the full-size frame's, the form `trainer render --camera` reads),
+// to the clipboard; where the page may not write it (plain HTTP off loopback), into a prompt to
+// copy from.
+function copyCamera() {
+  if (!state.scene) return;
+  const text = JSON.stringify(renderCamera('full'));
+  ember.copiedCamera = text;
+  const done = () => log('camera copied as JSON (trainer render --camera)');
+  if (navigator.clipboard && window.isSecureContext) {
+    navigator.clipboard.writeText(text).then(done, () => window.prompt('The camera as JSON', text));
+  } else {
+    window.prompt('The camera as JSON', text);
+  }
+}
+
 export function listenToControls() {
   cameraSelect.addEventListener('change', () => {
     if (!state.scene) return;
@@ -191,6 +206,7 @@ export function listenToControls() {
     invalidate();
   });
   $('screenshot').addEventListener('click', takeScreenshot);
+  $('copy-camera').addEventListener('click', copyCamera);
   $('pause').addEventListener('click', () => send({ type: ember.lastStatus?.paused ? 'resume' : 'pause' }));
   $('checkpoint').addEventListener('click', () => {
     if (send({ type: 'checkpoint' })) log('checkpoint requested');

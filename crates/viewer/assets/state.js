@@ -19,6 +19,7 @@ export const ember = {
   errors: [],
   ended: null,
   finished: null,
+  copiedCamera: null,
 };
 
 // The camera: centre, world-to-camera rotation and the distance to the orbit target, which

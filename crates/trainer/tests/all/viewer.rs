@@ -594,6 +594,44 @@ async fn the_page_stays_on_the_final_field_after_training() {
         let grey = frame.pixels().all(|p| p[0] == p[1] && p[1] == p[2]);
         assert_eq!(grey, mode != "rgb", "{mode}: grey {grey}");
     }
+    // "Copy camera" gives the view's camera in the form `trainer render --camera` reads: drawn
+    // by the command from the run's folder, it is the picture's size. (A prompt, where the
+    // clipboard refuses, must not block the page under test.)
+    eval(&client, "window.prompt = () => null; return true").await;
+    client
+        .find(fantoccini::Locator::Id("copy-camera"))
+        .await
+        .expect("the button")
+        .click()
+        .await
+        .expect("copied");
+    wait_for(&client, "return window.ember.copiedCamera !== null").await;
+    let copied = eval(&client, "return window.ember.copiedCamera").await;
+    let camera: Value = serde_json::from_str(copied.as_str().expect("text")).expect("JSON");
+    assert_eq!(
+        camera,
+        eval(&client, "return window.ember.viewCamera()").await
+    );
+    let camera_file = out.with_extension("camera.json");
+    std::fs::write(&camera_file, copied.as_str().expect("text")).expect("written");
+    let drawn = out.with_extension("copied.png");
+    let rendered = crate::common::trainer(&[
+        "render",
+        out.to_str().expect("path"),
+        "--camera",
+        camera_file.to_str().expect("path"),
+        "--out",
+        drawn.to_str().expect("path"),
+    ]);
+    assert!(rendered.status.success(), "{rendered:?}");
+    let image = image::open(&drawn).expect("a PNG");
+    assert_eq!(
+        (u64::from(image.width()), u64::from(image.height())),
+        (
+            camera["width"].as_u64().expect("width"),
+            camera["height"].as_u64().expect("height")
+        )
+    );
     // "?" shows and hides the help, as the help says.
     let help = "return document.getElementById('help').hidden";
     let before = eval(&client, help).await;
