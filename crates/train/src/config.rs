@@ -13,10 +13,12 @@ use crate::error::TrainError;
 
 mod appearance;
 mod distributed;
+mod optim;
 mod poses;
 mod resolution;
 pub use appearance::{AppearanceConfig, AppearanceKind};
 pub use distributed::{DistributedConfig, ReduceStrategyKind, host_port};
+pub use optim::OptimConfig;
 pub use poses::PosesConfig;
 pub use resolution::ResolutionConfig;
 
@@ -276,64 +278,6 @@ impl Default for LossConfig {
             ssim_lambda: 0.2,
             opacity_reg: 0.0,
             scale_reg: 0.0,
-        }
-    }
-}
-
-/// Adam with one learning rate per parameter group (the 3DGS defaults).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct OptimConfig {
-    /// Learning rate of the means at step 0, times the scene extent.
-    pub lr_means: f64,
-    /// Learning rate of the means at `lr_means_steps`, times the scene extent (log-linear decay).
-    pub lr_means_final: f64,
-    /// Steps over which the means' rate decays; `None`: the run's `steps`.
-    pub lr_means_steps: Option<usize>,
-    /// Learning rate of the SH DC coefficients.
-    pub lr_sh_dc: f64,
-    /// Learning rate of the higher SH bands.
-    pub lr_sh_rest: f64,
-    /// Learning rate of the opacity logits.
-    pub lr_opacity: f64,
-    /// Learning rate of the log-scales.
-    pub lr_scales: f64,
-    /// Learning rate of the quaternions.
-    pub lr_quats: f64,
-    /// Adam's first-moment decay.
-    pub beta1: f64,
-    /// Adam's second-moment decay.
-    pub beta2: f64,
-    /// Adam's epsilon.
-    pub eps: f64,
-    /// One more SH band every this many steps, up to [`InitConfig::sh_degree`].
-    pub sh_interval: usize,
-    /// Where the run's end anneals the field's rates, as a fraction of `steps`: from this step
-    /// on, each parameter group's rate (the means' on top of their own decay, so the MCMC noise
-    /// too) is multiplied by a factor falling log-linearly from 1 to `anneal_factor` at the last
-    /// step. `1`: off. The appearance and pose corrections keep their own schedules.
-    pub anneal_start: f64,
-    /// The factor every rate reaches at the last step when `anneal_start < 1`.
-    pub anneal_factor: f64,
-}
-
-impl Default for OptimConfig {
-    fn default() -> Self {
-        OptimConfig {
-            lr_means: 1.6e-4,
-            lr_means_final: 1.6e-6,
-            lr_means_steps: None,
-            lr_sh_dc: 2.5e-3,
-            lr_sh_rest: 2.5e-3 / 20.0,
-            lr_opacity: 0.025,
-            lr_scales: 5e-3,
-            lr_quats: 1e-3,
-            beta1: 0.9,
-            beta2: 0.999,
-            eps: 1e-15,
-            sh_interval: 1000,
-            anneal_start: 1.0,
-            anneal_factor: 0.1,
         }
     }
 }

@@ -575,49 +575,10 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
     /// for Adam (Malladi et al. 2022), which gsplat uses for its batches, with Adam's decays
     /// raised to the power `B` and eps divided by `sqrt(B)` (see [`Trainer::from_field`]).
     pub fn learning_rate(&self, group: ParamGroup, step: usize) -> f64 {
-        (self.config.batch_size as f64).sqrt() * self.unscaled_learning_rate(group, step)
-    }
-
-    /// [`Trainer::learning_rate`] for a batch of one.
-    fn unscaled_learning_rate(&self, group: ParamGroup, step: usize) -> f64 {
-        self.anneal_at(step) * self.scheduled_learning_rate(group, step)
-    }
-
-    /// The factor every rate is multiplied by at (0-based) step `step`:
-    /// [`OptimConfig::anneal_start`](crate::config::OptimConfig::anneal_start) to the run's last
-    /// step, log-linearly from 1 to `anneal_factor`; 1 before.
-    fn anneal_at(&self, step: usize) -> f64 {
-        let o = &self.config.optim;
-        let last = self.config.steps.saturating_sub(1) as f64;
-        let start = o.anneal_start * last;
-        if o.anneal_start >= 1.0 || (step as f64) <= start {
-            return 1.0;
-        }
-        let t = ((step as f64 - start) / (last - start)).min(1.0);
-        (t * o.anneal_factor.ln()).exp()
-    }
-
-    /// Each group's own schedule: the means' rate decays log-linearly from `lr_means` to
-    /// `lr_means_final` (both times the scene extent), the others are fixed.
-    fn scheduled_learning_rate(&self, group: ParamGroup, step: usize) -> f64 {
-        let o = &self.config.optim;
-        match group {
-            ParamGroup::Means => {
-                let total = o.lr_means_steps.unwrap_or(self.config.steps).max(1);
-                let t = (step as f64 / total as f64).clamp(0.0, 1.0);
-                let (a, b) = (o.lr_means.max(1e-30).ln(), o.lr_means_final.max(1e-30).ln());
-                if o.lr_means == 0.0 {
-                    0.0
-                } else {
-                    ((1.0 - t) * a + t * b).exp() * self.scene.extent
-                }
-            }
-            ParamGroup::Quats => o.lr_quats,
-            ParamGroup::LogScales => o.lr_scales,
-            ParamGroup::Opacity => o.lr_opacity,
-            ParamGroup::ShDc => o.lr_sh_dc,
-            ParamGroup::ShRest => o.lr_sh_rest,
-        }
+        let c = &self.config;
+        (c.batch_size as f64).sqrt()
+            * c.optim
+                .learning_rate(group, step, c.steps, self.scene.extent)
     }
 
     /// The training view at (0-based) position `index` of the run's view sequence: each epoch

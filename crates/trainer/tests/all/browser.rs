@@ -44,6 +44,32 @@ pub(crate) fn trainer_with_viewer(args: &[&str]) -> (Running, String) {
     (running, url)
 }
 
+/// A live run on the procedural scene (`resolution` pixels a side, no evaluations) with its
+/// viewer on a free port, writing into `out`: [`trainer_with_viewer_output`].
+pub(crate) fn live_run(
+    steps: usize,
+    resolution: u32,
+    out: &Path,
+) -> (Running, String, std::sync::mpsc::Receiver<String>) {
+    let (steps, size) = (
+        steps.to_string(),
+        format!("data.procedural.resolution={resolution}"),
+    );
+    trainer_with_viewer_output(&[
+        "--steps",
+        &steps,
+        "--set",
+        &size,
+        "--set",
+        "eval.every=0",
+        "--view",
+        "--port",
+        "0",
+        "--out",
+        out.to_str().expect("path"),
+    ])
+}
+
 /// [`trainer_with_viewer`], with the lines it prints after the URL.
 pub(crate) fn trainer_with_viewer_output(
     args: &[&str],

@@ -14,3 +14,4 @@ mod render_path;
 mod splat_commands;
 mod view_command;
 mod viewer;
+mod viewer_after_training;

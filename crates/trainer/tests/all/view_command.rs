@@ -14,7 +14,7 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::browser::{trainer_with_viewer, trainer_with_viewer_output};
+use crate::browser::{live_run, trainer_with_viewer};
 use crate::common::scratch;
 use crate::viewer::write_scene;
 
@@ -248,25 +248,27 @@ fn view_and_render_use_a_runs_refined_cameras() {
     );
 }
 
+/// A WebSocket to the viewer at `url`, as a page opens it.
+async fn page_socket(
+    url: &str,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let ws = format!(
+        "ws://{}/ws",
+        url.trim_start_matches("http://").trim_end_matches('/')
+    );
+    tokio_tungstenite::connect_async(ws)
+        .await
+        .expect("connects")
+        .0
+}
+
 /// A run with `--view` that reaches its last step keeps its viewer up with the final field (a
 /// page loaded now is told so and gets frames of the last step) until Ctrl-C, which then
 /// ends the process cleanly.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_live_run_keeps_showing_its_final_field_until_ctrl_c() {
     let out = scratch("viewer-finished");
-    let (mut run, url) = trainer_with_viewer(&[
-        "--steps",
-        "6",
-        "--set",
-        "data.procedural.resolution=16",
-        "--set",
-        "eval.every=0",
-        "--view",
-        "--port",
-        "0",
-        "--out",
-        out.to_str().expect("path"),
-    ]);
+    let (mut run, url, _) = live_run(6, 16, &out);
     let deadline = Instant::now() + Duration::from_secs(300);
     let info = loop {
         let (status, body) = http_get(&url, "/api/info");
@@ -287,13 +289,7 @@ async fn a_live_run_keeps_showing_its_final_field_until_ctrl_c() {
         "the trainer exited"
     );
 
-    let ws = format!(
-        "ws://{}/ws",
-        url.trim_start_matches("http://").trim_end_matches('/')
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(ws)
-        .await
-        .expect("connects");
+    let mut socket = page_socket(&url).await;
     let camera = json!({"rotation": [1, 0, 0, 0, 1, 0, 0, 0, 1], "translation": [0, 0, 3],
         "fx": 32, "fy": 32, "cx": 16, "cy": 16, "width": 32, "height": 32});
     socket
@@ -337,26 +333,8 @@ async fn a_live_run_keeps_showing_its_final_field_until_ctrl_c() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pause_from_a_page_is_said_in_the_terminal() {
     let out = scratch("viewer-pause-said");
-    let (_run, url, lines) = trainer_with_viewer_output(&[
-        "--steps",
-        "1000000",
-        "--set",
-        "data.procedural.resolution=16",
-        "--set",
-        "eval.every=0",
-        "--view",
-        "--port",
-        "0",
-        "--out",
-        out.to_str().expect("path"),
-    ]);
-    let ws = format!(
-        "ws://{}/ws",
-        url.trim_start_matches("http://").trim_end_matches('/')
-    );
-    let (mut socket, _) = tokio_tungstenite::connect_async(ws)
-        .await
-        .expect("connects");
+    let (_run, url, lines) = live_run(1_000_000, 16, &out);
+    let mut socket = page_socket(&url).await;
     let said = |what: &str| {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
