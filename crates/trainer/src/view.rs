@@ -12,8 +12,10 @@ use crate::inputs::load_field;
 use crate::progress::interrupt_flag;
 use anyhow::{Context, Result, bail};
 use clap::Args;
+use ember_data::Splats;
 use ember_data::lod::is_hierarchy;
 use ember_data::{HierarchyConfig, parse_camera_list, read_hierarchy};
+use ember_field::splats::splats_from_field;
 use ember_field::{DEFAULT_LOD_THRESHOLD, GaussianField, GaussianHierarchy};
 use ember_kernels::SplatBackend;
 use ember_train::config::DataConfig;
@@ -24,7 +26,7 @@ use ember_train::{
 };
 use ember_viewer::{
     DatasetCamera, EVALS_KEPT, EvalViews, Frame, LiveAction, LiveRenderer, Mode, PhotoSource,
-    SceneInfo, SceneLod, Split, Status, Viewer, ViewerConfig, serve_scene,
+    SceneEditor, SceneInfo, SceneLod, Split, Status, Viewer, ViewerConfig, serve_editable,
 };
 
 /// Where the viewer listens.
@@ -159,6 +161,8 @@ fn focus(cameras: &[DatasetCamera]) -> Option<[f64; 3]> {
 pub struct ViewedScene<B: SplatBackend> {
     /// The field.
     pub field: GaussianField<B>,
+    /// Its Gaussians on the host, in the order of the file (what an edit starts from).
+    pub splats: Splats,
     /// Its name, size, framing and dataset cameras.
     pub info: SceneInfo,
     /// The dataset cameras' photos.
@@ -226,6 +230,7 @@ pub fn load_scene<B: SplatBackend>(
 ) -> Result<ViewedScene<B>> {
     let (field, run) = load_field::<B>(scene, device)?;
     let antialiased = run.as_ref().is_some_and(|config| config.raster.antialiased);
+    let splats = splats_from_field(&field).context("reading the field back")?;
     let run_data = run.map(|config| config.data);
     let (field, lod) = scene_lod(scene, field, lod, device)?;
     let data = match (data, run_data) {
@@ -268,6 +273,7 @@ pub fn load_scene<B: SplatBackend>(
         .with_antialiased(antialiased);
     Ok(ViewedScene {
         field,
+        splats,
         info,
         photos,
         lod,
@@ -279,6 +285,7 @@ pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> 
     let started = Instant::now();
     let scene = load_scene::<B>(&args.scene, args.data.as_deref(), &args.lod, device)?;
     let camera_count = scene.info.cameras.len();
+    let (count, sh_degree) = (scene.field.num_gaussians(), scene.field.sh_degree());
     let viewer = Viewer::start(
         &args.listen.config(args.listen.port(None)?),
         scene.info,
@@ -287,8 +294,8 @@ pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> 
     println!(
         "{}: {} Gaussians, SH degree {}, {} dataset cameras, on {} ({:.1} s to load)",
         args.scene.display(),
-        scene.field.num_gaussians(),
-        scene.field.sh_degree(),
+        count,
+        sh_degree,
         camera_count,
         B::name(device),
         started.elapsed().as_secs_f64()
@@ -298,7 +305,8 @@ pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> 
     }
     println!("viewer: open {} (Ctrl-C stops)", viewer.url());
     let interrupted = interrupt_flag()?;
-    serve_scene(&viewer, &scene.field, scene.lod.as_ref(), None, || {
+    let mut editor = SceneEditor::new(scene.splats, scene.field, scene.lod);
+    serve_editable(&viewer, &mut editor, None, || {
         interrupted.load(Ordering::SeqCst)
     });
     // The open pages are told, rather than left reconnecting to nothing.
@@ -543,7 +551,9 @@ pub fn show_result<B: SplatBackend>(
         "viewer: training ended; {} still shows the final field (Ctrl-C stops)",
         viewer.url()
     );
-    serve_scene(viewer, &field, None, Some(steps), || {
+    let splats = splats_from_field(&field).context("reading the final field back")?;
+    let mut editor = SceneEditor::new(splats, field, None);
+    serve_editable(viewer, &mut editor, Some(steps), || {
         interrupted.load(Ordering::SeqCst)
     });
     end_viewing(viewer, "the viewer was stopped", out);

@@ -7,11 +7,13 @@ import { installHooks } from '/automation.js';
 import { updatePathUi } from '/camera-path.js';
 import { connect } from '/connection.js';
 import { $ } from '/dom.js';
+import { listenToEditing } from '/edit.js';
 import { listenToControls, listenToView } from '/input.js';
 
 installHooks();
 listenToView();
 listenToControls();
+listenToEditing();
 try { $('help').hidden = localStorage.getItem('ember.helpSeen') === '1'; } catch { /* shown */ }
 updatePathUi();
 connect();

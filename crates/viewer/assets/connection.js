@@ -4,6 +4,7 @@
 import { length, normalize } from '/geometry.js';
 import { resetCamera, restoreView } from '/camera.js';
 import { $, cameraSelect, shSelect } from '/dom.js';
+import { onEditHello, onEditPreview, onEdits } from '/edit.js';
 import { log, updateBanner, updateCameraUi, updateStatusLine } from '/panel.js';
 import { sendNow } from '/render.js';
 import { ember, state } from '/state.js';
@@ -73,6 +74,8 @@ function onText(text) {
     case 'message': log(msg.text); break;
     case 'finished': onFinished(msg.text); break;
     case 'ended': onEnded(msg.text); break;
+    case 'edits': onEdits(msg); break;
+    case 'edit_preview': onEditPreview(msg); break;
     case 'error':
       ember.errors.push(msg.message);
       log(msg.message, 'error');
@@ -104,6 +107,7 @@ function onHello(h) {
   $('scene-gaussians').textContent = h.gaussians.toLocaleString('en-US');
   $('scene-sh').textContent = String(h.sh_degree);
   fillSelects(h);
+  onEditHello(h.edits || null);
   // Level of detail: the control only where the server has a hierarchy, at its threshold.
   $('lod-row').hidden = !h.lod;
   if (h.lod) $('lod').value = String(h.lod.threshold);

@@ -1,9 +1,11 @@
-// The dataset cameras over the render, when "Show cameras" is on: where the view shows them and
-// which one the pointer is on (overlay.js projects and draws the frustums).
+// The overlay over the render: the dataset cameras when "Show cameras" is on (where the view
+// shows them and which one the pointer is on; overlay.js projects and draws the frustums), and
+// the region an edit is being set up with (edit.js).
 
 import { add, apply, translationOf } from '/geometry.js';
 import { $, canvas, overlay, stage } from '/dom.js';
-import { drawFrustums, projectFrustums } from '/overlay.js';
+import { regionColour, regionLines } from '/edit.js';
+import { drawFrustums, drawLines, projectFrustums } from '/overlay.js';
 import { renderCamera } from '/render.js';
 import { cam, state } from '/state.js';
 
@@ -25,7 +27,7 @@ function projector() {
   };
 }
 
-// Each dataset camera as a frustum, FRUSTUM_RADII scene radii deep.
+// Each dataset camera as a frustum, FRUSTUM_RADII scene radii deep, and the edit's region.
 export function drawOverlay() {
   if (overlay.width !== canvas.width || overlay.height !== canvas.height) {
     overlay.width = canvas.width;
@@ -35,10 +37,12 @@ export function drawOverlay() {
   g.clearRect(0, 0, overlay.width, overlay.height);
   state.overlayCameras = [];
   const { scene } = state;
+  if (!scene) return;
+  const project = projector();
+  drawLines(g, regionLines(), project, regionColour(), window.devicePixelRatio || 1);
   // Beside a photo (compare) the frustums would cover the very view being compared.
   const comparing = stage.classList.contains('compare');
-  if (!scene || !$('show-cameras').checked || comparing) return;
-  const project = projector();
+  if (!$('show-cameras').checked || comparing) return;
   const shown = scene.cameras.filter((c) => c.index !== state.datasetIndex);
   state.overlayCameras = projectFrustums(shown, FRUSTUM_RADII * scene.radius, project);
   const css = getComputedStyle(document.documentElement);

@@ -1,4 +1,5 @@
-// The dataset cameras drawn over the render as frustums, and which one the pointer is on.
+// The dataset cameras drawn over the render as frustums, and which one the pointer is on; lines
+// of the scene (an edit's region) drawn the same way.
 
 import { add, centerOf, mul, row } from '/geometry.js';
 
@@ -35,6 +36,25 @@ export function drawFrustums(g, frustums, colour, hovered, dpr) {
     for (const p of corners) { g.moveTo(apex[0] * dpr, apex[1] * dpr); g.lineTo(p[0] * dpr, p[1] * dpr); }
     g.stroke();
   }
+}
+
+// Strokes world-space polylines `lines` through `project` (see projectFrustums) in `colour`,
+// leaving out the segments with an end behind the view.
+export function drawLines(g, lines, project, colour, dpr) {
+  if (!lines.length) return;
+  g.strokeStyle = colour;
+  g.lineWidth = 1.5 * dpr;
+  g.beginPath();
+  for (const line of lines) {
+    const points = line.map(project);
+    for (let i = 1; i < points.length; i++) {
+      const a = points[i - 1], b = points[i];
+      if (!a || !b) continue;
+      g.moveTo(a[0] * dpr, a[1] * dpr);
+      g.lineTo(b[0] * dpr, b[1] * dpr);
+    }
+  }
+  g.stroke();
 }
 
 // The index of the nearest of `frustums` whose image rectangle holds the CSS point (x, y), or

@@ -20,6 +20,8 @@ export const ember = {
   ended: null,
   finished: null,
   copiedCamera: null,
+  edits: null,                // the server's last `edits` message
+  editPreview: null,          // its last `edit_preview` answer
 };
 
 // The camera: centre, world-to-camera rotation and the distance to the orbit target, which

@@ -2,9 +2,9 @@
 //!
 //! The page sends camera requests; the server renders them with `ember_field::render` on the
 //! backend the field lives on and sends JPEG frames back. It shows either a fixed field
-//! ([`serve_field`], what `trainer view` runs) or a training run ([`LiveRenderer`], which the
-//! training loop calls between steps, within a time budget, and which also pauses the run and
-//! asks for checkpoints).
+//! ([`serve_field`]; [`serve_editable`], what `trainer view` runs, also lets the pages edit it:
+//! [`edit`]) or a training run ([`LiveRenderer`], which the training loop calls between steps,
+//! within a time budget, and which also pauses the run and asks for checkpoints).
 //!
 //! ```text
 //! page --render{camera}--> [Viewer: latest request per page] --next_request--> renderer
@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 mod access;
+pub mod edit;
 pub mod frame;
 pub mod protocol;
 pub mod scene;
@@ -40,12 +41,15 @@ use std::time::{Duration, Instant};
 use ember_field::GaussianField;
 use ember_kernels::SplatBackend;
 
+pub use edit::{EditCommand, EditFilter, EditState, SceneEditor};
 pub use frame::{
     EncodedFrame, Frame, SceneLod, encode_frame, render_frame, render_scene_frame, strip_height,
 };
 pub use protocol::{FrameFormat, FrameHeader, FrameRequest, FrameView, MAX_LOD_THRESHOLD};
 pub use scene::{DatasetCamera, LodInfo, Mode, SceneInfo, Split};
-pub use server::{DEFAULT_PORT, EVALS_KEPT, EvalViews, PhotoSource, Status, Viewer, ViewerConfig};
+pub use server::{
+    DEFAULT_PORT, EVALS_KEPT, EvalViews, PendingEdit, PhotoSource, Status, Viewer, ViewerConfig,
+};
 
 /// What went wrong in the viewer.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +102,32 @@ pub fn serve_scene<B: SplatBackend>(
                 frame.step = step.or(frame.step);
                 frame
             });
+            viewer.send_frame(pending, frame);
+        }
+    }
+}
+
+/// [`serve_scene`] of a scene the pages may edit (see [`edit`]): each edit a page asks for is
+/// carried out before the next frame, and every page is told the result.
+pub fn serve_editable<B: SplatBackend>(
+    viewer: &Viewer,
+    editor: &mut SceneEditor<B>,
+    step: Option<usize>,
+    stop: impl Fn() -> bool,
+) {
+    viewer.allow_editing(editor.state(), editor.splats().clone());
+    while !stop() {
+        while let Some(pending) = viewer.next_edit() {
+            let result = editor.run(pending.command);
+            viewer.edited(pending, result, editor.state(), editor.splats().clone());
+        }
+        if let Some(pending) = viewer.next_request(POLL) {
+            let frame = render_scene_frame(editor.field(), editor.lod(), &pending.request).map(
+                |mut frame| {
+                    frame.step = step.or(frame.step);
+                    frame
+                },
+            );
             viewer.send_frame(pending, frame);
         }
     }

@@ -4,6 +4,8 @@
 use ember_kernels::CameraParams;
 use serde::{Deserialize, Serialize};
 
+use crate::edit::EditFilter;
+
 /// Smallest frame side a page may ask for, pixels.
 pub const MIN_SIDE: u32 = 16;
 /// Largest frame side a page may ask for, pixels.
@@ -21,6 +23,22 @@ pub enum ClientMessage {
     Resume,
     /// Write a checkpoint now (live mode).
     Checkpoint,
+    /// Keep what a filter selects (a scene `trainer view` serves).
+    Edit(EditMessage),
+    /// How many Gaussians a filter would keep, without applying it.
+    EditPreview(EditMessage),
+    /// Take the last edit back.
+    Undo,
+    /// Apply the last edit taken back again.
+    Redo,
+}
+
+/// An `edit` or `edit_preview` message: the filter, in `trainer edit`'s terms.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EditMessage {
+    /// What the edit keeps.
+    pub filter: EditFilter,
 }
 
 /// Checks a camera the page sent beyond what the renderer checks: finite numbers, a frame side

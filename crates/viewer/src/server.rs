@@ -7,7 +7,7 @@
 //! a page that asks faster than the renderer draws never builds a queue, and a slow page never
 //! holds frames in memory. The renderer serves the connections in turn.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use ember_data::DecodedImage;
+use ember_data::{DecodedImage, Splats};
 use futures_util::{SinkExt, StreamExt};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -28,6 +28,7 @@ use tokio::sync::mpsc;
 
 use crate::ViewerError;
 use crate::access::{Access, Grant};
+use crate::edit::{EditCommand, EditState, kept_by};
 use crate::frame::{Frame, encode, encode_frame};
 use crate::protocol::{ClientMessage, FrameFormat, FrameHeader, FrameRequest};
 use crate::scene::{Mode, SceneInfo};
@@ -106,6 +107,14 @@ pub struct PendingFrame {
     pub request: FrameRequest,
 }
 
+/// An edit taken from the queue, to answer with [`Viewer::edited`].
+#[derive(Debug)]
+pub struct PendingEdit {
+    client: u64,
+    /// What to do.
+    pub command: EditCommand,
+}
+
 /// The longest message a page's WebSocket may send in one piece: every message of the protocol
 /// is far shorter, and one this size is read whole and answered with an error (the connection
 /// stays open). A longer one ends the connection: it cannot be skipped without reading it.
@@ -154,8 +163,18 @@ struct Live {
     finished: Option<String>,
 }
 
+/// The scene's editing, once the renderer allows it ([`Viewer::allow_editing`]).
+#[derive(Default)]
+struct Editing {
+    /// The scene as edited (what `/api/splats.ply` serves), `None` while editing is off.
+    splats: Option<Arc<Splats>>,
+    state: Option<EditState>,
+    commands: VecDeque<PendingEdit>,
+}
+
 struct Shared {
     access: Access,
+    editing: Mutex<Editing>,
     scene: Mutex<SceneInfo>,
     photos: Option<PhotoSource>,
     photo_cache: Mutex<PhotoCache>,
@@ -225,6 +244,7 @@ impl Shared {
             "radius": scene.radius, "bounds": scene.bounds, "front": scene.front,
             "lod": scene.lod, "antialiased": scene.antialiased, "cameras": cameras, "history": live.history,
             "evals": live.evals, "status": live.status, "finished": live.finished,
+            "edits": lock(&self.editing).state,
         })
     }
 
@@ -299,7 +319,44 @@ impl Shared {
                 self.checkpoint.store(true, Ordering::SeqCst);
                 self.wake.notify_all();
             }
+            ClientMessage::Edit(_)
+            | ClientMessage::EditPreview(_)
+            | ClientMessage::Undo
+            | ClientMessage::Redo => self.edit(client, message),
         }
+    }
+
+    /// An editing message: a preview is answered here, from the scene as edited; the rest go
+    /// to the renderer, which owns the field.
+    fn edit(&self, client: u64, message: ClientMessage) {
+        let Some(splats) = lock(&self.editing).splats.clone() else {
+            return self.error(
+                client,
+                "this server does not edit its scene: `trainer view SCENE` does (not a \
+                 training run)",
+            );
+        };
+        let command = match message {
+            ClientMessage::EditPreview(edit) => {
+                let text = match kept_by(&splats, &edit.filter) {
+                    Ok(kept) => {
+                        json!({"type": "edit_preview", "kept": kept, "gaussians": splats.len()})
+                    }
+                    Err(e) => json!({"type": "error", "message": format!("edit: {e}")}),
+                };
+                return self.send_to(client, Outgoing::Text(text.to_string()));
+            }
+            ClientMessage::Edit(edit) => match edit.filter.filter() {
+                Ok(_) => EditCommand::Apply(edit.filter),
+                Err(e) => return self.error(client, &format!("edit: {e}")),
+            },
+            ClientMessage::Undo => EditCommand::Undo,
+            _ => EditCommand::Redo,
+        };
+        lock(&self.editing)
+            .commands
+            .push_back(PendingEdit { client, command });
+        self.wake.notify_all();
     }
 
     /// The photo of dataset camera `index` as JPEG, whole or (`thumbnail`) at most
@@ -371,6 +428,7 @@ impl Viewer {
             .map_err(|e| ViewerError::Runtime(e.to_string()))?;
         let shared = Arc::new(Shared {
             access,
+            editing: Mutex::new(Editing::default()),
             scene: Mutex::new(scene),
             photos,
             photo_cache: Mutex::new(HashMap::new()),
@@ -608,6 +666,43 @@ impl Viewer {
         self.shared.checkpoint.swap(false, Ordering::SeqCst)
     }
 
+    /// Lets the pages edit the scene (see [`crate::edit`]): from now on edits are queued for
+    /// [`Viewer::next_edit`], and `/api/splats.ply` serves `splats`.
+    pub fn allow_editing(&self, state: EditState, splats: Arc<Splats>) {
+        self.publish_edits(state, splats);
+    }
+
+    /// The next edit a page asked for, if any.
+    pub fn next_edit(&self) -> Option<PendingEdit> {
+        lock(&self.shared.editing).commands.pop_front()
+    }
+
+    /// Answers `pending`: on success every page learns the new state (and the scene's size),
+    /// and `/api/splats.ply` serves `splats`; an error goes to the page that asked.
+    pub fn edited(
+        &self,
+        pending: PendingEdit,
+        result: Result<(), String>,
+        state: EditState,
+        splats: Arc<Splats>,
+    ) {
+        match result {
+            Ok(()) => self.publish_edits(state, splats),
+            Err(e) => self.shared.error(pending.client, &format!("edit: {e}")),
+        }
+    }
+
+    fn publish_edits(&self, state: EditState, splats: Arc<Splats>) {
+        lock(&self.shared.scene).gaussians = state.gaussians;
+        let mut message = serde_json::to_value(&state).unwrap_or(Value::Null);
+        message["type"] = "edits".into();
+        let mut editing = lock(&self.shared.editing);
+        editing.splats = Some(splats);
+        editing.state = Some(state);
+        drop(editing);
+        self.shared.broadcast(message.to_string());
+    }
+
     /// Wakes a [`Viewer::next_request`] waiting in another thread (after a pause or a stop
     /// flag changed), which then returns `None` if nothing is waiting.
     pub fn wake(&self) {
@@ -644,6 +739,7 @@ const SCRIPTS: &[(&str, &str)] = &[
         include_str!("../assets/dataset-cameras.js"),
     ),
     ("/dom.js", include_str!("../assets/dom.js")),
+    ("/edit.js", include_str!("../assets/edit.js")),
     ("/frame.js", include_str!("../assets/frame.js")),
     ("/geometry.js", include_str!("../assets/geometry.js")),
     ("/input.js", include_str!("../assets/input.js")),
@@ -668,6 +764,7 @@ fn router(shared: Arc<Shared>) -> Router {
     router
         .route("/style.css", asset("text/css; charset=utf-8", STYLE_CSS))
         .route("/api/info", get(info))
+        .route("/api/splats.ply", get(splats_ply))
         .route("/photo/{index}", get(photo))
         .route("/thumb/{index}", get(thumbnail))
         .route("/eval/{step}/{index}", get(eval_image))
@@ -698,6 +795,32 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
 
 async fn info(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(shared.hello()).into_response()
+}
+
+/// The scene as edited, as a 3DGS PLY file to download (named after the scene).
+async fn splats_ply(State(shared): State<Arc<Shared>>) -> Response {
+    let Some(splats) = lock(&shared.editing).splats.clone() else {
+        return (
+            StatusCode::NOT_FOUND,
+            "this server does not edit its scene: `trainer view SCENE` does",
+        )
+            .into_response();
+    };
+    let name = crate::edit::download_name(&lock(&shared.scene).name);
+    match tokio::task::spawn_blocking(move || ember_data::splats::ply::encode(&splats)).await {
+        Ok(bytes) => (
+            [
+                (header::CONTENT_TYPE, "application/octet-stream".to_string()),
+                (
+                    header::CONTENT_DISPOSITION,
+                    format!("attachment; filename=\"{name}\""),
+                ),
+            ],
+            bytes,
+        )
+            .into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
 }
 
 fn jpeg(bytes: Arc<Vec<u8>>) -> Response {

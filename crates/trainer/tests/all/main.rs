@@ -15,3 +15,4 @@ mod splat_commands;
 mod view_command;
 mod viewer;
 mod viewer_after_training;
+mod viewer_editing;

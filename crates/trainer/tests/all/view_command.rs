@@ -19,7 +19,7 @@ use crate::common::scratch;
 use crate::viewer::write_scene;
 
 /// A plain HTTP/1.1 GET against the viewer: status and body.
-fn http_get(url: &str, path: &str) -> (u16, Vec<u8>) {
+pub(crate) fn http_get(url: &str, path: &str) -> (u16, Vec<u8>) {
     let host = url
         .trim_start_matches("http://")
         .trim_end_matches('/')

@@ -29,7 +29,8 @@ async fn the_page_stays_on_the_final_field_after_training() {
          && document.getElementById('banner').textContent.includes('final field') \
          && !document.getElementById('banner').hidden \
          && document.getElementById('pause').disabled \
-         && document.getElementById('train-state').textContent === 'finished'";
+         && document.getElementById('train-state').textContent === 'finished' \
+         && !document.getElementById('edit').hidden && window.ember.edits.gaussians > 0";
     client.goto(&url).await.expect("the page loads");
     wait_for_within(&client, finished, Duration::from_secs(300)).await;
     // A reload comes back to the view the page had, and to the final field.

@@ -17,12 +17,12 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
-type B = ember_kernels::backend::Cpu;
-type Socket =
+pub(crate) type B = ember_kernels::backend::Cpu;
+pub(crate) type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Twenty coloured Gaussians around the origin.
-fn field() -> GaussianField<B> {
+pub(crate) fn field() -> GaussianField<B> {
     let device = Default::default();
     let n = 20;
     let means: Vec<f32> = (0..n)
@@ -55,7 +55,7 @@ fn field() -> GaussianField<B> {
 }
 
 /// A camera at (0, 0, -3) looking down +z at the origin.
-fn camera(width: u32, height: u32) -> CameraParams {
+pub(crate) fn camera(width: u32, height: u32) -> CameraParams {
     CameraParams {
         rotation: [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
         translation: [0.0, 0.0, 3.0],
@@ -84,7 +84,7 @@ fn scene(mode: Mode) -> SceneInfo {
     SceneInfo::framed("test".into(), mode, 0, &[0.0; 3], cameras, Some([0.0; 3]))
 }
 
-fn start(mode: Mode) -> Viewer {
+pub(crate) fn start(mode: Mode) -> Viewer {
     let config = ViewerConfig {
         port: 0,
         ..ViewerConfig::default()
@@ -110,7 +110,7 @@ fn serve(viewer: &Arc<Viewer>) -> (Arc<AtomicBool>, thread::JoinHandle<()>) {
 }
 
 /// A plain HTTP/1.1 GET: status code, content type, body.
-fn get(address: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
+pub(crate) fn get(address: SocketAddr, path: &str) -> (u16, String, Vec<u8>) {
     let (status, head, body) = get_as(address, path, &address.to_string(), "");
     (status, header_of(&head, "content-type"), body)
 }
@@ -142,7 +142,7 @@ fn header_of(head: &str, name: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn connect(viewer: &Viewer) -> (Socket, Value) {
+pub(crate) async fn connect(viewer: &Viewer) -> (Socket, Value) {
     let url = format!("ws://{}/ws", viewer.address());
     let (mut socket, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     let hello = next_text(&mut socket).await;
@@ -158,7 +158,7 @@ async fn next_message(socket: &mut Socket) -> Message {
 }
 
 /// The next text message, skipping frames.
-async fn next_text(socket: &mut Socket) -> Value {
+pub(crate) async fn next_text(socket: &mut Socket) -> Value {
     loop {
         if let Message::Text(text) = next_message(socket).await {
             return serde_json::from_str(&text).unwrap();
@@ -167,7 +167,7 @@ async fn next_text(socket: &mut Socket) -> Value {
 }
 
 /// The next text message of `kind`, skipping everything else.
-async fn next_of(socket: &mut Socket, kind: &str) -> Value {
+pub(crate) async fn next_of(socket: &mut Socket, kind: &str) -> Value {
     loop {
         let message = next_text(socket).await;
         if message["type"] == kind {
@@ -177,7 +177,7 @@ async fn next_of(socket: &mut Socket, kind: &str) -> Value {
 }
 
 /// The next frame, skipping text messages.
-async fn next_frame(socket: &mut Socket) -> (FrameHeader, Vec<u8>) {
+pub(crate) async fn next_frame(socket: &mut Socket) -> (FrameHeader, Vec<u8>) {
     loop {
         if let Message::Binary(bytes) = next_message(socket).await {
             let (header, image) = FrameHeader::parse(&bytes).unwrap();
@@ -186,7 +186,7 @@ async fn next_frame(socket: &mut Socket) -> (FrameHeader, Vec<u8>) {
     }
 }
 
-fn render_message(id: u64, camera: &CameraParams, format: &str) -> Message {
+pub(crate) fn render_message(id: u64, camera: &CameraParams, format: &str) -> Message {
     Message::Text(
         json!({"type": "render", "id": id, "camera": camera, "background": [0.1, 0.2, 0.3],
                "format": format})

@@ -1,0 +1,196 @@
+//! Editing a scene in the viewer's page, in Chromium: a sphere set up in the panel (drawn over
+//! the view, its effect previewed), applied, undone with Ctrl+Z and redone, kept across a
+//! reload, and downloaded as the same bytes `trainer edit` writes with the flags the page shows.
+//! Skipped without a browser, as in `viewer.rs`.
+
+use fantoccini::Locator;
+use fantoccini::actions::{InputSource, KeyAction, KeyActions};
+use serde_json::Value;
+
+use crate::browser::{browser, browser_installed, console, eval, trainer_with_viewer, wait_for};
+use crate::common::scratch;
+use crate::view_command::http_get;
+use crate::viewer::write_scene;
+
+/// Sets the text of the panel's field `id` as typing would (an `input` event).
+async fn type_into(client: &fantoccini::Client, id: &str, text: &str) {
+    eval(
+        client,
+        &format!(
+            "const f = document.getElementById('{id}'); f.value = '{text}';
+             f.dispatchEvent(new Event('input')); return true"
+        ),
+    )
+    .await;
+}
+
+/// Pixels of the overlay drawn in the colour of a region being deleted (`#ff5a4f`).
+const RED_PIXELS: &str = "const o = document.getElementById('overlay');
+    const d = o.getContext('2d').getImageData(0, 0, o.width, o.height).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] > 200 && d[i + 1] < 140 && d[i + 3] > 100) n++;
+    return n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scene_is_edited_in_the_page_as_trainer_edit_would() {
+    if !browser_installed() {
+        return;
+    }
+    let dir = scratch("viewer-edit");
+    let (ply, _) = write_scene(&dir);
+    let (_server, url) = trainer_with_viewer(&["view", ply.to_str().expect("path"), "--port", "0"]);
+    let (_driver, client, port) = browser().await;
+    client.goto(&url).await.expect("the page loads");
+    wait_for(
+        &client,
+        "return window.ember.framesReceived > 0 && !document.getElementById('edit').hidden \
+         && window.ember.edits !== null && window.ember.edits.gaussians === 60",
+    )
+    .await;
+
+    // A sphere around the ring's +x side, deleted: drawn over the view, previewed.
+    let region = client
+        .find(Locator::Id("edit-region"))
+        .await
+        .expect("the region control");
+    region.select_by_value("sphere").await.expect("a sphere");
+    type_into(&client, "edit-sphere-centre", "0.8, 0, 0").await;
+    type_into(&client, "edit-sphere-radius", "0.5").await;
+    client
+        .find(Locator::Id("edit-outside"))
+        .await
+        .expect("the delete box")
+        .click()
+        .await
+        .expect("checked");
+    wait_for(
+        &client,
+        "const p = window.ember.editPreview; return p !== null && p.kept < 60 && p.kept > 30",
+    )
+    .await;
+    let preview = eval(&client, "return window.ember.editPreview").await;
+    let kept = preview["kept"].as_u64().expect("a count");
+    let shown = eval(
+        &client,
+        "return document.getElementById('edit-preview').textContent",
+    )
+    .await;
+    assert!(
+        shown
+            .as_str()
+            .expect("text")
+            .starts_with(&format!("keeps {kept} of 60")),
+        "{shown}"
+    );
+    assert!(
+        eval(&client, RED_PIXELS).await.as_u64().expect("a count") > 50,
+        "the region is not drawn over the view"
+    );
+
+    // Applied: the scene shrinks, the view is redrawn, the panel lists the edit's flags.
+    let frames = eval(&client, "return window.ember.framesReceived").await;
+    client
+        .find(Locator::Id("edit-apply"))
+        .await
+        .expect("Apply")
+        .click()
+        .await
+        .expect("applied");
+    wait_for(
+        &client,
+        &format!(
+            "return window.ember.edits.applied.length === 1 && window.ember.edits.gaussians === {kept} \
+             && window.ember.framesReceived > {frames}"
+        ),
+    )
+    .await;
+    let flags = eval(&client, "return window.ember.edits.applied[0].flags").await;
+    let flags = flags.as_str().expect("flags").to_string();
+    assert_eq!(flags, "--crop-sphere 0.8,0,0,0.5 --outside");
+    let panel = eval(
+        &client,
+        "return [document.getElementById('scene-gaussians').textContent,
+                 document.getElementById('edit-list').textContent,
+                 document.getElementById('edit-download').getAttribute('href')]",
+    )
+    .await;
+    assert_eq!(panel[0], Value::String(kept.to_string()));
+    assert!(panel[1].as_str().expect("text").contains(&flags), "{panel}");
+    assert_eq!(panel[2], "/api/splats.ply");
+    assert!(
+        eval(
+            &client,
+            "return document.getElementById('edit-apply').disabled"
+        )
+        .await
+            == Value::Bool(true),
+        "the same edit again would remove nothing: Apply is off"
+    );
+
+    // The download is what `trainer edit` writes with those flags, byte for byte.
+    let edited = dir.join("edited.ply");
+    let mut args = vec![
+        "edit",
+        ply.to_str().expect("path"),
+        edited.to_str().expect("path"),
+    ];
+    args.extend(flags.split_whitespace());
+    let out = crate::common::trainer(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (status, body) = http_get(&url, "/api/splats.ply");
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        std::fs::read(&edited).expect("trainer edit's file"),
+        "the page's download differs from trainer edit's output"
+    );
+
+    // Ctrl+Z undoes (the view keeps the keys), Redo brings it back.
+    let keys = KeyActions::new("keyboard".into())
+        .then(KeyAction::Down { value: '\u{E009}' })
+        .then(KeyAction::Down { value: 'z' })
+        .then(KeyAction::Up { value: 'z' })
+        .then(KeyAction::Up { value: '\u{E009}' });
+    eval(&client, "document.activeElement.blur(); return true").await;
+    client.perform_actions(keys).await.expect("Ctrl+Z");
+    wait_for(
+        &client,
+        "return window.ember.edits.applied.length === 0 && window.ember.edits.gaussians === 60 \
+         && !document.getElementById('edit-redo').disabled",
+    )
+    .await;
+    client
+        .find(Locator::Id("edit-redo"))
+        .await
+        .expect("Redo")
+        .click()
+        .await
+        .expect("redone");
+    wait_for(
+        &client,
+        &format!("return window.ember.edits.gaussians === {kept}"),
+    )
+    .await;
+
+    // The edits live on the server: a reload shows them.
+    client.refresh().await.expect("the page reloads");
+    wait_for(
+        &client,
+        &format!(
+            "return window.ember.framesReceived > 0 && window.ember.edits !== null \
+             && window.ember.edits.gaussians === {kept} \
+             && document.getElementById('edit-list').children.length === 1"
+        ),
+    )
+    .await;
+    let errors: Vec<Value> = console(&client, port)
+        .await
+        .into_iter()
+        .filter(|entry| entry["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
