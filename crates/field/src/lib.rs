@@ -29,7 +29,8 @@ pub use ember_kernels::{Covariance, FieldError, FieldOptions, SplatAutodiffBacke
 pub use gaussian_field::{GaussianField, GaussianFieldConfig, ModelError, to_host};
 pub use init::knn_mean_distance;
 pub use lod::{
-    DEFAULT_LOD_THRESHOLD, GaussianHierarchy, LodCut, lod_cut, render_lod, render_lod_images,
+    DEFAULT_LOD_MIN_SAVING, DEFAULT_LOD_THRESHOLD, GaussianHierarchy, LodCut, drawn_cut, lod_cut,
+    render_lod, render_lod_images,
 };
 pub use panorama::{PanoramaProjection, cube_rig, render_panorama, rig_cameras};
 pub use pass::{PassImages, RenderBackward, RenderGradients, RenderPass, render_pass};

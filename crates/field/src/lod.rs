@@ -16,7 +16,8 @@
 //!   it there): nothing is read back, no wait for the device.
 //!
 //! Threshold 0 draws the leaves alone, exactly as [`render`] draws the field they came from
-//! (bit for bit on the CPU). The renders are images to look at: not differentiable with
+//! (bit for bit on the CPU), and so does the CPU where the cut would save less than
+//! [`RenderOptions::lod_min_saving`] of the leaves ([`drawn_cut`]; a GPU draws the cut). The renders are images to look at: not differentiable with
 //! respect to the hierarchy.
 
 use burn::tensor::backend::Backend;
@@ -34,10 +35,20 @@ use crate::{GaussianField, ModelError};
 
 /// The default [`RenderOptions::lod_threshold`] where level of detail is on (`trainer bench
 /// lod`, the viewer), pixels: a node is drawn whole once its largest standard deviation would
-/// cover at most this much of the screen. Chosen on the biker scene (BENCHMARKS.md, "Level of
-/// detail"): at 4x the framing distance 3 px kept 37.6 dB against the full render at a 1.7x
-/// speed-up, 4 px 35.9 dB at 2.2x, 5 px under 35 dB.
-pub const DEFAULT_LOD_THRESHOLD: f32 = 4.0;
+/// cover at most this much of the screen. One pixel merges only what a pixel cannot show, so
+/// level of detail does not show at any distance: the viewer's opening view of biker draws its
+/// head at 47 dB against the full render (1.5 px: 40 dB, 2 px: 34 dB, 4 px: 26 dB, where the
+/// face is visibly smeared). It pays where much of a scene is under a pixel (far views, large
+/// scenes; BENCHMARKS.md, "Level of detail"); a larger threshold trades a softer picture for
+/// speed (4 px: 2.2x at 4x the framing distance on biker, at 36 dB over the frame).
+pub const DEFAULT_LOD_THRESHOLD: f32 = 1.0;
+
+/// The default [`RenderOptions::lod_min_saving`] where level of detail is on: a cut that saves
+/// under a tenth of the leaves is not gathered. On biker at the default threshold the cut draws
+/// 99.7% of the leaves at the framing distance, 91% at 4x, and the gather (a copy of every
+/// drawn node's parameters) made those frames 15-28% slower than the leaves (BENCHMARKS.md,
+/// "Level of detail").
+pub const DEFAULT_LOD_MIN_SAVING: f32 = 0.1;
 
 /// A level-of-detail hierarchy on a device: every node's Gaussian and the bounds the cut is
 /// chosen by (see `ember_data::lod` for the tree and the merges).
@@ -154,6 +165,33 @@ pub fn lod_cut<B: LodOps>(
     camera: &CameraParams,
     threshold: f32,
 ) -> Result<LodCut<B>, RenderError> {
+    cut(hierarchy, camera, threshold, 0.0)
+}
+
+/// What [`render_lod`] draws of `hierarchy` through `camera` under `options`: the cut at
+/// `options.lod_threshold`, or the leaves where it would save less than
+/// `options.lod_min_saving` of them on the CPU.
+pub fn drawn_cut<B: LodOps>(
+    hierarchy: &GaussianHierarchy<B>,
+    camera: &CameraParams,
+    options: &RenderOptions,
+) -> Result<LodCut<B>, RenderError> {
+    cut(
+        hierarchy,
+        camera,
+        options.lod_threshold,
+        options.lod_min_saving,
+    )
+}
+
+/// [`lod_cut`], or the leaves on the gathering path where the cut saves less than
+/// `min_saving` of them.
+fn cut<B: LodOps>(
+    hierarchy: &GaussianHierarchy<B>,
+    camera: &CameraParams,
+    threshold: f32,
+    min_saving: f32,
+) -> Result<LodCut<B>, RenderError> {
     ember_kernels::project::check_camera(camera)?;
     let nodes = &hierarchy.nodes;
     let device = nodes.means.device();
@@ -197,6 +235,13 @@ pub fn lod_cut<B: LodOps>(
         .filter(|(_, w)| **w > 0.0)
         .map(|(n, &w)| (n as u32, w))
         .unzip();
+    if min_saving > 0.0 && drawn.len() as f64 > f64::from(1.0 - min_saving) * l as f64 {
+        let leaves: Vec<f32> = (0..host.len()).map(|n| f32::from(n < l)).collect();
+        return Ok(LodCut {
+            field: hierarchy.leaf_field(),
+            weights: Tensor::from_data(TensorData::new(leaves, [host.len()]), &device),
+        });
+    }
     let field = gather(nodes, &drawn, &drawn_weights);
     Ok(LodCut { field, weights })
 }
@@ -258,7 +303,7 @@ pub fn render_lod<B: SplatBackend>(
     camera: &CameraParams,
     options: &RenderOptions,
 ) -> Result<RenderOutput<B>, RenderError> {
-    let cut = lod_cut(hierarchy, camera, options.lod_threshold)?;
+    let cut = drawn_cut(hierarchy, camera, options)?;
     render(&cut.field, camera, options)
 }
 
@@ -269,6 +314,6 @@ pub fn render_lod_images<B: SplatBackend>(
     camera: &CameraParams,
     options: &RenderOptions,
 ) -> Result<BatchImages<B>, RenderError> {
-    let cut = lod_cut(hierarchy, camera, options.lod_threshold)?;
+    let cut = drawn_cut(hierarchy, camera, options)?;
     render_batch_images(&cut.field, core::slice::from_ref(camera), options)
 }

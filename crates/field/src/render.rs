@@ -75,6 +75,13 @@ pub struct RenderOptions {
     /// the leaves alone; [`crate::DEFAULT_LOD_THRESHOLD`] is the value where it is on. A plain
     /// field's [`render`] has no hierarchy and ignores it.
     pub lod_threshold: f32,
+    /// Where a level-of-detail cut would save less than this share of the leaves (`[0, 1)`:
+    /// draw more than `(1 - lod_min_saving) L` nodes for `L` leaves), [`crate::render_lod`]
+    /// draws the leaves instead, on a backend that gathers the cut (the CPU): gathering the
+    /// drawn nodes costs more than the few merged ones save. `0`, the default, always draws the
+    /// cut; [`crate::DEFAULT_LOD_MIN_SAVING`] is the value where level of detail is on. A GPU
+    /// draws the cut whatever this says (deciding would read the weights back: a wait).
+    pub lod_min_saving: f32,
 }
 
 impl RenderOptions {
@@ -99,6 +106,15 @@ impl RenderOptions {
     pub fn with_lod_threshold(self, pixels: f32) -> Self {
         RenderOptions {
             lod_threshold: pixels,
+            ..self
+        }
+    }
+
+    /// The same options with a level-of-detail minimum saving of `share` (see
+    /// [`RenderOptions::lod_min_saving`]).
+    pub fn with_lod_min_saving(self, share: f32) -> Self {
+        RenderOptions {
+            lod_min_saving: share,
             ..self
         }
     }

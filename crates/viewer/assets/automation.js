@@ -5,6 +5,7 @@
 import { rollOf } from '/geometry.js';
 import { jumpTo, setCamera, target } from '/camera.js';
 import { pathJson } from '/camera-path.js';
+import { axesInView, gridSize } from '/gizmo.js';
 import { renderCamera, sendNow } from '/render.js';
 import { cam, ember, state } from '/state.js';
 import { curveSeries } from '/training.js';
@@ -48,5 +49,7 @@ export function installHooks() {
     cameraOverlay: () => state.overlayCameras.map(({ index, x, y }) => ({ index, x, y })),
     pathJson,
     curves: curveSeries,
+    axes: axesInView,
+    gridSpacing: gridSize,
   });
 }

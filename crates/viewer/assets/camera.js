@@ -122,8 +122,27 @@ function sceneSphere() {
   return { centre: mul(add(b.min, b.max), 0.5), r: Math.max(1e-6, length(sub(b.max, b.min)) / 2) };
 }
 
-// Frames the scene's sphere from the current direction.
+// The median distance of the dataset cameras from the orbit target: how far the photos stood.
+function photoDistance() {
+  const { scene } = state;
+  const d = scene.cameras.map((c) => length(sub(centerOf(c), scene.target))).sort((a, b) => a - b);
+  return d.length ? d[Math.floor(d.length / 2)] : null;
+}
+
+// Frames the scene from the current direction: a capture (with dataset cameras) as its photos
+// frame it, looking at the point they look at from their median distance (its Gaussians reach
+// far into the background: their bounds would back the view out behind them); a bare file, its
+// sphere.
 export function fitScene() {
+  const { scene } = state;
+  const distance = photoDistance();
+  if (distance !== null && distance > minDist()) {
+    cam.dist = distance;
+    cam.eye = sub(scene.target, mul(row(cam.rot, 2), cam.dist));
+    state.datasetIndex = null;
+    updateCameraUi();
+    return;
+  }
   const { centre, r } = sceneSphere();
   const { w, h } = viewSize();
   const vertical = radians(state.fovDeg);

@@ -1,10 +1,11 @@
 // The overlay over the render: the dataset cameras when "Show cameras" is on (where the view
-// shows them and which one the pointer is on; overlay.js projects and draws the frustums), and
-// the region an edit is being set up with (edit.js).
+// shows them and which one the pointer is on; overlay.js projects and draws the frustums), the
+// region an edit is being set up with (edit.js), and the axes and ground grid (gizmo.js).
 
 import { add, apply, translationOf } from '/geometry.js';
 import { $, canvas, overlay, stage } from '/dom.js';
 import { regionColour, regionLines } from '/edit.js';
+import { drawAxes, gridLines } from '/gizmo.js';
 import { drawFrustums, drawLines, projectFrustums } from '/overlay.js';
 import { renderCamera } from '/render.js';
 import { cam, state } from '/state.js';
@@ -39,7 +40,10 @@ export function drawOverlay() {
   const { scene } = state;
   if (!scene) return;
   const project = projector();
-  drawLines(g, regionLines(), project, regionColour(), window.devicePixelRatio || 1);
+  const dpr = window.devicePixelRatio || 1;
+  drawLines(g, gridLines(), project, 'rgba(200, 200, 210, 0.35)', dpr);
+  drawLines(g, regionLines(), project, regionColour(), dpr);
+  drawAxes(g, overlay.width, overlay.height, dpr);
   // Beside a photo (compare) the frustums would cover the very view being compared.
   const comparing = stage.classList.contains('compare');
   if (!$('show-cameras').checked || comparing) return;

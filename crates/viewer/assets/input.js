@@ -176,6 +176,8 @@ export function listenToControls() {
   });
   $('fit').addEventListener('click', () => { if (state.scene) { fitScene(); sendNow('full'); } });
   $('show-cameras').addEventListener('change', () => { hover(null, 0, 0); drawOverlay(); });
+  $('show-axes').addEventListener('change', drawOverlay);
+  $('show-grid').addEventListener('change', drawOverlay);
   $('up-axis').addEventListener('change', () => { if (state.scene) setUp($('up-axis').value); $('up-axis').blur(); });
   $('roll').addEventListener('input', () => {
     if (!state.scene) return;

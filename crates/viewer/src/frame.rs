@@ -8,8 +8,8 @@ use std::time::Instant;
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use ember_field::{
-    GaussianField, GaussianHierarchy, RenderOptions, render, render_batch_images, render_lod,
-    render_lod_images,
+    DEFAULT_LOD_MIN_SAVING, GaussianField, GaussianHierarchy, RenderOptions, render,
+    render_batch_images, render_lod, render_lod_images,
 };
 use ember_kernels::{CameraParams, SplatBackend};
 use image::{ExtendedColorType, ImageEncoder};
@@ -104,7 +104,8 @@ pub fn render_scene_frame<B: SplatBackend>(
         .with_background(request.background)
         .with_sh_degree(degree)
         .with_antialiased(request.antialiased)
-        .with_lod_threshold(lod.map_or(0.0, |(_, threshold)| threshold));
+        .with_lod_threshold(lod.map_or(0.0, |(_, threshold)| threshold))
+        .with_lod_min_saving(DEFAULT_LOD_MIN_SAVING);
     let failed = |e: ember_field::RenderError| ViewerError::Render(e.to_string());
     let (values, pick) = match request.pick {
         // The depth or coverage image: a single-camera render, the image made from them.

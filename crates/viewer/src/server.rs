@@ -742,6 +742,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("/edit.js", include_str!("../assets/edit.js")),
     ("/frame.js", include_str!("../assets/frame.js")),
     ("/geometry.js", include_str!("../assets/geometry.js")),
+    ("/gizmo.js", include_str!("../assets/gizmo.js")),
     ("/input.js", include_str!("../assets/input.js")),
     ("/overlay.js", include_str!("../assets/overlay.js")),
     ("/panel.js", include_str!("../assets/panel.js")),

@@ -9,8 +9,8 @@ use ember_data::{HierarchyConfig, Splats};
 use ember_field::render_lod_images;
 use ember_field::splats::field_from_splats;
 use ember_field::{
-    Camera, DEFAULT_LOD_THRESHOLD, GaussianField, GaussianHierarchy, RenderOptions, lod_cut,
-    render, render_lod,
+    Camera, DEFAULT_LOD_THRESHOLD, GaussianField, GaussianHierarchy, RenderOptions, drawn_cut,
+    lod_cut, render, render_lod,
 };
 use ember_kernels::SplatBackend;
 
@@ -165,6 +165,32 @@ fn far_views_draw_fewer_gaussians_at_a_small_error() {
         "{drawn:?} of {}",
         hierarchy.leaves
     );
+}
+
+#[test]
+fn a_cut_that_saves_little_is_drawn_as_the_leaves() {
+    let device = Default::default();
+    let (field, hierarchy) = hierarchy_of::<Cpu>(&sheet(40), &device);
+    let options = RenderOptions::default()
+        .with_lod_threshold(1.0)
+        .with_lod_min_saving(0.5);
+    let mut seen = [false; 2];
+    for distance in [2.0, 32.0] {
+        let cam = camera(distance, 96, 72);
+        let exact = lod_cut(&hierarchy, &cam, 1.0).unwrap().drawn();
+        let drawn = drawn_cut(&hierarchy, &cam, &options).unwrap();
+        let saves_little = exact * 2 > hierarchy.leaves;
+        seen[usize::from(saves_little)] = true;
+        if saves_little {
+            assert_eq!(drawn.drawn(), hierarchy.leaves, "distance {distance}");
+            let want = pixels(render(&field, &cam, &options).unwrap().rgb);
+            let got = pixels(render_lod(&hierarchy, &cam, &options).unwrap().rgb);
+            assert_eq!(got, want, "distance {distance}: the leaves, bit for bit");
+        } else {
+            assert_eq!(drawn.drawn(), exact, "distance {distance}: the cut itself");
+        }
+    }
+    assert_eq!(seen, [true, true], "both cases should occur");
 }
 
 #[test]

@@ -16,8 +16,8 @@ use ember_data::lod::is_hierarchy;
 use ember_data::{HierarchyConfig, build_hierarchy, read_hierarchy, read_splats};
 use ember_field::splats::field_from_splats;
 use ember_field::{
-    DEFAULT_LOD_THRESHOLD, GaussianField, GaussianHierarchy, RenderOptions, lod_cut,
-    render_batch_images, render_lod_images,
+    DEFAULT_LOD_MIN_SAVING, DEFAULT_LOD_THRESHOLD, GaussianField, GaussianHierarchy, RenderOptions,
+    drawn_cut, render_batch_images, render_lod_images,
 };
 use ember_kernels::{CameraParams, SplatBackend};
 use ember_viewer::{Mode, SceneInfo};
@@ -35,6 +35,10 @@ pub struct LodBenchArgs {
     /// The level-of-detail threshold, pixels.
     #[arg(long, default_value_t = DEFAULT_LOD_THRESHOLD)]
     threshold: f32,
+    /// Draw the leaves where the cut saves less than this share of them (on the CPU; the
+    /// viewer's default); 0 always draws the cut.
+    #[arg(long, value_name = "SHARE", default_value_t = DEFAULT_LOD_MIN_SAVING)]
+    min_saving: f32,
     /// Frame size.
     #[arg(long, value_name = "WxH", default_value = "800x600", value_parser = super::parse_resolution)]
     resolution: (u32, u32),
@@ -87,6 +91,7 @@ struct Report {
     backend: String,
     input: String,
     threshold: f32,
+    min_saving: f32,
     width: u32,
     height: u32,
     views: usize,
@@ -135,6 +140,12 @@ pub fn bench_lod<B: SplatBackend>(args: &LodBenchArgs, device: &B::Device) -> Re
     if args.views == 0 || args.repeats == 0 || args.distances.is_empty() {
         bail!("--views, --repeats and --distances need at least one each");
     }
+    if !(0.0..1.0).contains(&args.min_saving) {
+        bail!(
+            "--min-saving {}: a share of the leaves, at least 0 and under 1",
+            args.min_saving
+        );
+    }
     if !(args.threshold.is_finite() && args.threshold >= 0.0) {
         bail!(
             "--threshold {}: a number of pixels, 0 or more",
@@ -179,7 +190,9 @@ pub fn bench_lod<B: SplatBackend>(args: &LodBenchArgs, device: &B::Device) -> Re
     );
     drop(hierarchy);
     let full_options = RenderOptions::default();
-    let lod_options = full_options.with_lod_threshold(args.threshold);
+    let lod_options = full_options
+        .with_lod_threshold(args.threshold)
+        .with_lod_min_saving(args.min_saving);
     let mut rows = Vec::new();
     println!("| distance | full ms | LOD ms | speed-up | drawn | PSNR vs full (min) |");
     println!("|---|---|---|---|---|---|");
@@ -205,7 +218,7 @@ pub fn bench_lod<B: SplatBackend>(args: &LodBenchArgs, device: &B::Device) -> Re
             let (want, _) = full(camera)?;
             let (got, _) = with_lod(camera)?;
             psnrs.push(psnr(&got, &want));
-            drawn += lod_cut(&lod, camera, args.threshold)?.drawn();
+            drawn += drawn_cut(&lod, camera, &lod_options)?.drawn();
         }
         for _ in 0..args.repeats {
             for camera in &cameras {
@@ -241,6 +254,7 @@ pub fn bench_lod<B: SplatBackend>(args: &LodBenchArgs, device: &B::Device) -> Re
         backend: B::name(device),
         input: path.display().to_string(),
         threshold: args.threshold,
+        min_saving: args.min_saving,
         width: args.resolution.0,
         height: args.resolution.1,
         views: args.views,

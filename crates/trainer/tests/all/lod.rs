@@ -1,10 +1,109 @@
 //! `trainer lod build` and `trainer bench lod` as a user runs them: the hierarchy file is a
 //! plain 3DGS PLY of the leaves that the other commands read, the benchmark's JSON has a row per
-//! distance, and bad arguments are errors that name the problem.
+//! distance, and bad arguments are errors that name the problem; and the view a scene opens at
+//! in the viewer, drawn through its hierarchy, shows what the full render shows.
 
+use burn::tensor::Tensor;
+use ember_data::{HierarchyConfig, read_splats};
+use ember_field::splats::field_from_splats;
+use ember_field::{DEFAULT_LOD_THRESHOLD, RenderOptions, render, render_lod};
+use ember_kernels::CameraParams;
 use serde_json::Value;
 
+use crate::browser::{browser, browser_installed, eval, trainer_with_viewer, wait_for};
 use crate::common::{arg, data_path, scratch, stdout, trainer};
+
+type B = ember_kernels::backend::Cpu;
+
+/// PSNR of `a` against `b` (`[H, W, 3]` in [0, 1], row-major) over the pixels `inside` keeps.
+fn psnr_where(a: &[f32], b: &[f32], width: usize, inside: impl Fn(usize, usize) -> bool) -> f64 {
+    let (mut squared, mut count) = (0.0f64, 0usize);
+    for (i, (x, y)) in a.chunks_exact(3).zip(b.chunks_exact(3)).enumerate() {
+        if inside(i % width, i / width) {
+            squared += x
+                .iter()
+                .zip(y)
+                .map(|(p, q)| f64::from(p - q).powi(2))
+                .sum::<f64>();
+            count += 3;
+        }
+    }
+    -10.0 * (squared / count.max(1) as f64).max(1e-20).log10()
+}
+
+fn host<const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+    t.into_data()
+        .convert::<f32>()
+        .into_vec()
+        .expect("f32 values")
+}
+
+/// Biker, a 153k-Gaussian scene the viewer draws through a hierarchy, opens in the page at the
+/// default threshold; rendered through that camera, its head (the top eighth of the figure,
+/// where a face's fine detail is) is within 40 dB of the full render: level of detail does not
+/// show where a scene is first seen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scene_opens_in_the_viewer_with_its_detail_intact() {
+    let Some(scene) = data_path("splats/playcanvas-engine/biker.spz") else {
+        return;
+    };
+    if !browser_installed() {
+        return;
+    }
+    let (_server, url) = trainer_with_viewer(&["view", arg(&scene), "--port", "0"]);
+    let (_driver, client, _port) = browser().await;
+    client
+        .set_window_size(1280, 800)
+        .await
+        .expect("a laptop's window");
+    client.goto(&url).await.expect("the page loads");
+    wait_for(&client, "return window.ember.framesReceived > 0").await;
+    let lod = eval(&client, "return window.ember.hello.lod").await;
+    assert_eq!(
+        lod["threshold"].as_f64(),
+        Some(f64::from(DEFAULT_LOD_THRESHOLD)),
+        "drawn through a hierarchy at the default: {lod}"
+    );
+    let camera: CameraParams =
+        serde_json::from_value(eval(&client, "return window.ember.viewCamera()").await)
+            .expect("the opening camera");
+
+    let device = Default::default();
+    let field =
+        field_from_splats::<B>(&read_splats(&scene).expect("biker"), &device).expect("a field");
+    let hierarchy = field
+        .hierarchy(&HierarchyConfig::default())
+        .expect("its hierarchy");
+    let full = render(&field, &camera, &RenderOptions::default()).expect("the full render");
+    let options = RenderOptions::default().with_lod_threshold(DEFAULT_LOD_THRESHOLD);
+    let drawn = host(
+        render_lod(&hierarchy, &camera, &options)
+            .expect("the LOD render")
+            .rgb,
+    );
+    let (width, height) = (camera.width as usize, camera.height as usize);
+    let coverage = host(full.alpha);
+    let covered = |x: usize, y: usize| coverage[y * width + x] > 0.5;
+    let rows: Vec<usize> = (0..height)
+        .filter(|&y| (0..width).any(|x| covered(x, y)))
+        .collect();
+    let (top, bottom) = (rows[0], rows[rows.len() - 1]);
+    assert!(
+        bottom - top > height / 2,
+        "the figure should fill the opening view: rows {top}..{bottom} of {height}"
+    );
+    let head = top + (bottom - top) / 8;
+    let wanted = host(full.rgb);
+    let psnr = psnr_where(&drawn, &wanted, width, |x, y| {
+        (top..=head).contains(&y) && covered(x, y)
+    });
+    let frame = psnr_where(&drawn, &wanted, width, |_, _| true);
+    println!(
+        "opening view {width}x{height}: the head (rows {top}..{head}) {psnr:.1} dB, the frame \
+         {frame:.1} dB against the full render"
+    );
+    assert!(psnr >= 40.0, "the head is drawn at {psnr:.1} dB");
+}
 
 #[test]
 fn lod_build_writes_a_hierarchy_that_bench_lod_and_info_read() {
@@ -33,6 +132,11 @@ fn lod_build_writes_a_hierarchy_that_bench_lod_and_info_read() {
             arg(input),
             "--resolution",
             "64x48",
+            // A threshold that merges at this small size, every cut drawn.
+            "--threshold",
+            "4",
+            "--min-saving",
+            "0",
             "--views",
             "2",
             "--repeats",
@@ -111,6 +215,10 @@ fn bad_lod_arguments_are_errors_not_panics() {
         check(
             &["bench", "lod", "--ply", arg(&tile), "--views", "0"],
             "--views",
+        );
+        check(
+            &["bench", "lod", "--ply", arg(&tile), "--min-saving", "1"],
+            "--min-saving",
         );
     }
     if let Some(tile) = data_path("splats/gaussiansplats3d-pr477/lod5_tile_0.ply") {

@@ -16,3 +16,4 @@ mod view_command;
 mod viewer;
 mod viewer_after_training;
 mod viewer_editing;
+mod viewer_framing;
