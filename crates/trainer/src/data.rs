@@ -115,7 +115,7 @@ pub struct Walk360Args {
     cameras_of: Option<PathBuf>,
     /// Centre of the walk's circle, world units (default: the median of the Gaussians'
     /// centres).
-    #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple)]
+    #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple, allow_hyphen_values = true)]
     center: Option<[f64; 3]>,
     /// Radius of the walk's circle, world units (default: a quarter of the median distance of
     /// the Gaussians from the centre).

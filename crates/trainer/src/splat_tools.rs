@@ -404,19 +404,19 @@ pub struct TransformArgs {
     /// Output splat file.
     output: PathBuf,
     /// Translation `t`, world units.
-    #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple)]
+    #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple, allow_hyphen_values = true)]
     translate: Option<[f64; 3]>,
     /// Rotation as Euler angles in degrees, applied about x, then y, then z.
-    #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple, conflicts_with = "rotate_quat")]
+    #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple, conflicts_with = "rotate_quat", allow_hyphen_values = true)]
     rotate_euler: Option<[f64; 3]>,
     /// Rotation as a quaternion `w,x,y,z` (normalised).
-    #[arg(long, value_name = "W,X,Y,Z", value_parser = parse_quad)]
+    #[arg(long, value_name = "W,X,Y,Z", value_parser = parse_quad, allow_hyphen_values = true)]
     rotate_quat: Option<[f64; 4]>,
     /// Uniform scale `s` (> 0).
     #[arg(long, value_name = "S")]
     scale: Option<f64>,
     /// Fixed point `c` of the rotation and scale, world units (default: the origin).
-    #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple)]
+    #[arg(long, value_name = "X,Y,Z", value_parser = parse_triple, allow_hyphen_values = true)]
     center: Option<[f64; 3]>,
 }
 
@@ -434,10 +434,10 @@ pub struct EditArgs {
     /// Output splat file (never the input).
     output: PathBuf,
     /// Keep the centres inside this box (faces included), world units.
-    #[arg(long, value_name = "MINX,MINY,MINZ,MAXX,MAXY,MAXZ", value_parser = parse_numbers::<6>)]
+    #[arg(long, value_name = "MINX,MINY,MINZ,MAXX,MAXY,MAXZ", value_parser = parse_numbers::<6>, allow_hyphen_values = true)]
     crop_box: Option<[f64; 6]>,
     /// Keep the centres inside this sphere (its surface included), world units.
-    #[arg(long, value_name = "X,Y,Z,R", value_parser = parse_quad, conflicts_with = "crop_box")]
+    #[arg(long, value_name = "X,Y,Z,R", value_parser = parse_quad, conflicts_with = "crop_box", allow_hyphen_values = true)]
     crop_sphere: Option<[f64; 4]>,
     /// Keep what lies outside the box or sphere instead (delete the region).
     #[arg(long)]

@@ -231,3 +231,29 @@ fn edit_keeps_what_the_filter_keeps_and_refuses_the_rest() {
         "the output",
     );
 }
+
+/// Coordinates below zero are values, not flags, without `=`: `--crop-box -1,...`,
+/// `--translate -1,...` (the viewer's edit list prints them so).
+#[test]
+fn negative_coordinates_are_read_as_values() {
+    let dir = scratch("negative-values");
+    let (ply, _) = crate::viewer::write_scene(&dir);
+    let ply = ply.to_str().expect("utf-8 path").to_string();
+    for args in [
+        vec!["edit", "--crop-box", "-1,-0.2,-1,1,1,1"],
+        vec!["edit", "--crop-sphere", "-0.8,0,0,0.5", "--outside"],
+        vec!["transform", "--translate", "-1,-2,-3", "--center", "-1,0,0"],
+        vec!["transform", "--rotate-euler", "-90,0,0"],
+        vec!["transform", "--rotate-quat", "-1,0,0,0"],
+    ] {
+        let out = dir.join("out.ply");
+        let mut all = vec![args[0], &ply, out.to_str().expect("utf-8 path")];
+        all.extend(&args[1..]);
+        let run = trainer(&all);
+        assert!(
+            run.status.success(),
+            "{all:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+}

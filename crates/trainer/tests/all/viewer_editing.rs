@@ -1,6 +1,7 @@
 //! Editing a scene in the viewer's page, in Chromium: a sphere set up in the panel (drawn over
-//! the view, its effect previewed), applied, undone with Ctrl+Z and redone, kept across a
-//! reload, and downloaded as the same bytes `trainer edit` writes with the flags the page shows.
+//! the view, its effect previewed), applied, undone with Ctrl+Z (the input's bytes again) and
+//! redone, a box on top, kept across a reload, and downloaded as the same bytes `trainer edit`
+//! writes with the flags the page shows.
 //! Skipped without a browser, as in `viewer.rs`.
 
 use fantoccini::Locator;
@@ -163,6 +164,11 @@ async fn a_scene_is_edited_in_the_page_as_trainer_edit_would() {
          && !document.getElementById('edit-redo').disabled",
     )
     .await;
+    assert_eq!(
+        http_get(&url, "/api/splats.ply").1,
+        std::fs::read(&ply).expect("the input"),
+        "undone: the scene as loaded, bit for bit"
+    );
     client
         .find(Locator::Id("edit-redo"))
         .await
@@ -176,6 +182,56 @@ async fn a_scene_is_edited_in_the_page_as_trainer_edit_would() {
     )
     .await;
 
+    // A box on top, kept: the second edit is a second `trainer edit` on the first one's output.
+    region.select_by_value("box").await.expect("a box");
+    type_into(&client, "edit-box-min", "-1, -0.2, -1").await;
+    type_into(&client, "edit-box-max", "1, 1, 1").await;
+    client
+        .find(Locator::Id("edit-outside"))
+        .await
+        .expect("the delete box")
+        .click()
+        .await
+        .expect("unchecked");
+    wait_for(
+        &client,
+        &format!(
+            "const p = window.ember.editPreview; return p !== null && p.gaussians === {kept} \
+             && p.kept < {kept} && !document.getElementById('edit-apply').disabled"
+        ),
+    )
+    .await;
+    client
+        .find(Locator::Id("edit-apply"))
+        .await
+        .expect("Apply")
+        .click()
+        .await
+        .expect("applied");
+    wait_for(&client, "return window.ember.edits.applied.length === 2").await;
+    let box_flags = eval(&client, "return window.ember.edits.applied[1].flags").await;
+    let box_flags = box_flags.as_str().expect("flags").to_string();
+    assert_eq!(box_flags, "--crop-box -1,-0.2,-1,1,1,1");
+    let twice = dir.join("edited-twice.ply");
+    let mut args = vec![
+        "edit",
+        edited.to_str().expect("path"),
+        twice.to_str().expect("path"),
+    ];
+    args.extend(box_flags.split_whitespace());
+    let out = crate::common::trainer(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        http_get(&url, "/api/splats.ply").1,
+        std::fs::read(&twice).expect("trainer edit's second file"),
+        "two edits in the page against two trainer edit calls"
+    );
+    let kept = eval(&client, "return window.ember.edits.gaussians").await;
+
     // The edits live on the server: a reload shows them.
     client.refresh().await.expect("the page reloads");
     wait_for(
@@ -183,7 +239,7 @@ async fn a_scene_is_edited_in_the_page_as_trainer_edit_would() {
         &format!(
             "return window.ember.framesReceived > 0 && window.ember.edits !== null \
              && window.ember.edits.gaussians === {kept} \
-             && document.getElementById('edit-list').children.length === 1"
+             && document.getElementById('edit-list').children.length === 2"
         ),
     )
     .await;
