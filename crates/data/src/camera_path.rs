@@ -9,10 +9,14 @@
 //!   {"time": 0.0, "camera": {"rotation": [1,0,0, 0,1,0, 0,0,1], "translation": [0,0,4],
 //!                            "fx": 100, "fy": 100, "cx": 32, "cy": 24, "width": 64, "height": 48}},
 //!   {"time": 2.0, "camera": {"...": "the same fields"}}
-//! ]}
+//! ], "render": {"background": [1, 1, 1], "sh_degree": 1, "lod_threshold": 1.0}}
 //! ```
 //!
 //! - `fps`: frames per second, positive and at most [`MAX_FPS`]; 30 when absent.
+//! - `render` (optional, every key optional): how every frame is drawn, as the viewer's page
+//!   drew it when it saved the path ([`PathRender`]): `background` RGB in `[0, 1]`, `sh_degree`
+//!   0 to 3 (at most the scene's), `lod_threshold` pixels from 0 to [`MAX_LOD_THRESHOLD`] (level
+//!   of detail, as the viewer draws it; 0 or absent draws every Gaussian).
 //! - `keyframes[i].time`: seconds, finite, strictly increasing; at least one keyframe.
 //! - `keyframes[i].camera`: a [`CameraParams`] in its JSON form (the `--camera` file of
 //!   `trainer render`), checked as [`parse_camera_file`](crate::parse_camera_file) checks one;
@@ -51,6 +55,25 @@ pub const MAX_FRAMES: usize = 100_000;
 /// The frame rate of a path file without `fps`, frames per second.
 const DEFAULT_FPS: f64 = 30.0;
 
+/// The largest `render.lod_threshold` a path may ask for, pixels (the viewer's limit).
+pub const MAX_LOD_THRESHOLD: f64 = 64.0;
+
+/// How every frame of a path is drawn (the file's `render`): what the viewer's page showed.
+/// `None` leaves the renderer's own choice (black, every band the scene has, every Gaussian).
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathRender {
+    /// RGB behind the splats, each in `[0, 1]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<[f64; 3]>,
+    /// The highest SH degree evaluated, 0 to 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sh_degree: Option<u32>,
+    /// Level of detail, pixels (0 to [`MAX_LOD_THRESHOLD`]; 0 draws every Gaussian).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lod_threshold: Option<f64>,
+}
+
 /// One key view of a [`CameraPath`].
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +91,8 @@ struct PathFile {
     #[serde(default = "default_fps")]
     fps: f64,
     keyframes: Vec<Keyframe>,
+    #[serde(default)]
+    render: PathRender,
 }
 
 fn default_fps() -> f64 {
@@ -81,6 +106,12 @@ fn default_fps() -> f64 {
 pub struct CameraPath {
     fps: f64,
     keyframes: Vec<Keyframe>,
+    #[serde(skip_serializing_if = "is_default")]
+    render: PathRender,
+}
+
+fn is_default(render: &PathRender) -> bool {
+    *render == PathRender::default()
 }
 
 /// Reads a camera path file (the `--path` of `trainer render`; format in the [module
@@ -103,6 +134,31 @@ pub fn parse_camera_path(bytes: &[u8], path: &Path) -> Result<CameraPath> {
                 "{} frames per second is out of range (more than 0, at most {MAX_FPS})",
                 file.fps
             ),
+        ));
+    }
+    let render = &file.render;
+    if let Some(bg) = render
+        .background
+        .filter(|bg| !bg.iter().all(|c| (0.0..=1.0).contains(c)))
+    {
+        return Err(problem(
+            "render.background".to_string(),
+            format!("{bg:?}: each channel must be in [0, 1]"),
+        ));
+    }
+    if let Some(degree) = render.sh_degree.filter(|&d| d > 3) {
+        return Err(problem(
+            "render.sh_degree".to_string(),
+            format!("{degree}: at most 3"),
+        ));
+    }
+    if let Some(t) = render
+        .lod_threshold
+        .filter(|t| !(0.0..=MAX_LOD_THRESHOLD).contains(t))
+    {
+        return Err(problem(
+            "render.lod_threshold".to_string(),
+            format!("{t}: pixels from 0 (every Gaussian) to {MAX_LOD_THRESHOLD}"),
         ));
     }
     let (Some(first), Some(last)) = (file.keyframes.first(), file.keyframes.last()) else {
@@ -171,6 +227,7 @@ pub fn parse_camera_path(bytes: &[u8], path: &Path) -> Result<CameraPath> {
     Ok(CameraPath {
         fps: file.fps,
         keyframes: file.keyframes,
+        render: file.render,
     })
 }
 
@@ -183,6 +240,11 @@ impl CameraPath {
     /// The key views, in time order (at least one).
     pub fn keyframes(&self) -> &[Keyframe] {
         &self.keyframes
+    }
+
+    /// How every frame is drawn (the file's `render`).
+    pub fn render(&self) -> &PathRender {
+        &self.render
     }
 
     /// Width and height of every frame, pixels.
@@ -614,6 +676,22 @@ mod tests {
                 &["keyframes[0].camera", "beyond f32 range"],
             ),
             (r#"{"fps": 30, "keyframes": ["#.to_string(), &["EOF"]),
+            (
+                good.replacen("{", r#"{"render": {"background": [0, 1.5, 0]}, "#, 1),
+                &["render.background", "[0, 1]"],
+            ),
+            (
+                good.replacen("{", r#"{"render": {"sh_degree": 4}, "#, 1),
+                &["render.sh_degree: 4", "at most 3"],
+            ),
+            (
+                good.replacen("{", r#"{"render": {"lod_threshold": 65}, "#, 1),
+                &["render.lod_threshold: 65"],
+            ),
+            (
+                good.replacen("{", r#"{"render": {"lod": 1}, "#, 1),
+                &["unknown field `lod`"],
+            ),
         ];
         for (json, expected) in cases {
             let message = error(&json);
@@ -622,6 +700,31 @@ mod tests {
                 assert!(message.contains(text), "expected `{text}` in {message}");
             }
         }
+    }
+
+    #[test]
+    fn render_settings_are_read_and_written_back() {
+        let keys = three_keys();
+        let plain = parse(&path_json(None, &keys)).unwrap();
+        assert_eq!(*plain.render(), PathRender::default());
+        assert!(
+            !serde_json::to_string(&plain).unwrap().contains("render"),
+            "a path without settings is written without them"
+        );
+        let json = path_json(None, &keys).replacen(
+            "{",
+            r#"{"render": {"background": [1, 1, 1], "sh_degree": 1, "lod_threshold": 2.5}, "#,
+            1,
+        );
+        let path = parse(&json).unwrap();
+        let want = PathRender {
+            background: Some([1.0; 3]),
+            sh_degree: Some(1),
+            lod_threshold: Some(2.5),
+        };
+        assert_eq!(*path.render(), want);
+        let again = parse(&serde_json::to_string(&path).unwrap()).unwrap();
+        assert_eq!(again, path);
     }
 
     #[test]

@@ -78,7 +78,7 @@ pub use camera::{
     Distortion, Intrinsics, Pose, find_camera, opengl_c2w_to_opencv_w2c, parse_camera_file,
     parse_camera_list,
 };
-pub use camera_path::{CameraPath, Keyframe, parse_camera_path};
+pub use camera_path::{CameraPath, Keyframe, PathRender, parse_camera_path};
 pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View, evenly_spaced};
 pub use equirect::{EquirectRig, RigCamera};
 pub use error::{DataError, Result};

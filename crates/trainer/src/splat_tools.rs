@@ -9,10 +9,13 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use ember_data::{
-    CameraPath, Dataset, DatasetOptions, Region, SplatFilter, SplatInfo, convert, edit,
-    find_camera, info, parse_camera_file, parse_camera_path, transform,
+    CameraPath, Dataset, DatasetOptions, HierarchyConfig, Region, SplatFilter, SplatInfo, convert,
+    edit, find_camera, info, parse_camera_file, parse_camera_path, transform,
 };
-use ember_field::{GaussianField, RenderOptions, render_batch_images, render_panorama};
+use ember_field::{
+    DEFAULT_LOD_MIN_SAVING, GaussianField, RenderOptions, render_batch_images, render_lod_images,
+    render_panorama,
+};
 use ember_kernels::transform::Similarity;
 use ember_kernels::{CameraParams, SplatBackend};
 use ember_train::{TrainConfig, write_atomically};
@@ -74,7 +77,9 @@ pub struct RenderArgs {
     #[arg(long, value_name = "I")]
     view: Option<usize>,
     /// A camera path as JSON: `fps` (default 30) and `keyframes`, each a `time` in seconds and a
-    /// `camera` as in `--camera`. Every frame is rendered into the folder `--out`.
+    /// `camera` as in `--camera`, and optionally `render` (`background`, `sh_degree`,
+    /// `lod_threshold`: how the viewer's page drew). Every frame is rendered into the folder
+    /// `--out`.
     #[arg(long, value_name = "PATH.json", requires = "out")]
     path: Option<PathBuf>,
     /// Output image: PNG (`.png`) or JPEG (`.jpg`, `.jpeg`); `render.png` when not given. With
@@ -82,7 +87,7 @@ pub struct RenderArgs {
     /// and `path.apng`, all frames as an animated PNG.
     #[arg(long, value_name = "IMG.png|DIR")]
     out: Option<PathBuf>,
-    /// Background colour, RGB in [0, 1].
+    /// Background colour, RGB in [0, 1] (over a camera path's own).
     #[arg(long, value_name = "R,G,B", value_parser = parse_triple)]
     background: Option<[f64; 3]>,
     /// Draw with the 2D antialiasing filter (default: on for a splat file in the folder of a
@@ -182,11 +187,40 @@ fn render_rgb8<B: SplatBackend>(
 ) -> Result<Vec<u8>> {
     let out =
         render_batch_images(field, core::slice::from_ref(camera), options).context("rendering")?;
-    let rgb = ember_field::to_host(out.rgb, "the rendered image")?;
+    rgb8(ember_field::to_host(out.rgb, "the rendered image")?)
+}
+
+/// An image in `[0, 1]` as 8-bit values.
+fn rgb8(rgb: Vec<f32>) -> Result<Vec<u8>> {
     Ok(rgb
         .iter()
         .map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)
         .collect())
+}
+
+/// The render options of a camera path's frames: `base` (the command's) with the path file's
+/// `render` settings, as the viewer's page drew them; `--background` on the command line wins
+/// over the file's.
+fn path_options<B: SplatBackend>(
+    base: RenderOptions,
+    args: &RenderArgs,
+    camera_path: &CameraPath,
+    field: &GaussianField<B>,
+) -> RenderOptions {
+    let render = camera_path.render();
+    let mut options = base;
+    if let (None, Some(bg)) = (args.background, render.background) {
+        options = options.with_background(bg.map(|c| c as f32));
+    }
+    if let Some(degree) = render.sh_degree {
+        options = options.with_sh_degree(degree.min(field.sh_degree() as u32));
+    }
+    if let Some(threshold) = render.lod_threshold.filter(|&t| t > 0.0) {
+        options = options
+            .with_lod_threshold(threshold as f32)
+            .with_lod_min_saving(DEFAULT_LOD_MIN_SAVING);
+    }
+    options
 }
 
 /// Encodes 8-bit RGB `[height, width, 3]` as `format` and writes it to `out` atomically.
@@ -299,9 +333,24 @@ fn render_path<B: SplatBackend>(
     let mut partial = animation.clone().into_os_string();
     partial.push(".tmp");
     let partial = PathBuf::from(partial);
-    let options = args.options(run.as_ref())?;
+    let options = path_options(args.options(run.as_ref())?, args, &camera_path, &field);
+    let lod = match camera_path.render().lod_threshold.filter(|&t| t > 0.0) {
+        Some(_) => Some(
+            field
+                .hierarchy(&HierarchyConfig::default())
+                .context("building the level-of-detail hierarchy the path asks for")?,
+        ),
+        None => None,
+    };
+    let draw = |camera: &CameraParams| match &lod {
+        Some(hierarchy) => {
+            let out = render_lod_images(hierarchy, camera, &options).context("rendering")?;
+            rgb8(ember_field::to_host(out.rgb, "the rendered image")?)
+        }
+        None => render_rgb8(&field, camera, &options),
+    };
     let started = Instant::now();
-    let written = write_frames(&field, &camera_path, &options, dir, &partial).and_then(|()| {
+    let written = write_frames(&draw, &camera_path, dir, &partial).and_then(|()| {
         std::fs::rename(&partial, &animation)
             .with_context(|| format!("writing {}", animation.display()))
     });
@@ -328,10 +377,9 @@ fn render_path<B: SplatBackend>(
 /// Renders every frame of `camera_path`, writes each as a PNG in `dir` and streams it into the
 /// animated PNG `partial` (looping forever, one frame per `1 / fps` seconds). Progress goes to
 /// stderr every tenth of the frames.
-fn write_frames<B: SplatBackend>(
-    field: &GaussianField<B>,
+fn write_frames(
+    draw: &dyn Fn(&CameraParams) -> Result<Vec<u8>>,
     camera_path: &CameraPath,
-    options: &RenderOptions,
     dir: &Path,
     partial: &Path,
 ) -> Result<()> {
@@ -351,8 +399,7 @@ fn write_frames<B: SplatBackend>(
         .with_context(|| format!("writing {}", partial.display()))?;
     let progress_every = frame_count.div_ceil(10);
     for (index, camera) in camera_path.frames().enumerate() {
-        let rgb = render_rgb8(field, &camera, options)
-            .with_context(|| format!("frame {index} of {frame_count}"))?;
+        let rgb = draw(&camera).with_context(|| format!("frame {index} of {frame_count}"))?;
         animation
             .write_image_data(&rgb)
             .with_context(|| format!("writing {}", partial.display()))?;

@@ -189,6 +189,7 @@ export function listenToControls() {
   $('path-undo').addEventListener('click', () => { path.keys.pop(); updatePathUi(); });
   $('path-clear').addEventListener('click', () => { path.clear(); updatePathUi(); });
   $('path-save').addEventListener('click', savePath);
+  $('path-size').addEventListener('change', () => { updatePathUi(); $('path-size').blur(); });
   $('fly').addEventListener('change', (e) => setFly(e.target.checked));
   fovInput.addEventListener('input', () => {
     setFov(Number(fovInput.value));

@@ -9,7 +9,7 @@ export class KeyViews {
   clear() {
     this.width = 0;
     this.height = 0;
-    this.keys = [];      // {time (s), camera (CameraParams' JSON form)}
+    this.keys = [];      // {time (s), rotation, translation, fovDeg}
   }
 
   // Seconds from the first key view to the last.
@@ -18,22 +18,31 @@ export class KeyViews {
   }
 
   // Adds the view of world-to-camera `rotation` and `translation` with a vertical field of view
-  // of `fovDeg`, `seconds` after the last one: a pinhole camera at the path's size, which is the
-  // view's (`{w, h}`, pixels) when the first key view was added, made even (as video encoders of
-  // the frames ask).
+  // of `fovDeg`, `seconds` after the last one. The view's size (`{w, h}`, pixels) when the first
+  // key view was added is the path's own size, made even (as video encoders of the frames ask).
   add(rotation, translation, fovDeg, { w, h }, seconds) {
     if (!this.keys.length) {
       this.width = 2 * Math.round(w / 2);
       this.height = 2 * Math.round(h / 2);
     }
-    const f = this.height / 2 / Math.tan((fovDeg * Math.PI) / 360);
-    const camera = { rotation: rotation.slice(), translation: translation.slice(), fx: f, fy: f,
-      cx: this.width / 2, cy: this.height / 2, width: this.width, height: this.height };
     const time = this.keys.length ? this.duration() + seconds : 0;
-    this.keys.push({ time: Number(time.toFixed(3)), camera });
+    this.keys.push({ time: Number(time.toFixed(3)), rotation: rotation.slice(), translation: translation.slice(), fovDeg });
   }
 
-  json(fps) {
-    return { fps, keyframes: this.keys.map((k) => ({ time: k.time, camera: { ...k.camera } })) };
+  // The frame size: `size` ({width, height}) when given, else the path's own.
+  size(size = null) {
+    return size || { width: this.width, height: this.height };
+  }
+
+  // The file: `fps`, every key view as a pinhole camera of `size` (or the path's own) with its
+  // vertical field of view, and `render` (how the page draws: see camera_path.rs) when given.
+  json(fps, size = null, render = null) {
+    const { width, height } = this.size(size);
+    const keyframes = this.keys.map((k) => {
+      const f = height / 2 / Math.tan((k.fovDeg * Math.PI) / 360);
+      return { time: k.time, camera: { rotation: k.rotation.slice(), translation: k.translation.slice(),
+        fx: f, fy: f, cx: width / 2, cy: height / 2, width, height } };
+    });
+    return render ? { fps, keyframes, render } : { fps, keyframes };
   }
 }

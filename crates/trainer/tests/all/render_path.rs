@@ -187,6 +187,41 @@ fn render_path_writes_every_frame_and_an_animated_png() {
     std::fs::remove_dir_all(&dir).expect("clean up");
 }
 
+/// A path saved by the viewer says how the page drew: its background and SH degree are used
+/// (`--background` wins over the file's), and its level of detail draws through a hierarchy.
+#[test]
+fn render_path_draws_as_the_paths_render_settings_say() {
+    let dir = folder("settings");
+    let scene = dir.join("scene.ply");
+    write_scene(&scene);
+    let keys = keyframes();
+    let mut json: serde_json::Value =
+        serde_json::from_str(&path_json(10.0, &keys[..1])).expect("JSON");
+    let frame = |json: &serde_json::Value, extra: &[&str], name: &str| {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, json.to_string()).expect("the path");
+        let out = dir.join(name);
+        let mut args = vec!["render", s(&scene), "--path", s(&path), "--out", s(&out)];
+        args.extend(extra);
+        let rendered = trainer(&args);
+        assert!(rendered.status.success(), "{rendered:?}");
+        decode_png(&out.join("frame_00000.png")).2
+    };
+    let plain = frame(&json, &[], "plain");
+    assert_eq!(&plain[..3], &[0, 0, 0], "black without settings");
+    json["render"] = serde_json::json!({"background": [1, 1, 1]});
+    let white = frame(&json, &[], "white");
+    assert_eq!(&white[..3], &[255, 255, 255], "the path's background");
+    let grey = frame(&json, &["--background", "0.5,0.5,0.5"], "grey");
+    assert_eq!(&grey[..3], &[128, 128, 128], "--background wins");
+    json["render"] = serde_json::json!({"sh_degree": 0, "lod_threshold": 64});
+    let coarse = frame(&json, &[], "coarse");
+    assert_ne!(coarse, plain, "a 64 px threshold merges the five Gaussians");
+    json["render"] = serde_json::json!({"lod_threshold": 0});
+    assert_eq!(frame(&json, &[], "leaves"), plain, "0 draws every Gaussian");
+    std::fs::remove_dir_all(&dir).expect("clean up");
+}
+
 #[test]
 fn render_path_refuses_bad_paths_and_outputs_and_writes_nothing() {
     let dir = folder("refused");

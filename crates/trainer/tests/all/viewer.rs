@@ -724,7 +724,24 @@ async fn a_bare_splat_is_framed_turned_and_recorded_along_a_path() {
         }
         add.click().await.expect("view added");
     }
+    // Saved at a chosen size, drawn as the page draws (here on white).
+    client
+        .find(fantoccini::Locator::Id("path-size"))
+        .await
+        .expect("the size control")
+        .select_by_value("1280x720")
+        .await
+        .expect("a size");
+    eval(
+        &client,
+        "const b = document.getElementById('background'); b.value = '#ffffff';
+         b.dispatchEvent(new Event('input')); return true",
+    )
+    .await;
     let path = eval(&client, "return window.ember.pathJson()").await;
+    assert_eq!(path["render"]["background"], json!([1, 1, 1]), "{path}");
+    assert_eq!(path["keyframes"][0]["camera"]["width"], 1280, "{path}");
+    assert_eq!(path["keyframes"][2]["camera"]["height"], 720, "{path}");
     let times: Vec<f64> = path["keyframes"]
         .as_array()
         .expect("keyframes")
@@ -783,6 +800,12 @@ async fn a_bare_splat_is_framed_turned_and_recorded_along_a_path() {
         )
     );
     assert_ne!(first.to_rgb8(), last.to_rgb8(), "the path does not move");
+    assert_eq!((first.width(), first.height()), (1280, 720));
+    assert_eq!(
+        first.to_rgb8().get_pixel(0, 0).0,
+        [255, 255, 255],
+        "the page's white background"
+    );
     assert!(!frames.join("frame_00013.png").exists());
 }
 
