@@ -90,7 +90,8 @@ pub use lod::{
 pub use points::PointCloud;
 pub use splats::edit::{Region, SplatFilter, edit};
 pub use splats::{
-    NonFinite, SplatFormat, SplatInfo, Splats, convert, info, read_splats, transform, write_splats,
+    NonFinite, SplatFormat, SplatInfo, Splats, convert, info, parse_splats, read_splats, transform,
+    write_splats,
 };
 
 /// Writes `bytes` to `path` through a temporary file in the same folder (`path` + `.tmp`) and a

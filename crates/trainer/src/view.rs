@@ -306,6 +306,10 @@ pub fn view<B: SplatBackend>(args: &ViewArgs, device: &B::Device) -> Result<()> 
     println!("viewer: open {} (Ctrl-C stops)", viewer.url());
     let interrupted = interrupt_flag()?;
     let mut editor = SceneEditor::new(scene.splats, scene.field, scene.lod);
+    if !args.lod.no_lod {
+        // A file dropped on the page is drawn as one given here would be.
+        editor = editor.with_lod_for_opened(args.lod.threshold, LOD_MIN_GAUSSIANS);
+    }
     serve_editable(&viewer, &mut editor, None, || {
         interrupted.load(Ordering::SeqCst)
     });

@@ -9,11 +9,13 @@ import { connect } from '/connection.js';
 import { $ } from '/dom.js';
 import { listenToEditing } from '/edit.js';
 import { listenToControls, listenToView } from '/input.js';
+import { listenToDrops } from '/open-file.js';
 
 installHooks();
 listenToView();
 listenToControls();
 listenToEditing();
+listenToDrops();
 try { $('help').hidden = localStorage.getItem('ember.helpSeen') === '1'; } catch { /* shown */ }
 updatePathUi();
 connect();

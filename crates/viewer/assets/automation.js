@@ -6,6 +6,7 @@ import { rollOf } from '/geometry.js';
 import { jumpTo, setCamera, target } from '/camera.js';
 import { pathJson } from '/camera-path.js';
 import { axesInView, gridSize } from '/gizmo.js';
+import { openFile } from '/open-file.js';
 import { renderCamera, sendNow } from '/render.js';
 import { cam, ember, state } from '/state.js';
 import { curveSeries } from '/training.js';
@@ -51,5 +52,6 @@ export function installHooks() {
     curves: curveSeries,
     axes: axesInView,
     gridSpacing: gridSize,
+    openFile,
   });
 }

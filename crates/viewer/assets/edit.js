@@ -58,6 +58,8 @@ export function formFilter() {
 // itself asks for the first frame, once the camera is placed.)
 export function onEditHello(edits) {
   $('edit').hidden = !edits;
+  // A server that edits its scene also opens files dropped on the page (open-file.js).
+  $('open-hint').hidden = !edits;
   ember.edits = null;
   if (edits) showEdits(edits);
 }

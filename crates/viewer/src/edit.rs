@@ -19,6 +19,7 @@ use ember_kernels::SplatBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::frame::SceneLod;
+use crate::scene::{Mode, SceneInfo};
 
 /// A [`SplatFilter`] as the page sends it, in `trainer edit`'s terms (see PROTOCOL.md).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -97,7 +98,7 @@ impl EditFilter {
 }
 
 /// What a page asks of the editor.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum EditCommand {
     /// Keep what the filter selects.
     Apply(EditFilter),
@@ -105,6 +106,13 @@ pub enum EditCommand {
     Undo,
     /// Apply the last edit taken back again.
     Redo,
+    /// Show another scene instead (a file dropped on the page): the edits start afresh.
+    Open {
+        /// Its Gaussians.
+        splats: Box<Splats>,
+        /// Its file name.
+        name: String,
+    },
 }
 
 /// The editor's state as the pages see it (the `edits` message).
@@ -141,6 +149,9 @@ pub struct SceneEditor<B: SplatBackend> {
     removed: Vec<usize>,
     field: GaussianField<B>,
     lod: Option<SceneLod<B>>,
+    /// How an opened scene is drawn through a hierarchy: at this threshold, from this many
+    /// Gaussians on ([`SceneEditor::with_lod_for_opened`]).
+    lod_for_opened: Option<(f32, usize)>,
     device: B::Device,
 }
 
@@ -158,8 +169,32 @@ impl<B: SplatBackend> SceneEditor<B> {
             removed: Vec::new(),
             field,
             lod,
+            lod_for_opened: None,
             device,
         }
+    }
+
+    /// The same editor, drawing a scene opened later ([`EditCommand::Open`]) through a
+    /// hierarchy at `threshold` pixels when it has at least `min_gaussians` (without this,
+    /// opened scenes are drawn whole).
+    pub fn with_lod_for_opened(mut self, threshold: f32, min_gaussians: usize) -> Self {
+        self.lod_for_opened = Some((threshold, min_gaussians));
+        self
+    }
+
+    /// What the pages are told of the scene now, named `name` (a scene without dataset
+    /// cameras: the page frames its Gaussians).
+    pub fn scene_info(&self, name: String) -> SceneInfo {
+        let means = self.current.means.as_flattened();
+        SceneInfo::framed(
+            name,
+            Mode::Scene,
+            self.current.sh_degree,
+            means,
+            Vec::new(),
+            None,
+        )
+        .with_lod(self.lod.as_ref().map(SceneLod::info))
     }
 
     /// The field to draw.
@@ -224,6 +259,30 @@ impl<B: SplatBackend> SceneEditor<B> {
                 self.undone.extend(self.applied.pop());
                 self.removed.pop();
             }
+            EditCommand::Open { splats, name } => {
+                if splats.is_empty() {
+                    return Err(format!("{name} holds no Gaussians: not opened"));
+                }
+                if let Some(bad) = splats.non_finite() {
+                    return Err(format!(
+                        "{name}: {} of {} Gaussians hold NaN or infinite values (the first is \
+                         index {}): not opened",
+                        bad.count,
+                        splats.len(),
+                        bad.first
+                    ));
+                }
+                let lod = self
+                    .lod_for_opened
+                    .filter(|&(_, min)| splats.len() >= min)
+                    .map(|(threshold, _)| threshold);
+                self.draw(&splats, lod)?;
+                self.original = (*splats).clone();
+                self.current = Arc::new(*splats);
+                self.applied.clear();
+                self.undone.clear();
+                self.removed.clear();
+            }
             EditCommand::Redo => {
                 let filter = *self.undone.last().ok_or("nothing to redo")?;
                 let kept = self.current.filtered(&filter.filter()?);
@@ -239,17 +298,21 @@ impl<B: SplatBackend> SceneEditor<B> {
 
     /// Draws `splats` from now on; on an error nothing changes.
     fn show(&mut self, splats: Splats) -> Result<(), String> {
-        let (field, lod) = match &self.lod {
-            Some(lod) => {
-                let host = build_hierarchy(
-                    &splats,
-                    &HierarchyConfig::default(),
-                    Path::new("the edited scene"),
-                )
-                .map_err(|e| e.to_string())?;
+        self.draw(&splats, self.lod.as_ref().map(|lod| lod.threshold))?;
+        self.current = Arc::new(splats);
+        Ok(())
+    }
+
+    /// Makes the field (and, at `lod` pixels, the hierarchy) that draw `splats`; on an error
+    /// nothing changes.
+    fn draw(&mut self, splats: &Splats, lod: Option<f32>) -> Result<(), String> {
+        let (field, lod) = match lod {
+            Some(threshold) => {
+                let host =
+                    build_hierarchy(splats, &HierarchyConfig::default(), Path::new("the scene"))
+                        .map_err(|e| e.to_string())?;
                 let hierarchy = GaussianHierarchy::from_splat_hierarchy(&host, &self.device)
                     .map_err(|e| e.to_string())?;
-                let threshold = lod.threshold;
                 (
                     hierarchy.leaf_field(),
                     Some(SceneLod {
@@ -259,13 +322,12 @@ impl<B: SplatBackend> SceneEditor<B> {
                 )
             }
             None => (
-                field_from_splats::<B>(&splats, &self.device).map_err(|e| e.to_string())?,
+                field_from_splats::<B>(splats, &self.device).map_err(|e| e.to_string())?,
                 None,
             ),
         };
         self.field = field;
         self.lod = lod;
-        self.current = Arc::new(splats);
         Ok(())
     }
 }

@@ -48,7 +48,8 @@ pub use frame::{
 pub use protocol::{FrameFormat, FrameHeader, FrameRequest, FrameView, MAX_LOD_THRESHOLD};
 pub use scene::{DatasetCamera, LodInfo, Mode, SceneInfo, Split};
 pub use server::{
-    DEFAULT_PORT, EVALS_KEPT, EvalViews, PendingEdit, PhotoSource, Status, Viewer, ViewerConfig,
+    DEFAULT_PORT, EVALS_KEPT, EditAsker, EvalViews, MAX_OPEN_BYTES, PendingEdit, PhotoSource,
+    Status, Viewer, ViewerConfig,
 };
 
 /// What went wrong in the viewer.
@@ -117,9 +118,18 @@ pub fn serve_editable<B: SplatBackend>(
 ) {
     viewer.allow_editing(editor.state(), editor.splats().clone());
     while !stop() {
-        while let Some(pending) = viewer.next_edit() {
-            let result = editor.run(pending.command);
-            viewer.edited(pending, result, editor.state(), editor.splats().clone());
+        while let Some(PendingEdit { asker, command }) = viewer.next_edit() {
+            let opened = match &command {
+                EditCommand::Open { name, .. } => Some(name.clone()),
+                _ => None,
+            };
+            let result = editor.run(command);
+            let shown = result.is_ok();
+            viewer.edited(asker, result, editor.state(), editor.splats().clone());
+            // After the edits' state, so that the new hello carries the fresh one.
+            if let (true, Some(name)) = (shown, opened) {
+                viewer.replace_scene(editor.scene_info(name));
+            }
         }
         if let Some(pending) = viewer.next_request(POLL) {
             let frame = render_scene_frame(editor.field(), editor.lod(), &pending.request).map(

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade, close_code};
-use axum::extract::{Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -107,13 +107,23 @@ pub struct PendingFrame {
     pub request: FrameRequest,
 }
 
-/// An edit taken from the queue, to answer with [`Viewer::edited`].
+/// An edit taken from the queue ([`Viewer::next_edit`]): what to do, and whom to answer
+/// ([`Viewer::edited`]).
 #[derive(Debug)]
 pub struct PendingEdit {
-    client: u64,
+    /// Who asked.
+    pub asker: EditAsker,
     /// What to do.
     pub command: EditCommand,
 }
+
+/// Who asked for an edit: the page told when it fails (every page, for a file opened over
+/// HTTP).
+#[derive(Debug, Clone, Copy)]
+pub struct EditAsker(Option<u64>);
+
+/// The largest file a page may open over HTTP (`POST /api/open`), bytes.
+pub const MAX_OPEN_BYTES: usize = 4 << 30;
 
 /// The longest message a page's WebSocket may send in one piece: every message of the protocol
 /// is far shorter, and one this size is read whole and answered with an error (the connection
@@ -353,9 +363,10 @@ impl Shared {
             ClientMessage::Undo => EditCommand::Undo,
             _ => EditCommand::Redo,
         };
-        lock(&self.editing)
-            .commands
-            .push_back(PendingEdit { client, command });
+        lock(&self.editing).commands.push_back(PendingEdit {
+            asker: EditAsker(Some(client)),
+            command,
+        });
         self.wake.notify_all();
     }
 
@@ -681,15 +692,28 @@ impl Viewer {
     /// and `/api/splats.ply` serves `splats`; an error goes to the page that asked.
     pub fn edited(
         &self,
-        pending: PendingEdit,
+        asker: EditAsker,
         result: Result<(), String>,
         state: EditState,
         splats: Arc<Splats>,
     ) {
-        match result {
-            Ok(()) => self.publish_edits(state, splats),
-            Err(e) => self.shared.error(pending.client, &format!("edit: {e}")),
+        match (result, asker.0) {
+            (Ok(()), _) => self.publish_edits(state, splats),
+            (Err(e), Some(client)) => self.shared.error(client, &format!("edit: {e}")),
+            (Err(e), None) => {
+                let text = json!({"type": "error", "message": e}).to_string();
+                self.shared.broadcast(text);
+            }
         }
+    }
+
+    /// Shows another scene (a file a page opened): every page gets a new hello (the page then
+    /// frames it afresh), and what the server kept of a run (curves, evaluations) is dropped.
+    pub fn replace_scene(&self, scene: SceneInfo) {
+        *lock(&self.shared.scene) = scene;
+        *lock(&self.shared.live) = Live::default();
+        let hello = self.shared.hello().to_string();
+        self.shared.broadcast(hello);
     }
 
     fn publish_edits(&self, state: EditState, splats: Arc<Splats>) {
@@ -744,6 +768,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("/geometry.js", include_str!("../assets/geometry.js")),
     ("/gizmo.js", include_str!("../assets/gizmo.js")),
     ("/input.js", include_str!("../assets/input.js")),
+    ("/open-file.js", include_str!("../assets/open-file.js")),
     ("/overlay.js", include_str!("../assets/overlay.js")),
     ("/panel.js", include_str!("../assets/panel.js")),
     ("/path.js", include_str!("../assets/path.js")),
@@ -766,6 +791,10 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/style.css", asset("text/css; charset=utf-8", STYLE_CSS))
         .route("/api/info", get(info))
         .route("/api/splats.ply", get(splats_ply))
+        .route(
+            "/api/open",
+            axum::routing::post(open_file).layer(DefaultBodyLimit::max(MAX_OPEN_BYTES)),
+        )
         .route("/photo/{index}", get(photo))
         .route("/thumb/{index}", get(thumbnail))
         .route("/eval/{step}/{index}", get(eval_image))
@@ -796,6 +825,85 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
 
 async fn info(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(shared.hello()).into_response()
+}
+
+/// The `name` of a query string (`name=...`, percent-encoded as `encodeURIComponent` writes
+/// it), if it is there and decodes to UTF-8.
+fn query_name(query: Option<&str>) -> Option<String> {
+    let value = query?
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("name="))?;
+    let mut bytes = Vec::with_capacity(value.len());
+    let mut rest = value.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        match b {
+            b'%' => {
+                let hex = std::str::from_utf8(rest.get(..2)?).ok()?;
+                bytes.push(u8::from_str_radix(hex, 16).ok()?);
+                rest = &rest[2..];
+            }
+            b'+' => bytes.push(b' '),
+            _ => bytes.push(b),
+        }
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// A splat file a page sends (dropped on it) to show instead of the scene: read here, then
+/// handed to the renderer, which tells every page (a new hello) or why not (an `error`). Only
+/// the server's own page may send one (as for the WebSocket: see [`Access::check_origin`]).
+async fn open_file(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    uri: axum::http::Uri,
+    body: axum::body::Bytes,
+) -> Response {
+    if let Err(reason) = Access::check_origin(&headers) {
+        return (StatusCode::FORBIDDEN, reason).into_response();
+    }
+    if lock(&shared.editing).splats.is_none() {
+        return (
+            StatusCode::CONFLICT,
+            "this server does not open files: `trainer view SCENE` does (not a training run)",
+        )
+            .into_response();
+    }
+    let Some(name) = query_name(uri.query()) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "name the file: POST /api/open?name=FILE.ply (its extension names the format)",
+        )
+            .into_response();
+    };
+    // The name alone, never a path: nothing is read from or written to the disk.
+    let name = name
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let parsed = {
+        let name = name.clone();
+        tokio::task::spawn_blocking(move || {
+            ember_data::parse_splats(&body, std::path::Path::new(&name))
+        })
+        .await
+    };
+    let splats = match parsed {
+        Ok(Ok(splats)) => splats,
+        Ok(Err(e)) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    };
+    let text = format!("opening {name}: {} Gaussians", splats.len());
+    lock(&shared.editing).commands.push_back(PendingEdit {
+        asker: EditAsker(None),
+        command: EditCommand::Open {
+            splats: Box::new(splats),
+            name,
+        },
+    });
+    shared.wake.notify_all();
+    (StatusCode::ACCEPTED, text).into_response()
 }
 
 /// The scene as edited, as a 3DGS PLY file to download (named after the scene).

@@ -245,18 +245,25 @@ impl SplatFormat {
 /// Reads a splat file; the format comes from the extension, and a `.ply` is read as a
 /// compressed PLY when its header has the `chunk` element.
 pub fn read_splats(path: &Path) -> Result<Splats> {
-    let format = SplatFormat::from_path(path)?;
+    SplatFormat::from_path(path)?;
     let bytes = std::fs::read(path).map_err(|e| DataError::io(path, e))?;
-    match format {
+    parse_splats(&bytes, path)
+}
+
+/// A splat file's contents, `bytes`, in the format `path`'s extension names (as
+/// [`read_splats`] reads it; `path` is not opened: it names the file in errors), e.g. a file a
+/// browser sent.
+pub fn parse_splats(bytes: &[u8], path: &Path) -> Result<Splats> {
+    match SplatFormat::from_path(path)? {
         SplatFormat::Ply | SplatFormat::CompressedPly => {
-            if compressed_ply::is_compressed_ply(&bytes) {
-                compressed_ply::parse(&bytes, path)
+            if compressed_ply::is_compressed_ply(bytes) {
+                compressed_ply::parse(bytes, path)
             } else {
-                ply::parse(&bytes, path)
+                ply::parse(bytes, path)
             }
         }
-        SplatFormat::Splat => dot_splat::parse(&bytes, path),
-        SplatFormat::Spz => spz::parse(&bytes, path),
+        SplatFormat::Splat => dot_splat::parse(bytes, path),
+        SplatFormat::Spz => spz::parse(bytes, path),
     }
 }
 

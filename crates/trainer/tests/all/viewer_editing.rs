@@ -118,15 +118,15 @@ async fn a_scene_is_edited_in_the_page_as_trainer_edit_would() {
     assert_eq!(panel[0], Value::String(kept.to_string()));
     assert!(panel[1].as_str().expect("text").contains(&flags), "{panel}");
     assert_eq!(panel[2], "/api/splats.ply");
-    assert!(
-        eval(
-            &client,
-            "return document.getElementById('edit-apply').disabled"
-        )
-        .await
-            == Value::Bool(true),
-        "the same edit again would remove nothing: Apply is off"
-    );
+    // The same edit again would remove nothing: once the preview says so, Apply is off.
+    wait_for(
+        &client,
+        &format!(
+            "const p = window.ember.editPreview; return p !== null && p.gaussians === {kept} \
+             && p.kept === {kept} && document.getElementById('edit-apply').disabled"
+        ),
+    )
+    .await;
 
     // The download is what `trainer edit` writes with those flags, byte for byte.
     let edited = dir.join("edited.ply");
@@ -243,6 +243,96 @@ async fn a_scene_is_edited_in_the_page_as_trainer_edit_would() {
         ),
     )
     .await;
+    let errors: Vec<Value> = console(&client, port)
+        .await
+        .into_iter()
+        .filter(|entry| entry["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+}
+
+/// The bytes of a small PLY of five Gaussians on a diagonal, base64-encoded for the page.
+fn diagonal_ply_base64() -> String {
+    let splats = ember_data::Splats {
+        means: (0..5).map(|i| [i as f32 * 0.3; 3]).collect(),
+        quats: vec![[1.0, 0.0, 0.0, 0.0]; 5],
+        log_scales: vec![[-2.5; 3]; 5],
+        opacity_logits: vec![2.0; 5],
+        sh_dc: vec![[1.0, 0.2, -0.5]; 5],
+        sh_rest: Vec::new(),
+        sh_degree: 0,
+    };
+    let bytes = ember_data::splats::ply::encode(&splats);
+    const DIGITS: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut text = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for k in 0..4 {
+            if k <= chunk.len() {
+                text.push(DIGITS[(n >> (18 - 6 * k)) as usize & 63] as char);
+            } else {
+                text.push('=');
+            }
+        }
+    }
+    text
+}
+
+/// A splat file dropped on the page replaces the scene: every page gets the new one, framed
+/// afresh, editable from scratch; a file of another kind is refused on the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_dropped_on_the_page_is_opened() {
+    if !browser_installed() {
+        return;
+    }
+    let dir = scratch("viewer-drop");
+    let (ply, _) = write_scene(&dir);
+    let (_server, url) = trainer_with_viewer(&["view", ply.to_str().expect("path"), "--port", "0"]);
+    let (_driver, client, port) = browser().await;
+    client.goto(&url).await.expect("the page loads");
+    wait_for(
+        &client,
+        "return window.ember.framesReceived > 0 && window.ember.edits !== null \
+         && !document.getElementById('open-hint').hidden",
+    )
+    .await;
+    let before = eval(&client, "return window.ember.cameraState().position").await;
+    let frames = eval(&client, "return window.ember.framesReceived").await;
+    let drop = |name: &str| {
+        format!(
+            "const bytes = Uint8Array.from(atob('{}'), (c) => c.charCodeAt(0));
+             const files = new DataTransfer();
+             files.items.add(new File([bytes], '{name}'));
+             document.getElementById('view').dispatchEvent(new DragEvent('drop',
+               {{ dataTransfer: files, bubbles: true, cancelable: true }}));
+             return true",
+            diagonal_ply_base64()
+        )
+    };
+    eval(&client, &drop("notes.txt")).await;
+    wait_for(
+        &client,
+        "return [...document.querySelectorAll('#log li')].some((li) => \
+         li.textContent.includes('notes.txt: not a splat file'))",
+    )
+    .await;
+    eval(&client, &drop("diagonal.ply")).await;
+    wait_for(
+        &client,
+        &format!(
+            "const h = window.ember.hello; return h.name === 'diagonal.ply' && h.gaussians === 5 \
+             && window.ember.edits.original === 5 && window.ember.framesReceived > {frames} \
+             && document.getElementById('scene-name').textContent === 'diagonal.ply'"
+        ),
+    )
+    .await;
+    let after = eval(&client, "return window.ember.cameraState().position").await;
+    assert_ne!(before, after, "the new scene is framed afresh");
     let errors: Vec<Value> = console(&client, port)
         .await
         .into_iter()

@@ -303,3 +303,137 @@ fn a_scene_drawn_through_a_hierarchy_gets_a_new_one_after_an_edit() {
     editor.run(EditCommand::Undo).unwrap();
     assert_eq!(editor.lod().unwrap().hierarchy.leaves, 20);
 }
+
+/// A POST of `body` to `path` with `extra` header lines: status and body.
+fn post(address: std::net::SocketAddr, path: &str, body: &[u8], extra: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    write!(
+        stream,
+        "POST {path} HTTP/1.1\r\nHost: {address}\r\n{extra}Content-Length: {}\r\n\
+         Connection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&response[..split]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (
+        status,
+        String::from_utf8_lossy(&response[split + 4..]).to_string(),
+    )
+}
+
+/// Three Gaussians in a row, as a PLY file's bytes.
+fn three_in_a_row() -> (ember_data::Splats, Vec<u8>) {
+    let splats = ember_data::Splats {
+        means: vec![[-1.0, 0.0, 0.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]],
+        quats: vec![[1.0, 0.0, 0.0, 0.0]; 3],
+        log_scales: vec![[-2.0; 3]; 3],
+        opacity_logits: vec![2.0; 3],
+        sh_dc: vec![[0.5, 0.0, -0.5]; 3],
+        sh_rest: Vec::new(),
+        sh_degree: 0,
+    };
+    let bytes = ply::encode(&splats);
+    (splats, bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_sent_by_a_page_is_shown_instead_and_every_page_is_told() {
+    let viewer = Arc::new(start(Mode::Scene));
+    let (stop, handle) = serve_for_editing(&viewer);
+    let (mut page, _) = loop {
+        let (socket, hello) = connect(&viewer).await;
+        if !hello["edits"].is_null() {
+            break (socket, hello);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    send(&mut page, json!({"type": "edit", "filter": right_side()})).await;
+    next_of(&mut page, "edits").await;
+
+    let (splats, bytes) = three_in_a_row();
+    let address = viewer.address();
+    let (status, text) = post(
+        address,
+        "/api/open?name=dir%2Frow%20of%20three.ply",
+        &bytes,
+        "",
+    );
+    assert_eq!(status, 202, "{text}");
+    assert_eq!(text, "opening row of three.ply: 3 Gaussians");
+    let hello = next_of(&mut page, "hello").await;
+    assert_eq!(hello["name"], "row of three.ply");
+    assert_eq!(hello["gaussians"], 3);
+    assert_eq!(hello["cameras"], json!([]), "a file has no dataset cameras");
+    assert_eq!(
+        hello["edits"]["applied"],
+        json!([]),
+        "the edits start afresh"
+    );
+    assert_eq!(hello["edits"]["original"], 3);
+    let bounds = &hello["bounds"];
+    assert!(
+        bounds["max"][0].as_f64().unwrap() > 0.5,
+        "framed anew: {bounds}"
+    );
+    assert_eq!(get(address, "/api/splats.ply").2, ply::encode(&splats));
+    page.send(render_message(3, &camera(32, 32), "png"))
+        .await
+        .unwrap();
+    assert_eq!(next_frame(&mut page).await.0.id, 3);
+
+    // Refused: what does not read (named), no name, another site's page, a file without
+    // Gaussians; the scene stays.
+    let (status, text) = post(address, "/api/open?name=broken.ply", b"ply\nnonsense", "");
+    assert_eq!(status, 400);
+    assert!(text.contains("broken.ply"), "{text}");
+    let (status, text) = post(address, "/api/open?name=scene.txt", &bytes, "");
+    assert_eq!(status, 400);
+    assert!(text.contains("unknown splat format"), "{text}");
+    assert_eq!(post(address, "/api/open", &bytes, "").0, 400);
+    let (status, _) = post(
+        address,
+        "/api/open?name=x.ply",
+        &bytes,
+        "Origin: http://evil.example\r\n",
+    );
+    assert_eq!(status, 403);
+    let empty = ply::encode(&ember_data::Splats::default());
+    assert_eq!(post(address, "/api/open?name=empty.ply", &empty, "").0, 202);
+    let refused = next_of(&mut page, "error").await;
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("no Gaussians"),
+        "{refused}"
+    );
+    assert_eq!(next_hello(&viewer).await["name"], "row of three.ply");
+
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_does_not_edit_opens_no_file() {
+    let viewer = Arc::new(start(Mode::Scene));
+    let stop = Arc::new(AtomicBool::new(false));
+    let (v, s) = (viewer.clone(), stop.clone());
+    let handle =
+        thread::spawn(move || ember_viewer::serve_field(&v, &field(), || s.load(Ordering::SeqCst)));
+    let (status, text) = post(
+        viewer.address(),
+        "/api/open?name=x.ply",
+        &three_in_a_row().1,
+        "",
+    );
+    assert_eq!(status, 409);
+    assert!(text.contains("trainer view"), "{text}");
+    stop.store(true, Ordering::SeqCst);
+    handle.join().unwrap();
+}
