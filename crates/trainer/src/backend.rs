@@ -84,6 +84,31 @@ impl Backend {
     }
 }
 
+/// Where `XDG_RUNTIME_DIR` is not set (a server, a container, an SSH session), Mesa's Vulkan
+/// drivers (lavapipe, where there is no GPU) print "error: XDG_RUNTIME_DIR is invalid or not
+/// set in the environment." twice while wgpu starts, though nothing is wrong: libwayland reads
+/// the variable to look for a display and only asks that it be an absolute path. It is then set
+/// to a folder that does not exist (`<temp>/ember-no-display`), where no display is found,
+/// quietly. Call before any other thread starts: changing the environment is not thread-safe.
+#[cfg(feature = "wgpu")]
+pub fn quiet_display_probe() {
+    let set = std::env::var_os("XDG_RUNTIME_DIR")
+        .is_some_and(|dir| std::path::Path::new(&dir).is_absolute());
+    if !set {
+        // SAFETY: called first thing in `main`'s command, before any other thread exists.
+        unsafe {
+            std::env::set_var(
+                "XDG_RUNTIME_DIR",
+                std::env::temp_dir().join("ember-no-display"),
+            );
+        }
+    }
+}
+
+/// Nothing to quiet without wgpu.
+#[cfg(not(feature = "wgpu"))]
+pub fn quiet_display_probe() {}
+
 /// The name of the adapter wgpu would run on when that is a software rasterizer (its device type
 /// is the CPU), as CubeCL picks it for the default device (the high-performance adapter, unless
 /// `CUBECL_WGPU_DEFAULT_DEVICE` chooses one: then the user chose, and this says `None`); `None`

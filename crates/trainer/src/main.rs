@@ -71,6 +71,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run_command() -> Result<()> {
+    backend::quiet_display_probe();
     // Every step frees and reallocates tens of megabytes of host buffers: keep them in the
     // heap instead of faulting them in again (see `ember_kernels::host_allocator`).
     ember_kernels::host_allocator::keep_freed_memory();

@@ -257,3 +257,30 @@ fn negative_coordinates_are_read_as_values() {
         );
     }
 }
+
+/// A wgpu build choosing its own backend on a machine without a display session (no
+/// `XDG_RUNTIME_DIR`, as on a server or in CI) prints no driver noise: Mesa's Vulkan driver
+/// asked libwayland for a display and it complained on stderr twice.
+#[cfg(feature = "wgpu")]
+#[test]
+fn the_default_backend_starts_without_driver_noise() {
+    let out_dir = scratch("quiet-start");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_trainer"))
+        .env_remove("EMBER_BACKEND")
+        .env_remove("XDG_RUNTIME_DIR")
+        .args([
+            "--steps",
+            "1",
+            "--set",
+            "data.procedural.resolution=16",
+            "--set",
+            "eval.every=0",
+            "--out",
+            out_dir.to_str().expect("utf-8 path"),
+        ])
+        .output()
+        .expect("trainer runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("XDG_RUNTIME_DIR"), "{stderr}");
+}

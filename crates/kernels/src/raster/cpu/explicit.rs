@@ -24,12 +24,12 @@ use crate::real::Real;
 
 /// Whether this CPU runs the AVX-512 walks.
 pub(super) fn avx512_available() -> bool {
-    std::is_x86_feature_detected!("avx512f") && avx2_available()
+    crate::simd::level() == crate::simd::Level::Avx512
 }
 
 /// Whether this CPU runs the AVX2 walks.
 pub(super) fn avx2_available() -> bool {
-    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    crate::simd::level() >= crate::simd::Level::Avx2
 }
 
 /// A vector of `WIDTH` `f32` lanes and what the walks do with it. Every method is

@@ -26,7 +26,7 @@ use super::Frame;
 
 /// Whether this CPU runs the AVX2 loops.
 pub(super) fn available() -> bool {
-    std::is_x86_feature_detected!("avx2")
+    crate::simd::level() >= crate::simd::Level::Avx2
 }
 
 /// Where lane `i` of output vector `v` of a block of eight means finds component `c` of its
