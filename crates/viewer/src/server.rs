@@ -7,7 +7,7 @@
 //! a page that asks faster than the renderer draws never builds a queue, and a slow page never
 //! holds frames in memory. The renderer serves the connections in turn.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -20,7 +20,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use ember_data::{DecodedImage, Splats};
+use ember_data::DecodedImage;
 use futures_util::{SinkExt, StreamExt};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -28,10 +28,14 @@ use tokio::sync::mpsc;
 
 use crate::ViewerError;
 use crate::access::{Access, Grant};
-use crate::edit::{EditCommand, EditState, kept_by};
 use crate::frame::{Frame, encode, encode_frame};
 use crate::protocol::{ClientMessage, FrameFormat, FrameHeader, FrameRequest};
 use crate::scene::{Mode, SceneInfo};
+
+mod editing;
+
+use editing::Editing;
+pub use editing::{EditAsker, MAX_OPEN_BYTES, PendingEdit};
 
 /// Where and how the server listens.
 #[derive(Debug, Clone, PartialEq)]
@@ -107,24 +111,6 @@ pub struct PendingFrame {
     pub request: FrameRequest,
 }
 
-/// An edit taken from the queue ([`Viewer::next_edit`]): what to do, and whom to answer
-/// ([`Viewer::edited`]).
-#[derive(Debug)]
-pub struct PendingEdit {
-    /// Who asked.
-    pub asker: EditAsker,
-    /// What to do.
-    pub command: EditCommand,
-}
-
-/// Who asked for an edit: the page told when it fails (every page, for a file opened over
-/// HTTP).
-#[derive(Debug, Clone, Copy)]
-pub struct EditAsker(Option<u64>);
-
-/// The largest file a page may open over HTTP (`POST /api/open`), bytes.
-pub const MAX_OPEN_BYTES: usize = 4 << 30;
-
 /// The longest message a page's WebSocket may send in one piece: every message of the protocol
 /// is far shorter, and one this size is read whole and answered with an error (the connection
 /// stays open). A longer one ends the connection: it cannot be skipped without reading it.
@@ -171,15 +157,6 @@ struct Live {
     /// Set once the run has ended and the server goes on showing its final field: the text
     /// the pages show (see [`Viewer::finish`]).
     finished: Option<String>,
-}
-
-/// The scene's editing, once the renderer allows it ([`Viewer::allow_editing`]).
-#[derive(Default)]
-struct Editing {
-    /// The scene as edited (what `/api/splats.ply` serves), `None` while editing is off.
-    splats: Option<Arc<Splats>>,
-    state: Option<EditState>,
-    commands: VecDeque<PendingEdit>,
 }
 
 struct Shared {
@@ -334,40 +311,6 @@ impl Shared {
             | ClientMessage::Undo
             | ClientMessage::Redo => self.edit(client, message),
         }
-    }
-
-    /// An editing message: a preview is answered here, from the scene as edited; the rest go
-    /// to the renderer, which owns the field.
-    fn edit(&self, client: u64, message: ClientMessage) {
-        let Some(splats) = lock(&self.editing).splats.clone() else {
-            return self.error(
-                client,
-                "this server does not edit its scene: `trainer view SCENE` does (not a \
-                 training run)",
-            );
-        };
-        let command = match message {
-            ClientMessage::EditPreview(edit) => {
-                let text = match kept_by(&splats, &edit.filter) {
-                    Ok(kept) => {
-                        json!({"type": "edit_preview", "kept": kept, "gaussians": splats.len()})
-                    }
-                    Err(e) => json!({"type": "error", "message": format!("edit: {e}")}),
-                };
-                return self.send_to(client, Outgoing::Text(text.to_string()));
-            }
-            ClientMessage::Edit(edit) => match edit.filter.filter() {
-                Ok(_) => EditCommand::Apply(edit.filter),
-                Err(e) => return self.error(client, &format!("edit: {e}")),
-            },
-            ClientMessage::Undo => EditCommand::Undo,
-            _ => EditCommand::Redo,
-        };
-        lock(&self.editing).commands.push_back(PendingEdit {
-            asker: EditAsker(Some(client)),
-            command,
-        });
-        self.wake.notify_all();
     }
 
     /// The photo of dataset camera `index` as JPEG, whole or (`thumbnail`) at most
@@ -677,56 +620,6 @@ impl Viewer {
         self.shared.checkpoint.swap(false, Ordering::SeqCst)
     }
 
-    /// Lets the pages edit the scene (see [`crate::edit`]): from now on edits are queued for
-    /// [`Viewer::next_edit`], and `/api/splats.ply` serves `splats`.
-    pub fn allow_editing(&self, state: EditState, splats: Arc<Splats>) {
-        self.publish_edits(state, splats);
-    }
-
-    /// The next edit a page asked for, if any.
-    pub fn next_edit(&self) -> Option<PendingEdit> {
-        lock(&self.shared.editing).commands.pop_front()
-    }
-
-    /// Answers `pending`: on success every page learns the new state (and the scene's size),
-    /// and `/api/splats.ply` serves `splats`; an error goes to the page that asked.
-    pub fn edited(
-        &self,
-        asker: EditAsker,
-        result: Result<(), String>,
-        state: EditState,
-        splats: Arc<Splats>,
-    ) {
-        match (result, asker.0) {
-            (Ok(()), _) => self.publish_edits(state, splats),
-            (Err(e), Some(client)) => self.shared.error(client, &format!("edit: {e}")),
-            (Err(e), None) => {
-                let text = json!({"type": "error", "message": e}).to_string();
-                self.shared.broadcast(text);
-            }
-        }
-    }
-
-    /// Shows another scene (a file a page opened): every page gets a new hello (the page then
-    /// frames it afresh), and what the server kept of a run (curves, evaluations) is dropped.
-    pub fn replace_scene(&self, scene: SceneInfo) {
-        *lock(&self.shared.scene) = scene;
-        *lock(&self.shared.live) = Live::default();
-        let hello = self.shared.hello().to_string();
-        self.shared.broadcast(hello);
-    }
-
-    fn publish_edits(&self, state: EditState, splats: Arc<Splats>) {
-        lock(&self.shared.scene).gaussians = state.gaussians;
-        let mut message = serde_json::to_value(&state).unwrap_or(Value::Null);
-        message["type"] = "edits".into();
-        let mut editing = lock(&self.shared.editing);
-        editing.splats = Some(splats);
-        editing.state = Some(state);
-        drop(editing);
-        self.shared.broadcast(message.to_string());
-    }
-
     /// Wakes a [`Viewer::next_request`] waiting in another thread (after a pause or a stop
     /// flag changed), which then returns `None` if nothing is waiting.
     pub fn wake(&self) {
@@ -790,10 +683,10 @@ fn router(shared: Arc<Shared>) -> Router {
     router
         .route("/style.css", asset("text/css; charset=utf-8", STYLE_CSS))
         .route("/api/info", get(info))
-        .route("/api/splats.ply", get(splats_ply))
+        .route("/api/splats.ply", get(editing::splats_ply))
         .route(
             "/api/open",
-            axum::routing::post(open_file).layer(DefaultBodyLimit::max(MAX_OPEN_BYTES)),
+            axum::routing::post(editing::open_file).layer(DefaultBodyLimit::max(MAX_OPEN_BYTES)),
         )
         .route("/photo/{index}", get(photo))
         .route("/thumb/{index}", get(thumbnail))
@@ -825,111 +718,6 @@ async fn guard(State(shared): State<Arc<Shared>>, request: Request, next: Next) 
 
 async fn info(State(shared): State<Arc<Shared>>) -> Response {
     axum::Json(shared.hello()).into_response()
-}
-
-/// The `name` of a query string (`name=...`, percent-encoded as `encodeURIComponent` writes
-/// it), if it is there and decodes to UTF-8.
-fn query_name(query: Option<&str>) -> Option<String> {
-    let value = query?
-        .split('&')
-        .find_map(|pair| pair.strip_prefix("name="))?;
-    let mut bytes = Vec::with_capacity(value.len());
-    let mut rest = value.as_bytes();
-    while let Some((&b, tail)) = rest.split_first() {
-        rest = tail;
-        match b {
-            b'%' => {
-                let hex = std::str::from_utf8(rest.get(..2)?).ok()?;
-                bytes.push(u8::from_str_radix(hex, 16).ok()?);
-                rest = &rest[2..];
-            }
-            b'+' => bytes.push(b' '),
-            _ => bytes.push(b),
-        }
-    }
-    String::from_utf8(bytes).ok()
-}
-
-/// A splat file a page sends (dropped on it) to show instead of the scene: read here, then
-/// handed to the renderer, which tells every page (a new hello) or why not (an `error`). Only
-/// the server's own page may send one (as for the WebSocket: see [`Access::check_origin`]).
-async fn open_file(
-    State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
-    uri: axum::http::Uri,
-    body: axum::body::Bytes,
-) -> Response {
-    if let Err(reason) = Access::check_origin(&headers) {
-        return (StatusCode::FORBIDDEN, reason).into_response();
-    }
-    if lock(&shared.editing).splats.is_none() {
-        return (
-            StatusCode::CONFLICT,
-            "this server does not open files: `trainer view SCENE` does (not a training run)",
-        )
-            .into_response();
-    }
-    let Some(name) = query_name(uri.query()) else {
-        return (
-            StatusCode::BAD_REQUEST,
-            "name the file: POST /api/open?name=FILE.ply (its extension names the format)",
-        )
-            .into_response();
-    };
-    // The name alone, never a path: nothing is read from or written to the disk.
-    let name = name
-        .rsplit(['/', '\\'])
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    let parsed = {
-        let name = name.clone();
-        tokio::task::spawn_blocking(move || {
-            ember_data::parse_splats(&body, std::path::Path::new(&name))
-        })
-        .await
-    };
-    let splats = match parsed {
-        Ok(Ok(splats)) => splats,
-        Ok(Err(e)) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
-        Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    };
-    let text = format!("opening {name}: {} Gaussians", splats.len());
-    lock(&shared.editing).commands.push_back(PendingEdit {
-        asker: EditAsker(None),
-        command: EditCommand::Open {
-            splats: Box::new(splats),
-            name,
-        },
-    });
-    shared.wake.notify_all();
-    (StatusCode::ACCEPTED, text).into_response()
-}
-
-/// The scene as edited, as a 3DGS PLY file to download (named after the scene).
-async fn splats_ply(State(shared): State<Arc<Shared>>) -> Response {
-    let Some(splats) = lock(&shared.editing).splats.clone() else {
-        return (
-            StatusCode::NOT_FOUND,
-            "this server does not edit its scene: `trainer view SCENE` does",
-        )
-            .into_response();
-    };
-    let name = crate::edit::download_name(&lock(&shared.scene).name);
-    match tokio::task::spawn_blocking(move || ember_data::splats::ply::encode(&splats)).await {
-        Ok(bytes) => (
-            [
-                (header::CONTENT_TYPE, "application/octet-stream".to_string()),
-                (
-                    header::CONTENT_DISPOSITION,
-                    format!("attachment; filename=\"{name}\""),
-                ),
-            ],
-            bytes,
-        )
-            .into_response(),
-        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-    }
 }
 
 fn jpeg(bytes: Arc<Vec<u8>>) -> Response {
