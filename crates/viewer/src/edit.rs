@@ -6,7 +6,8 @@
 //! scene drawn is the loaded one through each edit in turn, so undo and redo recompute it from
 //! the original instead of keeping a copy per step. Each edit is a `trainer edit` command line
 //! ([`EditFilter::flags`]): the page's download equals `trainer edit`'s output for those
-//! commands run in order, byte for byte.
+//! commands run in order, byte for byte. A scene can also be replaced by another
+//! ([`EditCommand::Open`]: a file dropped on the page), whose edits start afresh.
 
 use std::path::Path;
 use std::sync::Arc;
