@@ -221,12 +221,16 @@ fn cut<B: LodOps>(
         .convert::<f32>()
         .into_vec::<f32>()
         .map_err(|e| RenderError::ReadBack(format!("the cut's weights: {e:?}")))?;
-    let weights = Tensor::<B, 1>::from_data(TensorData::new(host.clone(), [host.len()]), &device);
-    let l = hierarchy.leaves;
-    if host[..l].iter().all(|&w| w == 1.0) && host[l..].iter().all(|&w| w == 0.0) {
+    let (m, l) = (host.len(), hierarchy.leaves);
+    let only_leaves = host[..l].iter().all(|&w| w == 1.0) && host[l..].iter().all(|&w| w == 0.0);
+    let drawn_count = host.iter().filter(|&&w| w > 0.0).count();
+    let saves_little =
+        min_saving > 0.0 && drawn_count as f64 > f64::from(1.0 - min_saving) * l as f64;
+    if only_leaves || saves_little {
+        let leaves: Vec<f32> = (0..m).map(|n| f32::from(n < l)).collect();
         return Ok(LodCut {
             field: hierarchy.leaf_field(),
-            weights,
+            weights: Tensor::from_data(TensorData::new(leaves, [m]), &device),
         });
     }
     let (drawn, drawn_weights): (Vec<u32>, Vec<f32>) = host
@@ -235,14 +239,8 @@ fn cut<B: LodOps>(
         .filter(|(_, w)| **w > 0.0)
         .map(|(n, &w)| (n as u32, w))
         .unzip();
-    if min_saving > 0.0 && drawn.len() as f64 > f64::from(1.0 - min_saving) * l as f64 {
-        let leaves: Vec<f32> = (0..host.len()).map(|n| f32::from(n < l)).collect();
-        return Ok(LodCut {
-            field: hierarchy.leaf_field(),
-            weights: Tensor::from_data(TensorData::new(leaves, [host.len()]), &device),
-        });
-    }
     let field = gather(nodes, &drawn, &drawn_weights);
+    let weights = Tensor::from_data(TensorData::new(host, [m]), &device);
     Ok(LodCut { field, weights })
 }
 

@@ -500,19 +500,8 @@ pub struct EditArgs {
 impl EditArgs {
     /// The filter the flags describe.
     fn filter(&self) -> SplatFilter {
-        let region = match (self.crop_box, self.crop_sphere) {
-            (Some([x0, y0, z0, x1, y1, z1]), _) => Some(Region::Box {
-                min: [x0, y0, z0],
-                max: [x1, y1, z1],
-            }),
-            (None, Some([x, y, z, radius])) => Some(Region::Sphere {
-                centre: [x, y, z],
-                radius,
-            }),
-            (None, None) => None,
-        };
         SplatFilter {
-            region,
+            region: Region::from_flags(self.crop_box, self.crop_sphere),
             outside: self.outside,
             min_opacity: self.min_opacity,
             max_scale: self.max_scale,

@@ -46,20 +46,11 @@ pub struct EditFilter {
 impl EditFilter {
     /// The filter, or why it cannot be one (both regions, or a setting out of range).
     pub fn filter(&self) -> Result<SplatFilter, String> {
-        let region = match (self.crop_box, self.crop_sphere) {
-            (Some(_), Some(_)) => return Err("give a crop box or a crop sphere, not both".into()),
-            (Some([x0, y0, z0, x1, y1, z1]), None) => Some(Region::Box {
-                min: [x0, y0, z0],
-                max: [x1, y1, z1],
-            }),
-            (None, Some([x, y, z, radius])) => Some(Region::Sphere {
-                centre: [x, y, z],
-                radius,
-            }),
-            (None, None) => None,
-        };
+        if self.crop_box.is_some() && self.crop_sphere.is_some() {
+            return Err("give a crop box or a crop sphere, not both".into());
+        }
         let filter = SplatFilter {
-            region,
+            region: Region::from_flags(self.crop_box, self.crop_sphere),
             outside: self.outside,
             min_opacity: self.min_opacity,
             max_scale: self.max_scale,

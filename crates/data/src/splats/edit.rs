@@ -37,6 +37,22 @@ pub enum Region {
 }
 
 impl Region {
+    /// The region of `trainer edit`'s flags: `--crop-box MINX,MINY,MINZ,MAXX,MAXY,MAXZ` or
+    /// `--crop-sphere X,Y,Z,R` (the box when both are given: callers refuse that first).
+    pub fn from_flags(crop_box: Option<[f64; 6]>, crop_sphere: Option<[f64; 4]>) -> Option<Region> {
+        match (crop_box, crop_sphere) {
+            (Some([x0, y0, z0, x1, y1, z1]), _) => Some(Region::Box {
+                min: [x0, y0, z0],
+                max: [x1, y1, z1],
+            }),
+            (None, Some([x, y, z, radius])) => Some(Region::Sphere {
+                centre: [x, y, z],
+                radius,
+            }),
+            (None, None) => None,
+        }
+    }
+
     /// Whether the centre `p` lies in the region (a non-finite one never does).
     pub fn contains(&self, p: [f32; 3]) -> bool {
         let p = p.map(f64::from);

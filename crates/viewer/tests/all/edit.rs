@@ -30,6 +30,18 @@ fn serve_for_editing(viewer: &Arc<Viewer>) -> (Arc<AtomicBool>, thread::JoinHand
     (stop, handle)
 }
 
+/// A page's connection and hello once the renderer has started to allow edits (it publishes
+/// the editing state when it runs: a page connecting before sees none).
+async fn connect_once_editable(viewer: &Viewer) -> (Socket, Value) {
+    loop {
+        let (socket, hello) = connect(viewer).await;
+        if !hello["edits"].is_null() {
+            return (socket, hello);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 async fn send(socket: &mut Socket, message: Value) {
     socket
         .send(Message::Text(message.to_string().into()))
@@ -47,15 +59,7 @@ fn right_side() -> Value {
 async fn edits_are_applied_undone_redone_and_every_page_is_told() {
     let viewer = Arc::new(start(Mode::Scene));
     let (stop, handle) = serve_for_editing(&viewer);
-    // The renderer publishes the editing state once it runs: a page connecting later sees it.
-    let hello = loop {
-        let (socket, hello) = connect(&viewer).await;
-        if !hello["edits"].is_null() {
-            break (socket, hello);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
-    let (mut page, hello) = hello;
+    let (mut page, hello) = connect_once_editable(&viewer).await;
     let (mut other, _) = connect(&viewer).await;
     assert_eq!(hello["edits"]["gaussians"], 20);
     assert_eq!(hello["edits"]["applied"], json!([]));
@@ -346,13 +350,7 @@ fn three_in_a_row() -> (ember_data::Splats, Vec<u8>) {
 async fn a_file_sent_by_a_page_is_shown_instead_and_every_page_is_told() {
     let viewer = Arc::new(start(Mode::Scene));
     let (stop, handle) = serve_for_editing(&viewer);
-    let (mut page, _) = loop {
-        let (socket, hello) = connect(&viewer).await;
-        if !hello["edits"].is_null() {
-            break (socket, hello);
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let (mut page, _) = connect_once_editable(&viewer).await;
     send(&mut page, json!({"type": "edit", "filter": right_side()})).await;
     next_of(&mut page, "edits").await;
 
