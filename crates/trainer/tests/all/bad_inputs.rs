@@ -6,14 +6,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use crate::common::{data_path, stdout, trainer};
+use crate::common::{data_path, fresh_folder, stdout, trainer};
 
 /// A fresh scratch folder for one test.
 fn folder(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-bad-inputs-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch folder");
-    dir
+    fresh_folder(&format!("bad-inputs-{name}"))
 }
 
 /// Every file under `dir` (relative path -> contents).

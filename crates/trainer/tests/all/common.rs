@@ -1,7 +1,9 @@
 //! Shared helpers: the data folder, running the binary, scratch files.
 
+use std::ffi::c_int;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 /// `relative` under `EMBER_DATA_DIR` (default `<workspace>/../shared/data`), or `None` after
 /// saying it was skipped; with `EMBER_REQUIRE_DATA=1` a missing file or folder fails the test.
@@ -60,9 +62,47 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+static SCRATCH_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// This test process's scratch folder, made on first use. It is removed when the process exits,
+/// whether its tests passed or failed (each run left ~110 MB in the temp dir before), unless
+/// `EMBER_KEEP_TEST_FILES=1` asks to keep it for a look.
+fn scratch_dir() -> &'static Path {
+    SCRATCH_DIR
+        .get_or_init(|| {
+            let dir =
+                std::env::temp_dir().join(format!("ember-trainer-cli-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            if std::env::var("EMBER_KEEP_TEST_FILES").as_deref() != Ok("1") {
+                // SAFETY: `atexit` only records the handler, which reads `SCRATCH_DIR` (set by the
+                // time any handler runs) and the file system, and does not unwind.
+                unsafe { atexit(remove_scratch_dir) };
+            }
+            dir
+        })
+        .as_path()
+}
+
+unsafe extern "C" {
+    fn atexit(handler: extern "C" fn()) -> c_int;
+}
+
+/// Runs at the test process's exit (the harness's threads are done by then).
+extern "C" fn remove_scratch_dir() {
+    if let Some(dir) = SCRATCH_DIR.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// A path in this test process's scratch folder.
 pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-trainer-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
+    scratch_dir().join(name)
+}
+
+/// A fresh, empty folder `name` in this test process's scratch folder, for one test.
+pub fn fresh_folder(name: &str) -> PathBuf {
+    let dir = scratch(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    dir
 }

@@ -6,14 +6,11 @@ use std::path::{Path, PathBuf};
 
 use ember_data::{Dataset, DatasetOptions, EquirectRig, Pose, Splats, write_splats};
 
-use crate::common::{arg, data_path, stdout, trainer};
+use crate::common::{arg, data_path, fresh_folder, stdout, trainer};
 
 /// A fresh scratch folder for one test.
 fn folder(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-panorama-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch folder");
-    dir
+    fresh_folder(&format!("panorama-{name}"))
 }
 
 /// 800 Gaussians on a sphere of radius 4 about the origin, coloured by their direction: every

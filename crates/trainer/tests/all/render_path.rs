@@ -6,14 +6,11 @@ use std::path::{Path, PathBuf};
 use ember_data::{Splats, write_splats};
 use ember_kernels::CameraParams;
 
-use crate::common::{stdout, trainer};
+use crate::common::{fresh_folder, stdout, trainer};
 
 /// A fresh scratch folder for one test.
 fn folder(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ember-render-path-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch folder");
-    dir
+    fresh_folder(&format!("render-path-{name}"))
 }
 
 fn s(path: &Path) -> &str {
