@@ -31,7 +31,9 @@
 //! exposure, which is where a held-out photo of it most likely lies. (A pull alone settles that
 //! trade only as slowly as its weight allows: on cup_colmap the held-out views came out 3.6 dB
 //! worse than with no transform at all, `docs/benchmarks-history.md`.) Everything stays on the
-//! device: no step reads a parameter back.
+//! device: no step reads a parameter back. With `appearance.init = "keypoints"` the exposure's
+//! log-gains start where the photos' COLMAP keypoints put them (`keypoint_log_gains`) instead
+//! of at zero.
 //!
 //! ## The bilateral grid (`appearance.kind = "bilateral_grid"`)
 //! Photo `v` has a grid `G_v [12, L, GH, GW]` of affine colour maps (`appearance.grid = [L, GH,
@@ -44,6 +46,8 @@
 //! `w_tv sum_axes mean (G[.., i + 1] - G[.., i])^2` per photo (`appearance.tv_weight`), which
 //! keeps neighbouring cells' maps alike where the photo says nothing about them.
 
+use std::path::Path;
+
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
 use ember_kernels::{
@@ -52,6 +56,8 @@ use ember_kernels::{
 };
 
 use crate::config::{AppearanceConfig, AppearanceKind};
+use crate::error::TrainError;
+use crate::scene::TrainScene;
 
 /// Parameters per photo of the exposure transform: three log-gains, then three offsets.
 pub const PARAMS_PER_PHOTO: usize = 6;
@@ -264,6 +270,39 @@ impl<B: Backend> PhotoAppearance<B> {
         }
     }
 
+    /// Sets every photo's exposure to `log_gains` (per photo in training order, per channel
+    /// R, G, B; offsets zero), centred as every step keeps them. `Err` for the bilateral grid,
+    /// or a count that is not the photos'.
+    pub fn set_log_gains(&mut self, log_gains: &[[f64; 3]]) -> Result<(), String> {
+        if self.transform != Transform::Exposure {
+            return Err("only the exposure has log-gains".to_string());
+        }
+        let photos = self.steps.len();
+        if log_gains.len() != photos {
+            return Err(format!(
+                "{} photos' gains for {photos} photos",
+                log_gains.len()
+            ));
+        }
+        let params = self.upload_rows(
+            log_gains
+                .iter()
+                .flat_map(|g| [g[0] as f32, g[1] as f32, g[2] as f32, 0.0, 0.0, 0.0])
+                .collect(),
+        );
+        self.params = params.clone() - params.mean_dim(0);
+        Ok(())
+    }
+
+    /// `values` (`V * P`, row-major) as a `[V, P]` tensor on the parameters' device.
+    fn upload_rows(&self, values: Vec<f32>) -> Tensor<B, 2> {
+        let shape = [self.steps.len(), self.transform.params_per_photo()];
+        Tensor::from_data(
+            burn::tensor::TensorData::new(values, shape),
+            &self.params.device(),
+        )
+    }
+
     /// One Adam step of photo `photo`'s parameters from their gradient `grad [1, P]` (with
     /// respect to its [`PhotoAppearance::row`]), with the pull towards the identity and, for
     /// the bilateral grid, the total variation's gradient.
@@ -324,19 +363,42 @@ impl<B: Backend> PhotoAppearance<B> {
                 state.params.len() / photos.max(1)
             ));
         }
-        let device = self.params.device();
-        let upload = |v: &Vec<f32>| {
-            Tensor::from_data(
-                burn::tensor::TensorData::new(v.clone(), [photos, width]),
-                &device,
-            )
-        };
-        self.params = upload(&state.params);
-        self.exp_avg = upload(&state.exp_avg);
-        self.exp_avg_sq = upload(&state.exp_avg_sq);
+        self.params = self.upload_rows(state.params.clone());
+        self.exp_avg = self.upload_rows(state.exp_avg.clone());
+        self.exp_avg_sq = self.upload_rows(state.exp_avg_sq.clone());
         self.steps = state.steps.clone();
         Ok(())
     }
+}
+
+/// Each training photo's log-gains fitted from the keypoints of the COLMAP capture `scene`
+/// was read from at `path` (`data.path`; `appearance.init = "keypoints"`:
+/// [`ember_data::colmap::keypoint_exposures`]).
+pub(crate) fn keypoint_log_gains(
+    path: Option<&Path>,
+    scene: &TrainScene,
+) -> Result<Vec<[f64; 3]>, TrainError> {
+    let refuse = |why: String| {
+        TrainError::Scene(format!(
+            "`appearance.init = \"keypoints\"` fits the exposures from a COLMAP capture's \
+             keypoints: {why}"
+        ))
+    };
+    let path =
+        path.ok_or_else(|| refuse(format!("the scene {} is not read from disk", scene.name)))?;
+    let dir = ember_data::colmap::find_model_dir(path)
+        .ok_or_else(|| refuse(format!("{} has no COLMAP model", path.display())))?;
+    let model = ember_data::colmap::ColmapModel::read(&dir)?;
+    let photos = (0..scene.train.len())
+        .map(|v| scene.train_image(v))
+        .collect::<Result<Vec<_>, _>>()?;
+    let named: Vec<(&str, &ember_data::DecodedImage)> = scene
+        .train
+        .iter()
+        .zip(&photos)
+        .map(|(view, photo)| (view.name.as_str(), photo.as_ref()))
+        .collect();
+    Ok(ember_data::colmap::keypoint_exposures(&model, &named).log_gains)
 }
 
 /// The gradient `[1, P]` of `w sum_axes mean (d_axis)^2` (the differences of neighbouring

@@ -16,7 +16,7 @@ mod distributed;
 mod optim;
 mod poses;
 mod resolution;
-pub use appearance::{AppearanceConfig, AppearanceKind};
+pub use appearance::{AppearanceConfig, AppearanceInit, AppearanceKind};
 pub use distributed::{DistributedConfig, ReduceStrategyKind, host_port};
 pub use optim::OptimConfig;
 pub use poses::PosesConfig;

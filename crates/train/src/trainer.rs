@@ -30,9 +30,9 @@ use rand::{RngExt, SeedableRng};
 use ember_kernels::MemoryUsage;
 
 use crate::adam::{AdamSettings, GroupAdam};
-use crate::appearance::PhotoAppearance;
+use crate::appearance::{PhotoAppearance, keypoint_log_gains};
 use crate::coarse::{shrink_camera, shrink_image};
-use crate::config::{InitMode, LpipsWhen, TrainConfig};
+use crate::config::{AppearanceInit, InitMode, LpipsWhen, TrainConfig};
 use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
 use crate::error::TrainError;
 use crate::eval::{EvalReport, EvalRequest, Evaluator};
@@ -273,12 +273,20 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             eps: config.optim.eps / (batch as f64).sqrt(),
         };
         let adam = GroupAdam::new(settings, &field);
-        let appearance = PhotoAppearance::new(
+        let mut appearance = PhotoAppearance::new(
             &config.appearance,
             scene.train.len(),
             (config.optim.beta1, config.optim.beta2, config.optim.eps),
             device,
         );
+        if let Some(appearance) = &mut appearance
+            && config.appearance.init == AppearanceInit::Keypoints
+        {
+            let log_gains = keypoint_log_gains(config.data.path.as_deref(), &scene)?;
+            appearance
+                .set_log_gains(&log_gains)
+                .map_err(TrainError::Scene)?;
+        }
         let poses = CameraPoses::new(
             &config.poses,
             scene.train.len(),

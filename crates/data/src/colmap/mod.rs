@@ -4,15 +4,18 @@
 //!
 //! Poses are COLMAP's world-to-camera quaternion `(qw, qx, qy, qz)` and translation, already in
 //! OpenCV axes. Every record is kept as read (including the 2D observations and tracks), so a
-//! model written back is the model read.
+//! model written back is the model read. [`keypoint_exposures`] fits each photo's exposure from
+//! those observations.
 
 mod binary;
+mod exposures;
 mod text;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub use binary::{parse_cameras_binary, parse_images_binary, parse_points3d_binary, write_binary};
+pub use exposures::{KeypointExposures, keypoint_exposures};
 pub use text::{parse_cameras_text, parse_images_text, parse_points3d_text, write_text};
 
 use crate::camera::{Distortion, Intrinsics, Pose};

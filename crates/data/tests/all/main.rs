@@ -6,6 +6,7 @@ mod common;
 mod corruption;
 mod equirect;
 mod errors;
+mod exposures;
 mod figurine;
 mod lego;
 mod loader;

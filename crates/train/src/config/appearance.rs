@@ -35,6 +35,14 @@ pub struct AppearanceConfig {
     /// (22.73 against 23.63 dB held out, 27.72 against 28.44 colour-corrected) and keeps 1e-3
     /// and no bound.
     pub offset_pull: Option<f64>,
+    /// Where each photo's exposure starts: `"identity"` (a gain of 1), or `"keypoints"` (the
+    /// exposure of a COLMAP capture only): the gains fitted from the colours the photos'
+    /// keypoints show of the capture's 3D points, before the first step
+    /// ([`ember_data::colmap::keypoint_exposures`]). With `lr = 0` they stay there: on a
+    /// variant of cup_colmap whose held-out photos are at the capture's average exposure that
+    /// measured 30.86 dB held out against 28.97 learned from the identity (the capture: 31.19;
+    /// BENCHMARKS.md).
+    pub init: AppearanceInit,
     /// First (0-based) step at which the transforms apply and learn; before it every photo is
     /// compared with the field's colours as they are.
     pub start: usize,
@@ -67,6 +75,7 @@ impl Default for AppearanceConfig {
             lr: 0.02,
             identity_pull: 1e-3,
             offset_pull: None,
+            init: AppearanceInit::Identity,
             start: 0,
             saturation_bound: None,
             grid: [8, 8, 8],
@@ -106,6 +115,13 @@ impl AppearanceConfig {
         if !(self.tv_weight.is_finite() && self.tv_weight >= 0.0) {
             return Err("`appearance.tv_weight` must be finite and >= 0".to_string());
         }
+        if self.init == AppearanceInit::Keypoints && self.kind != AppearanceKind::Exposure {
+            return Err(
+                "`appearance.init = \"keypoints\"` fits an exposure: it needs \
+                 `appearance.kind = \"exposure\"`"
+                    .to_string(),
+            );
+        }
         if self.grid.iter().any(|&n| !(2..=256).contains(&n)) {
             return Err(format!(
                 "`appearance.grid` is {:?}; each of [levels, rows, columns] must lie in 2..=256",
@@ -129,4 +145,15 @@ pub enum AppearanceKind {
     /// A bilateral grid of affine colour maps per photo (`grid`, `tv_weight`), sliced by pixel
     /// position and luminance: local and tone-dependent exposure and white balance.
     BilateralGrid,
+}
+
+/// Where each photo's transform starts ([`AppearanceConfig::init`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AppearanceInit {
+    /// The identity: every photo starts as the field's colours.
+    #[default]
+    Identity,
+    /// The exposure's log-gains fitted from a COLMAP capture's keypoints.
+    Keypoints,
 }
