@@ -1,7 +1,9 @@
 //! Held-out evaluation: PSNR, SSIM and LPIPS (when its weights are there, [`crate::lpips`]) of
 //! renders against the eval views, the colour-corrected PSNR and SSIM ([`colour_corrected`]),
-//! and side-by-side images. An [`Evaluator`] keeps its renders in a [`ViewCache`] while the field is unchanged
-//! (the same generation), so evaluating twice at the same step renders once. It knows the scene
+//! with `eval.align_steps` the aligned ones (each held-out camera's pose and exposure fitted to
+//! its photo first: [`crate::align`]), and side-by-side images. An [`Evaluator`] keeps its
+//! renders in a [`ViewCache`] while the field is unchanged (the same generation), so evaluating
+//! twice at the same step renders once. It knows the scene
 //! and a field, not the trainer: [`Trainer::evaluate`](crate::Trainer::evaluate) calls it.
 
 use std::path::Path;
@@ -13,6 +15,7 @@ use ember_data::evenly_spaced;
 use ember_field::{GaussianField, RenderOptions, SplatBackend, render};
 use serde::{Deserialize, Serialize};
 
+use crate::align::{AlignedMetrics, align_view};
 use crate::config::EvalConfig;
 use crate::error::{TrainError, write_atomically};
 use crate::loss::{psnr_from_mse, ssim};
@@ -42,6 +45,9 @@ pub struct ViewMetrics {
     /// keeps ([`masked_psnr_ssim`]; LPIPS of both images times the mask).
     #[serde(default)]
     pub masked: bool,
+    /// The metrics after test-time alignment, with `eval.align_steps` ([`crate::align`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aligned: Option<AlignedMetrics>,
 }
 
 /// An evaluation render as the trainer's cache keeps it.
@@ -61,6 +67,8 @@ pub struct EvalRender<B: Backend> {
     pub cc_ssim: f32,
     /// Whether the metrics are over the pixels of the photo's mask.
     pub masked: bool,
+    /// The metrics after test-time alignment, when asked.
+    pub aligned: Option<AlignedMetrics>,
 }
 
 /// A render next to its ground truth, 8-bit RGB, `[H, 2W, 3]` (render left).
@@ -139,6 +147,9 @@ pub struct EvalReport {
     /// Whether the views' photos have masks (see [`ViewMetrics::masked`]).
     #[serde(default)]
     pub masked: bool,
+    /// The views' aligned metrics, means over the views, with `eval.align_steps`
+    /// ([`crate::align`]).
+    pub aligned: Option<AlignedMetrics>,
     /// Why LPIPS is off, on the first evaluation that went without it (said once).
     #[serde(skip)]
     pub lpips_off: Option<String>,
@@ -243,6 +254,77 @@ impl<B: SplatBackend> Evaluator<B> {
         }
     }
 
+    /// Renders held-out view `index` of `scene`, measures it (with the aligned metrics when
+    /// `eval.align_steps` asks) and caches it under `generation`.
+    fn measure(
+        &mut self,
+        scene: &TrainScene,
+        field: &GaussianField<B>,
+        index: usize,
+        generation: u64,
+        options: &RenderOptions,
+        with_lpips: bool,
+    ) -> Result<EvalRender<B>, TrainError> {
+        let view = &scene.eval[index];
+        let image = scene.eval_image(index)?;
+        let device = field.means.device();
+        let target = image.to_tensor::<B>(&device);
+        let mask = image.mask_tensor::<B>(&device);
+        let out = render(field, &view.camera, options).map_err(|cause| TrainError::Render {
+            view: view.name.clone(),
+            cause,
+        })?;
+        let rgb = out.rgb.clamp(0.0, 1.0);
+        let masked = mask.as_ref();
+        let (psnr, s) = psnr_ssim(rgb.clone(), target.clone(), masked, &view.name)?;
+        let corrected = colour_corrected(rgb.clone(), target.clone(), masked, &view.name)?;
+        let (cc_psnr, cc_ssim) = psnr_ssim(corrected, target.clone(), masked, &view.name)?;
+        let aligned = match self.config.align_steps {
+            0 => None,
+            steps => {
+                let aligned = align_view(
+                    field,
+                    &view.camera,
+                    &target,
+                    masked,
+                    options,
+                    steps,
+                    scene.extent,
+                    &view.name,
+                )?;
+                let (psnr, ssim) = psnr_ssim(aligned.rgb, target.clone(), masked, &view.name)?;
+                Some(AlignedMetrics {
+                    psnr,
+                    ssim,
+                    degrees: aligned.degrees,
+                    shift: aligned.shift,
+                })
+            }
+        };
+        let is_masked = mask.is_some();
+        let lpips = match (with_lpips, mask) {
+            (false, _) => None,
+            (true, Some(mask)) => {
+                self.lpips_of(rgb.clone() * mask.clone(), target * mask, &view.name)?
+            }
+            (true, None) => self.lpips_of(rgb.clone(), target, &view.name)?,
+        };
+        let evaluated = EvalRender {
+            rgb,
+            psnr,
+            ssim: s,
+            lpips,
+            cc_psnr,
+            cc_ssim,
+            masked: is_masked,
+            aligned,
+        };
+        let bytes = evaluated.rgb.shape().num_elements() * size_of::<f32>();
+        self.cache
+            .insert(index, generation, evaluated.clone(), bytes);
+        Ok(evaluated)
+    }
+
     /// Hits and misses of the render cache.
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
@@ -312,7 +394,11 @@ impl<B: SplatBackend> Evaluator<B> {
             .enumerate()
         {
             let view = &scene.eval[index];
+            let aligning = self.config.align_steps > 0;
             let evaluated = match self.cache.get(index, generation) {
+                Some(cached) if cached.aligned.is_none() && aligning => {
+                    self.measure(scene, field, index, generation, &options, with_lpips)?
+                }
                 Some(cached) if cached.lpips.is_some() || !with_lpips => cached,
                 Some(mut cached) => {
                     // Rendered by an evaluation that left LPIPS out.
@@ -327,45 +413,7 @@ impl<B: SplatBackend> Evaluator<B> {
                     self.cache.insert(index, generation, cached.clone(), bytes);
                     cached
                 }
-                None => {
-                    let image = scene.eval_image(index)?;
-                    let target = image.to_tensor::<B>(&device);
-                    let mask = image.mask_tensor::<B>(&device);
-                    let out = render(field, &view.camera, &options).map_err(|cause| {
-                        TrainError::Render {
-                            view: view.name.clone(),
-                            cause,
-                        }
-                    })?;
-                    let rgb = out.rgb.clamp(0.0, 1.0);
-                    let masked = mask.as_ref();
-                    let (psnr, s) = psnr_ssim(rgb.clone(), target.clone(), masked, &view.name)?;
-                    let corrected =
-                        colour_corrected(rgb.clone(), target.clone(), masked, &view.name)?;
-                    let (cc_psnr, cc_ssim) =
-                        psnr_ssim(corrected, target.clone(), masked, &view.name)?;
-                    let is_masked = mask.is_some();
-                    let lpips = match (with_lpips, mask) {
-                        (false, _) => None,
-                        (true, Some(mask)) => {
-                            self.lpips_of(rgb.clone() * mask.clone(), target * mask, &view.name)?
-                        }
-                        (true, None) => self.lpips_of(rgb.clone(), target, &view.name)?,
-                    };
-                    let evaluated = EvalRender {
-                        rgb,
-                        psnr,
-                        ssim: s,
-                        lpips,
-                        cc_psnr,
-                        cc_ssim,
-                        masked: is_masked,
-                    };
-                    let bytes = evaluated.rgb.shape().num_elements() * size_of::<f32>();
-                    self.cache
-                        .insert(index, generation, evaluated.clone(), bytes);
-                    evaluated
-                }
+                None => self.measure(scene, field, index, generation, &options, with_lpips)?,
             };
             views.push(ViewMetrics {
                 name: view.name.clone(),
@@ -375,6 +423,7 @@ impl<B: SplatBackend> Evaluator<B> {
                 cc_psnr: Some(evaluated.cc_psnr),
                 cc_ssim: Some(evaluated.cc_ssim),
                 masked: evaluated.masked,
+                aligned: evaluated.aligned,
             });
             if k < pairs {
                 let truth = scene.eval_image(index)?;
@@ -412,6 +461,7 @@ impl<B: SplatBackend> Evaluator<B> {
             cc_psnr: views.iter().filter_map(|v| v.cc_psnr).sum::<f32>() / n,
             cc_ssim: views.iter().filter_map(|v| v.cc_ssim).sum::<f32>() / n,
             masked: views.iter().any(|v| v.masked),
+            aligned: mean_aligned(&views),
             lpips_off: self.lpips_off_note(),
             gaussians: field.num_gaussians(),
             seconds: started.elapsed().as_secs_f64(),
@@ -420,6 +470,19 @@ impl<B: SplatBackend> Evaluator<B> {
             images: Vec::new(),
         })
     }
+}
+
+/// The mean of the views' aligned metrics, when every view has them.
+fn mean_aligned(views: &[ViewMetrics]) -> Option<AlignedMetrics> {
+    let aligned: Vec<AlignedMetrics> = views.iter().map(|v| v.aligned).collect::<Option<_>>()?;
+    let n = aligned.len().max(1);
+    let mean = |f: fn(&AlignedMetrics) -> f64| aligned.iter().map(f).sum::<f64>() / n as f64;
+    Some(AlignedMetrics {
+        psnr: mean(|a| f64::from(a.psnr)) as f32,
+        ssim: mean(|a| f64::from(a.ssim)) as f32,
+        degrees: mean(|a| a.degrees),
+        shift: mean(|a| a.shift),
+    })
 }
 
 /// PSNR (dB) and SSIM of `rgb` against `target`, both `[H, W, 3]` in `[0, 1]`; with a `mask`

@@ -47,6 +47,7 @@
 #![warn(missing_docs)]
 
 pub mod adam;
+pub mod align;
 pub mod appearance;
 pub mod checkpoint;
 pub mod coarse;

@@ -33,6 +33,7 @@ use ember_kernels::MemoryUsage;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::align::AlignedMetrics;
 use crate::config::TrainConfig;
 use crate::curve::{CurvePoint, curve_svg};
 use crate::error::{TrainError, write_atomically};
@@ -170,8 +171,10 @@ fn lines(rows: &[String]) -> String {
 
 /// `eval.csv`'s header: a row per view, then the evaluation's means as the view `mean`.
 /// `cc_psnr` and `cc_ssim` are the colour-corrected metrics
-/// ([`colour_corrected`](crate::eval::colour_corrected)).
-const EVAL_CSV_HEADER: &str = "step,view,psnr,ssim,lpips,cc_psnr,cc_ssim,gaussians,seconds,elapsed";
+/// ([`colour_corrected`](crate::eval::colour_corrected)), `aligned_psnr` and `aligned_ssim`
+/// those after test-time alignment (with `eval.align_steps`: [`crate::align`]).
+const EVAL_CSV_HEADER: &str =
+    "step,view,psnr,ssim,lpips,cc_psnr,cc_ssim,gaussians,seconds,elapsed,aligned_psnr,aligned_ssim";
 
 /// `train.csv`'s header.
 const TRAIN_CSV_HEADER: &str = "step,loss,psnr,gaussians,sh_degree,lr_means,seconds,elapsed";
@@ -194,6 +197,8 @@ struct LoggedEval {
     elapsed: Option<f64>,
     #[serde(default)]
     views: Vec<ViewMetrics>,
+    #[serde(default)]
+    aligned: Option<AlignedMetrics>,
 }
 
 impl LoggedEval {
@@ -201,24 +206,29 @@ impl LoggedEval {
     /// times, which are the evaluation's), then the means.
     fn csv_rows(&self) -> Vec<String> {
         let optional = |v: Option<f32>| v.map(|v| v.to_string()).unwrap_or_default();
+        let aligned = |a: Option<AlignedMetrics>| {
+            let (psnr, ssim) = (a.map(|a| a.psnr), a.map(|a| a.ssim));
+            format!("{},{}", optional(psnr), optional(ssim))
+        };
         let mut rows: Vec<String> = self
             .views
             .iter()
             .map(|v| {
                 format!(
-                    "{},{},{},{},{},{},{},,,",
+                    "{},{},{},{},{},{},{},,,,{}",
                     self.step,
                     csv_field(&v.name),
                     v.psnr,
                     v.ssim,
                     optional(v.lpips),
                     optional(v.cc_psnr),
-                    optional(v.cc_ssim)
+                    optional(v.cc_ssim),
+                    aligned(v.aligned)
                 )
             })
             .collect();
         rows.push(format!(
-            "{},mean,{},{},{},{},{},{},{},{}",
+            "{},mean,{},{},{},{},{},{},{},{},{}",
             self.step,
             self.psnr,
             self.ssim,
@@ -227,7 +237,8 @@ impl LoggedEval {
             optional(self.cc_ssim),
             self.gaussians,
             self.seconds,
-            self.elapsed.map(|v| v.to_string()).unwrap_or_default()
+            self.elapsed.map(|v| v.to_string()).unwrap_or_default(),
+            aligned(self.aligned)
         ));
         rows
     }
@@ -363,7 +374,7 @@ impl Logs {
             &json!({
                 "kind": "eval", "step": e.step, "psnr": e.psnr, "ssim": e.ssim,
                 "lpips": e.lpips, "cc_psnr": e.cc_psnr, "cc_ssim": e.cc_ssim, "masked": e.masked, "gaussians": e.gaussians, "seconds": e.seconds,
-                "elapsed": e.elapsed, "views": e.views,
+                "elapsed": e.elapsed, "aligned": e.aligned, "views": e.views,
             })
             .to_string(),
         )?;
@@ -378,6 +389,7 @@ impl Logs {
             seconds: e.seconds,
             elapsed: Some(e.elapsed),
             views: e.views.clone(),
+            aligned: e.aligned,
         };
         for row in logged.csv_rows() {
             self.eval_csv.append(&row)?;

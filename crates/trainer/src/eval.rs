@@ -81,6 +81,12 @@ pub struct EvalArgs {
     /// leaves LPIPS out, with a notice.
     #[arg(long, value_name = "FILE")]
     lpips_weights: Option<PathBuf>,
+    /// Also measure each view after fitting its camera's pose and its photo's exposure to the
+    /// photo in this many steps, the field frozen (test-time alignment, as methods that refine
+    /// poses measure held-out views: ember_train::align); default: the run's
+    /// `eval.align_steps`, else none.
+    #[arg(long, value_name = "STEPS")]
+    align_steps: Option<usize>,
     /// Also write the results (per view and mean) to this JSON file.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -151,6 +157,10 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
     let started = Instant::now();
     let (field, run) = load_field::<B>(&args.scene, device)?;
     let antialiased = args.antialiased || run.as_ref().is_some_and(|c| c.raster.antialiased);
+    let align_steps = args
+        .align_steps
+        .or(run.as_ref().map(|c| c.eval.align_steps))
+        .unwrap_or(0);
     let (data, dataset) = args.data_config(run.map(|c| c.data))?;
     // The run folder (or the checkpoint's) and the dataset are inputs: nothing goes into them.
     let run_folder = if args.scene.is_dir() {
@@ -195,6 +205,7 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
         cache_mib: 0,
         lpips_weights: args.lpips_weights.clone(),
         lpips: LpipsWhen::Every,
+        align_steps,
     };
     let mut evaluator = Evaluator::<B>::new(&config);
     let pairs = if args.save_images.is_some() {
@@ -229,14 +240,15 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
     }
     for view in &report.views {
         println!(
-            "  {}: PSNR {:.2} dB, SSIM {:.4}{}{}",
+            "  {}: PSNR {:.2} dB, SSIM {:.4}{}{}{}",
             view.name,
             view.psnr,
             view.ssim,
             lpips_text(view.lpips),
             view.cc_psnr
                 .map(|p| format!(", colour-corrected {p:.2} dB"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            aligned_text(view.aligned)
         );
     }
     println!(
@@ -251,6 +263,13 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
         report.cc_ssim,
         report.seconds
     );
+    if let Some(aligned) = report.aligned {
+        println!(
+            "aligned ({align_steps} steps a view): PSNR {:.2} dB, SSIM {:.4}; the cameras moved \
+             {:.3}° and {:.4} scene units on average",
+            aligned.psnr, aligned.ssim, aligned.degrees, aligned.shift
+        );
+    }
     if let Some(out) = &args.json {
         let value = json!({
             "scene": args.scene,
@@ -266,6 +285,7 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
             "cc_psnr": report.cc_psnr,
             "cc_ssim": report.cc_ssim,
             "masked": report.masked,
+            "aligned": report.aligned,
             "seconds": report.seconds,
             "views": report.views,
         });
@@ -277,4 +297,16 @@ pub fn eval<B: SplatBackend>(args: &EvalArgs, device: &B::Device) -> Result<()> 
         println!("renders and pairs in {}", dir.display());
     }
     Ok(())
+}
+
+/// A view's aligned metrics for its line, or nothing.
+fn aligned_text(aligned: Option<ember_train::align::AlignedMetrics>) -> String {
+    aligned
+        .map(|a| {
+            format!(
+                ", aligned {:.2} dB (moved {:.3}°, {:.4})",
+                a.psnr, a.degrees, a.shift
+            )
+        })
+        .unwrap_or_default()
 }

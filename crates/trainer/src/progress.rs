@@ -103,13 +103,17 @@ impl<B: ember_train::SplatAutodiffBackend> RunObserver<B> for Progress {
     fn on_eval(&mut self, report: &EvalReport) {
         self.last_eval = Some(report.psnr);
         self.line(&format!(
-            "eval @ {:>6}: PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected {:.2} dB, {} Gaussians \
-             ({} views, {:.1} s)",
+            "eval @ {:>6}: PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected {:.2} dB{}, {} \
+             Gaussians ({} views, {:.1} s)",
             report.step,
             report.psnr,
             report.ssim,
             lpips_text(report.lpips),
             report.cc_psnr,
+            report
+                .aligned
+                .map(|a| format!(", aligned {:.2} dB", a.psnr))
+                .unwrap_or_default(),
             report.gaussians,
             report.views.len(),
             report.seconds

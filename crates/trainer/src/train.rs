@@ -198,11 +198,15 @@ where
     progress.bar.finish();
     let held_out = match &summary.final_eval {
         Some(eval) => format!(
-            "held-out PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected PSNR {:.2} dB over {} {}views",
+            "held-out PSNR {:.2} dB, SSIM {:.4}{}, colour-corrected PSNR {:.2} dB{} over {} \
+             {}views",
             eval.psnr,
             eval.ssim,
             lpips_text(eval.lpips),
             eval.cc_psnr,
+            eval.aligned
+                .map(|a| format!(", aligned PSNR {:.2} dB", a.psnr))
+                .unwrap_or_default(),
             eval.views.len(),
             if eval.masked { "masked " } else { "" }
         ),

@@ -1,5 +1,6 @@
 //! Integration tests of `ember-train` (one binary; modules by topic).
 
+mod align;
 mod antialiasing;
 mod appearance;
 mod batch;

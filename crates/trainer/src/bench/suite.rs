@@ -592,6 +592,7 @@ mod tests {
             cc_psnr: psnr,
             cc_ssim: 0.5,
             masked: false,
+            aligned: None,
             lpips_off: None,
             gaussians: 1,
             seconds: 1.0,

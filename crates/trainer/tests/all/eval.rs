@@ -150,6 +150,29 @@ fn a_run_and_its_splat_file_measure_as_the_run_did() {
     );
     assert_eq!(views(&val).len(), 2);
     assert!(views(&val).iter().all(|v| v.0.contains("val")), "{val}");
+    // Aligned: each view's camera and exposure fitted first, reported beside the plain numbers,
+    // which stay the run's.
+    let aligned = measured(
+        &[path(&run), "--align-steps", "10", "--max-views", "2"],
+        &dir.join("aligned.json"),
+    );
+    for (view, plain) in aligned["views"]
+        .as_array()
+        .expect("views")
+        .iter()
+        .zip([&test_views[0], &test_views[2]])
+    {
+        assert_eq!(view["name"], plain.0.as_str());
+        assert!((view["psnr"].as_f64().expect("psnr") - plain.1).abs() < 1e-3);
+        let fitted = &view["aligned"];
+        assert!(fitted["psnr"].as_f64().is_some(), "{aligned}");
+        assert!(
+            fitted["degrees"].as_f64().is_some_and(|d| d > 0.0),
+            "{aligned}"
+        );
+    }
+    assert!(aligned["aligned"]["psnr"].as_f64().is_some(), "{aligned}");
+    assert!(views(&val).iter().all(|v| v.0.contains("val")), "{val}");
     let half = eval(&[path(&run), "--downsample", "8", "--max-views", "1"]);
     assert!(half.status.success());
     assert!(
