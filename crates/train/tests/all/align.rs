@@ -211,9 +211,9 @@ fn a_run_logs_the_aligned_metrics() {
     let jsonl = std::fs::read_to_string(out.join("metrics.jsonl")).unwrap();
     let logged = jsonl
         .lines()
+        .rev()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|v| v["kind"] == "eval")
-        .last()
+        .find(|v| v["kind"] == "eval")
         .unwrap();
     assert_eq!(
         logged["aligned"]["psnr"].as_f64(),
