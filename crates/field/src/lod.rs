@@ -108,16 +108,32 @@ impl<B: Backend> GaussianHierarchy<B> {
         self.nodes.num_gaussians()
     }
 
-    /// The leaves alone: the field the hierarchy was built from.
-    pub fn leaf_field(&self) -> GaussianField<B> {
-        let l = self.leaves;
+    /// The leaves alone: the field the hierarchy was built from (on the CPU the nodes' own rows,
+    /// shared, not copied).
+    pub fn leaf_field(&self) -> GaussianField<B>
+    where
+        B: LodOps,
+    {
+        let nodes = &self.nodes;
+        let rows = B::lod_leaves(
+            LodNodes {
+                means: nodes.means.val().into_primitive().tensor(),
+                quats: nodes.quats.val().into_primitive().tensor(),
+                log_scales: nodes.log_scales.val().into_primitive().tensor(),
+                opacity_logits: nodes.opacity_logits.val().into_primitive().tensor(),
+                sh_dc: nodes.sh_dc.val().into_primitive().tensor(),
+                sh_rest: nodes.sh_rest.val().into_primitive().tensor(),
+            },
+            self.leaves,
+        );
+        let float = |p| TensorPrimitive::Float(p);
         GaussianField::from_tensors(
-            self.nodes.means.val().narrow(0, 0, l),
-            self.nodes.quats.val().narrow(0, 0, l),
-            self.nodes.log_scales.val().narrow(0, 0, l),
-            self.nodes.opacity_logits.val().narrow(0, 0, l),
-            self.nodes.sh_dc.val().narrow(0, 0, l),
-            self.nodes.sh_rest.val().narrow(0, 0, l),
+            Tensor::from_primitive(float(rows.means)),
+            Tensor::from_primitive(float(rows.quats)),
+            Tensor::from_primitive(float(rows.log_scales)),
+            Tensor::from_primitive(float(rows.opacity_logits)),
+            Tensor::from_primitive(float(rows.sh_dc)),
+            Tensor::from_primitive(float(rows.sh_rest)),
             None,
         )
         .expect("rows of a valid field")
@@ -227,7 +243,11 @@ fn cut<B: LodOps>(
     let saves_little =
         min_saving > 0.0 && drawn_count as f64 > f64::from(1.0 - min_saving) * l as f64;
     if only_leaves || saves_little {
-        let leaves: Vec<f32> = (0..m).map(|n| f32::from(n < l)).collect();
+        let leaves = if only_leaves {
+            host
+        } else {
+            (0..m).map(|n| f32::from(n < l)).collect()
+        };
         return Ok(LodCut {
             field: hierarchy.leaf_field(),
             weights: Tensor::from_data(TensorData::new(leaves, [m]), &device),

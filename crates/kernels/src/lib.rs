@@ -153,8 +153,8 @@ ops! {
         accumulate_densify_stats, densify_stats_tensor_ops,
     },
     lod: LodOps {
-        LodError, LodInputs, LodNodes, LodView, lod_gather_tensor_ops, lod_weights,
-        lod_weights_tensor_ops, weighted_logits_tensor_ops,
+        LodError, LodInputs, LodNodes, LodView, lod_gather_tensor_ops, lod_leaves_tensor_ops,
+        lod_weights, lod_weights_tensor_ops, weighted_logits_tensor_ops,
     },
     smoothing: SmoothingOps {
         SmoothingError, smoothing_fold, smoothing_fold_backward,

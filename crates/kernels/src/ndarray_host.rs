@@ -108,6 +108,38 @@ pub(crate) fn int_tensor<B: NdArrayBackend>(values: Vec<i64>, shape: Shape) -> I
     )
 }
 
+/// An integer tensor's values on the host: borrowed where it is a contiguous `i64` array, else
+/// copied as [`int_to_host`] does.
+pub(crate) fn int_host_slice<B: NdArrayBackend>(tensor: &IntTensor<B>) -> Cow<'_, [i64]> {
+    if let NdArrayTensor::I64(storage) = tensor
+        && let Some(values) = storage.view().to_slice()
+    {
+        return Cow::Borrowed(values);
+    }
+    Cow::Owned(int_to_host::<B>(tensor.clone()))
+}
+
+/// The first `rows` rows of a float tensor (along its first axis), sharing its memory: the
+/// rows are a prefix of the array, so a view of them is contiguous wherever the array is, and
+/// nothing is copied. Burn's `narrow` on ndarray copies them.
+pub(crate) fn leading_rows<B: NdArrayBackend>(
+    tensor: FloatTensor<B>,
+    rows: usize,
+) -> FloatTensor<B> {
+    let prefix = ndarray::Slice::from(0..rows);
+    match tensor {
+        NdArrayTensor::F32(storage) => storage
+            .into_shared()
+            .slice_axis_move(ndarray::Axis(0), prefix)
+            .into(),
+        NdArrayTensor::F64(storage) => storage
+            .into_shared()
+            .slice_axis_move(ndarray::Axis(0), prefix)
+            .into(),
+        other => crate::lod::leading_rows_sliced::<B>(other, rows),
+    }
+}
+
 /// Host copy of an integer tensor.
 pub(crate) fn int_to_host<B: NdArrayBackend>(tensor: IntTensor<B>) -> Vec<i64> {
     // As in `to_host`: a shared array (the projection's extents, which `radius()` and

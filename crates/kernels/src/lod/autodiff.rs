@@ -23,4 +23,8 @@ impl<B: LodOps, C: CheckpointStrategy> LodOps for Autodiff<B, C> {
     fn lod_gather(nodes: LodNodes<Self>, rows: &[u32], weights: &[f32]) -> LodNodes<Self> {
         Untracked::from_inner(B::lod_gather(nodes.into_inner(), rows, weights))
     }
+
+    fn lod_leaves(nodes: LodNodes<Self>, leaves: usize) -> LodNodes<Self> {
+        Untracked::from_inner(B::lod_leaves(nodes.into_inner(), leaves))
+    }
 }

@@ -1,5 +1,5 @@
-//! The cut's weights on the CPU: two rayon passes over the nodes, `open` then `weight` (the
-//! formula of the [module docs](super), in `f32`).
+//! The cut's weights on the CPU: two rayon passes, `open` over the merged nodes (a leaf never
+//! opens), then `weight` over every node (the formula of the [module docs](super), in `f32`).
 
 use rayon::prelude::*;
 
@@ -21,26 +21,27 @@ pub fn lod_weights<P: Copy + Send + Sync + TryInto<usize>>(
     let m = radii.len();
     let eye = view.eye.map(|v| v as f32);
     let (focal, tau) = (view.focal as f32, view.threshold as f32);
-    let mut open = vec![0.0f32; m];
-    open.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(task, chunk)| {
-            for (j, out) in chunk.iter_mut().enumerate() {
-                let n = task * CHUNK + j;
-                *out = if n < leaves {
-                    0.0
-                } else if tau > 0.0 {
+    // `open` of the merged nodes `leaves..M`, at `n - leaves`.
+    let mut open = vec![1.0f32; m - leaves];
+    if tau > 0.0 {
+        open.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(task, chunk)| {
+                for (j, out) in chunk.iter_mut().enumerate() {
+                    let n = leaves + task * CHUNK + j;
                     let c = &centres[3 * n..3 * n + 3];
                     let d2 = (c[0] - eye[0]).powi(2) + (c[1] - eye[1]).powi(2)
                         + (c[2] - eye[2]).powi(2);
                     let distance = d2.sqrt() - radii[n];
                     let rho = sizes[n] * focal / distance.max(MIN_DISTANCE);
-                    smoothstep((rho - tau) / ((BLEND_BAND - 1.0) * tau))
-                } else {
-                    1.0
-                };
-            }
-        });
+                    *out = smoothstep((rho - tau) / ((BLEND_BAND - 1.0) * tau));
+                }
+            });
+    }
+    let open_of = |n: usize| match n.checked_sub(leaves) {
+        None => 0.0,
+        Some(merged) => open.get(merged).copied().unwrap_or(1.0),
+    };
     let mut weights = vec![0.0f32; m];
     weights
         .par_chunks_mut(CHUNK)
@@ -51,13 +52,9 @@ pub fn lod_weights<P: Copy + Send + Sync + TryInto<usize>>(
                 let parent_open = if n + 1 == m {
                     1.0
                 } else {
-                    parents[n]
-                        .try_into()
-                        .ok()
-                        .and_then(|p: usize| open.get(p).copied())
-                        .unwrap_or(1.0)
+                    parents[n].try_into().ok().map_or(1.0, open_of)
                 };
-                *out = (parent_open - open[n]).max(0.0);
+                *out = (parent_open - open_of(n)).max(0.0);
             }
         });
     weights

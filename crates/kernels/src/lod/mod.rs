@@ -38,7 +38,8 @@
 //! - `cpu.rs`: two rayon passes (for ndarray, `ndarray.rs`), the same `f32` formula; and the
 //!   gather of the drawn nodes in one parallel pass (Burn's ndarray `select` copies row by row
 //!   through dynamic-rank indexing, and the opacity's tensor ops are six more passes: together
-//!   a sixth of a frame where the cut is most of the leaves);
+//!   a sixth of a frame where the cut is most of the leaves); on ndarray the leaves
+//!   ([`LodOps::lod_leaves`]) are the nodes' first rows, shared rather than copied;
 //! - `autodiff.rs`: the inner backend's op on the inner tensors; the weights are untracked.
 
 pub(crate) mod autodiff;
@@ -50,7 +51,7 @@ pub(crate) mod ndarray;
 
 use burn::tensor::backend::Backend;
 use burn::tensor::ops::{FloatTensor, IntTensor};
-use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{Int, Tensor, TensorData, TensorMetadata, TensorPrimitive};
 
 /// One view's settings of the cut.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -135,6 +136,13 @@ pub trait LodOps: Backend {
     fn lod_gather(nodes: LodNodes<Self>, rows: &[u32], weights: &[f32]) -> LodNodes<Self> {
         lod_gather_tensor_ops(nodes, rows, weights)
     }
+
+    /// The first `leaves` rows (along the first axis) of every parameter, whatever its shape:
+    /// the leaves, which a renderer that gathers the cut draws where a cut would save little.
+    /// The default is Burn's `slice` (a copy on some backends).
+    fn lod_leaves(nodes: LodNodes<Self>, leaves: usize) -> LodNodes<Self> {
+        lod_leaves_tensor_ops(nodes, leaves)
+    }
 }
 
 /// The weights `[M]` with which a view draws the nodes of a hierarchy (see the
@@ -206,6 +214,30 @@ pub fn lod_gather_tensor_ops<B: Backend>(
         sh_dc: select(nodes.sh_dc),
         sh_rest: select(nodes.sh_rest),
     }
+}
+
+/// [`LodOps::lod_leaves`]'s default: Burn's `slice`, on any backend.
+pub fn lod_leaves_tensor_ops<B: Backend>(nodes: LodNodes<B>, leaves: usize) -> LodNodes<B> {
+    LodNodes {
+        means: leading_rows_sliced::<B>(nodes.means, leaves),
+        quats: leading_rows_sliced::<B>(nodes.quats, leaves),
+        log_scales: leading_rows_sliced::<B>(nodes.log_scales, leaves),
+        opacity_logits: leading_rows_sliced::<B>(nodes.opacity_logits, leaves),
+        sh_dc: leading_rows_sliced::<B>(nodes.sh_dc, leaves),
+        sh_rest: leading_rows_sliced::<B>(nodes.sh_rest, leaves),
+    }
+}
+
+/// The first `rows` entries of `tensor` along its first axis, whatever its rank, by Burn's
+/// `slice`.
+pub(crate) fn leading_rows_sliced<B: Backend>(tensor: FloatTensor<B>, rows: usize) -> FloatTensor<B> {
+    let ranges: Vec<burn::tensor::Slice> = tensor
+        .shape()
+        .iter()
+        .enumerate()
+        .map(|(axis, &d)| burn::tensor::Slice::from(0..if axis == 0 { rows } else { d }))
+        .collect();
+    B::float_slice(tensor, &ranges)
 }
 
 /// A hierarchy's node parameters as backend primitives, each `[M, W]` row-major

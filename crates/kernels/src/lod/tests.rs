@@ -294,3 +294,51 @@ fn the_cpu_gather_matches_select_and_the_tensor_ops() {
         assert!((opacity(*g) - expected).abs() < 1e-6, "row {i}");
     }
 }
+
+#[test]
+fn the_cpu_leaves_are_the_first_rows_shared_whatever_the_rank() {
+    let (m, leaves) = (1_000, 613);
+    let mut rng = fresh_rng("lod_leaves");
+    let device = Default::default();
+    let mut tensor = |shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let values: Vec<f32> = uniform(&mut rng, n, -2.0, 2.0)
+            .into_iter()
+            .map(|v| v as f32)
+            .collect();
+        Tensor::<Cpu, 3>::from_data(TensorData::new(values, [shape[0], shape[1], shape[2]]), &device)
+    };
+    let (means, sh_dc, sh_rest) = (tensor(&[m, 3, 1]), tensor(&[m, 1, 3]), tensor(&[m, 3, 3]));
+    let flat2 = |t: Tensor<Cpu, 3>, w: usize| t.reshape([m, w]).into_primitive().tensor();
+    let nodes = LodNodes::<Cpu> {
+        means: flat2(means, 3),
+        quats: flat2(tensor(&[m, 4, 1]), 4),
+        log_scales: flat2(tensor(&[m, 3, 1]), 3),
+        opacity_logits: tensor(&[m, 1, 1]).reshape([m]).into_primitive().tensor(),
+        sh_dc: sh_dc.into_primitive().tensor(),
+        sh_rest: sh_rest.into_primitive().tensor(),
+    };
+    let start = |p: &burn::tensor::ops::FloatTensor<Cpu>| {
+        crate::ndarray_host::host_slice::<f32, Cpu>(p).as_ptr()
+    };
+    let starts = [&nodes.means, &nodes.sh_dc, &nodes.sh_rest].map(start);
+    let got = <Cpu as LodOps>::lod_leaves(nodes.clone(), leaves);
+    assert_eq!([&got.means, &got.sh_dc, &got.sh_rest].map(start), starts, "copied");
+    let want = crate::lod::lod_leaves_tensor_ops(nodes, leaves);
+    let values = |p: burn::tensor::ops::FloatTensor<Cpu>| {
+        let shape = burn::tensor::TensorMetadata::shape(&p).to_vec();
+        (shape, crate::ndarray_host::to_host::<f32, Cpu>(p))
+    };
+    for (name, got, want) in [
+        ("means", got.means, want.means),
+        ("quats", got.quats, want.quats),
+        ("log_scales", got.log_scales, want.log_scales),
+        ("opacity_logits", got.opacity_logits, want.opacity_logits),
+        ("sh_dc", got.sh_dc, want.sh_dc),
+        ("sh_rest", got.sh_rest, want.sh_rest),
+    ] {
+        let (got, want) = (values(got), values(want));
+        assert_eq!(got.0[0], leaves, "{name}");
+        assert_eq!(got, want, "{name}");
+    }
+}
