@@ -218,14 +218,7 @@ pub fn lod_gather_tensor_ops<B: Backend>(
 
 /// [`LodOps::lod_leaves`]'s default: Burn's `slice`, on any backend.
 pub fn lod_leaves_tensor_ops<B: Backend>(nodes: LodNodes<B>, leaves: usize) -> LodNodes<B> {
-    LodNodes {
-        means: leading_rows_sliced::<B>(nodes.means, leaves),
-        quats: leading_rows_sliced::<B>(nodes.quats, leaves),
-        log_scales: leading_rows_sliced::<B>(nodes.log_scales, leaves),
-        opacity_logits: leading_rows_sliced::<B>(nodes.opacity_logits, leaves),
-        sh_dc: leading_rows_sliced::<B>(nodes.sh_dc, leaves),
-        sh_rest: leading_rows_sliced::<B>(nodes.sh_rest, leaves),
-    }
+    nodes.map(|p| leading_rows_sliced::<B>(p, leaves))
 }
 
 /// The first `rows` entries of `tensor` along its first axis, whatever its rank, by Burn's
@@ -256,6 +249,20 @@ pub struct LodNodes<B: Backend> {
     pub sh_dc: FloatTensor<B>,
     /// `[M, 3 K]` (`K` may be zero)
     pub sh_rest: FloatTensor<B>,
+}
+
+impl<B: Backend> LodNodes<B> {
+    /// `f` applied to every parameter.
+    pub fn map(self, mut f: impl FnMut(FloatTensor<B>) -> FloatTensor<B>) -> Self {
+        LodNodes {
+            means: f(self.means),
+            quats: f(self.quats),
+            log_scales: f(self.log_scales),
+            opacity_logits: f(self.opacity_logits),
+            sh_dc: f(self.sh_dc),
+            sh_rest: f(self.sh_rest),
+        }
+    }
 }
 
 /// The logits of the opacities `sigmoid(logits) weights` (`[N]` each, weights in `[0, 1]`):

@@ -61,13 +61,6 @@ impl<B: NdArrayBackend> LodOps for B {
     }
 
     fn lod_leaves(nodes: LodNodes<Self>, leaves: usize) -> LodNodes<Self> {
-        LodNodes {
-            means: leading_rows::<B>(nodes.means, leaves),
-            quats: leading_rows::<B>(nodes.quats, leaves),
-            log_scales: leading_rows::<B>(nodes.log_scales, leaves),
-            opacity_logits: leading_rows::<B>(nodes.opacity_logits, leaves),
-            sh_dc: leading_rows::<B>(nodes.sh_dc, leaves),
-            sh_rest: leading_rows::<B>(nodes.sh_rest, leaves),
-        }
+        nodes.map(|p| leading_rows::<B>(p, leaves))
     }
 }
