@@ -145,7 +145,7 @@ ops! {
     },
     optim: AdamOps {
         AdamGroup, AdamPrimitives, AdamStep, AdamUpdate, OptimError, adam_step,
-        adam_step_tensor_ops,
+        adam_step_tensor_ops, adam_steps_visible_tensor_ops,
     },
     noise: NoiseOps { MeanNoise, NoiseError, NoiseInputs, perturb_means },
     densify_stats: DensifyStatsOps {

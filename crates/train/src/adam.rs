@@ -8,6 +8,11 @@
 //! field's own [`GaussianField::select`] and [`GaussianField::cat`]. The update is PyTorch's
 //! (which 3DGS uses): bias-corrected moments,
 //! `p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)`, with `t` counted per group.
+//!
+//! With `optim.visible_adam` the step passes one weight per Gaussian (positive where a view of
+//! the step draws it) and only those rows are updated: the sparse Adam of Taming 3DGS, whose
+//! unseen rows keep parameters and moments (`ember_kernels`' optim module docs). `t` still
+//! counts every step of the group.
 
 use burn::module::Param;
 use burn::tensor::backend::Backend;
@@ -141,15 +146,19 @@ impl<B: Backend> GroupAdam<B> {
 impl<B: AdamOps> GroupAdam<B> {
     /// One Adam step of every parameter of `field` that has a gradient, at the learning rate
     /// `lr(group)`: [`AdamOps::adam_steps`] over the groups (one fused pass each on ndarray,
-    /// one kernel launch for all of them on the GPU backends).
+    /// one kernel launch for all of them on the GPU backends). With `visible` (`[N]`, one
+    /// weight per Gaussian), only the Gaussians of positive weight are updated
+    /// ([`AdamOps::adam_steps_visible`]); the others keep parameters and moments, and every
+    /// group's step count still advances.
     ///
     /// # Panics
     /// When a gradient and its parameter differ in shape from the moments (the trainer keeps
-    /// them row-aligned).
+    /// them row-aligned), or `visible` is not one weight per Gaussian.
     pub fn step(
         &mut self,
         field: &mut GaussianField<B>,
         grads: FieldGradients<B>,
+        visible: Option<Tensor<B, 1>>,
         lr: impl Fn(ParamGroup) -> f64,
     ) {
         let AdamSettings { beta1, beta2, eps } = self.settings;
@@ -218,7 +227,18 @@ impl<B: AdamOps> GroupAdam<B> {
             primitives(&field.sh_rest, grads.sh_rest, &m.sh_rest, &v.sh_rest),
         );
         let (m, v) = (&mut self.exp_avg, &mut self.exp_avg_sq);
-        for (group, out) in groups.into_iter().zip(B::adam_steps(updates)) {
+        let updated = match visible {
+            Some(visible) => {
+                assert_eq!(
+                    visible.dims()[0],
+                    field.num_gaussians(),
+                    "Adam: one visibility weight per Gaussian"
+                );
+                B::adam_steps_visible(updates, visible.into_primitive().tensor())
+            }
+            None => B::adam_steps(updates),
+        };
+        for (group, out) in groups.into_iter().zip(updated) {
             match group {
                 ParamGroup::Means => assign(&mut field.means, &mut m.means, &mut v.means, out),
                 ParamGroup::Quats => assign(&mut field.quats, &mut m.quats, &mut v.quats, out),
@@ -337,7 +357,7 @@ mod tests {
             means: Some(g),
             ..no_grads()
         };
-        adam.step(&mut field, grads, |_| 0.01);
+        adam.step(&mut field, grads, None, |_| 0.01);
         let out = to_host(field.means.val(), "p").unwrap();
         let want = [-0.01, 0.01, -0.01, 0.01, -0.01, -0.01];
         for (o, w) in out.iter().zip(want) {
@@ -371,11 +391,50 @@ mod tests {
                 opacity_logits: Some(Tensor::full([1], g as f32, &device)),
                 ..no_grads()
             };
-            adam.step(&mut field, grads, |_| 0.05);
+            adam.step(&mut field, grads, None, |_| 0.05);
         }
         let got = to_host(field.opacity_logits.val(), "p").unwrap()[0] as f64;
         assert!((got - p).abs() < 1e-5, "{got} vs {p}");
         assert_eq!(adam.steps[ParamGroup::Opacity.index()], 20);
+    }
+
+    #[test]
+    fn visible_step_leaves_unseen_gaussians_and_their_moments() {
+        let device = Default::default();
+        let mut field = zero_field(3);
+        let mut adam = GroupAdam::<B>::new(settings(), &field);
+        let grads = || FieldGradients {
+            means: Some(Tensor::<B, 2>::ones([3, 3], &device)),
+            sh_rest: Some(Tensor::<B, 3>::ones([3, 3, 3], &device)),
+            ..no_grads()
+        };
+        adam.step(&mut field, grads(), None, |_| 0.01);
+        let after_one = to_host(field.means.val(), "p").unwrap();
+        let rest_one = to_host(field.sh_rest.val(), "sh").unwrap();
+        let moments = to_host(adam.exp_avg.means.val(), "m").unwrap();
+        // Gaussian 1 unseen (weight 0), 0 and 2 seen (a count of views).
+        let visible =
+            Tensor::<B, 1>::from_data(TensorData::new(vec![2.0f32, 0.0, 1.0], [3]), &device);
+        adam.step(&mut field, grads(), Some(visible), |_| 0.01);
+        let means = to_host(field.means.val(), "p").unwrap();
+        let m = to_host(adam.exp_avg.means.val(), "m").unwrap();
+        assert_eq!(means[3..6], after_one[3..6], "the unseen Gaussian moved");
+        assert_eq!(
+            m[3..6],
+            moments[3..6],
+            "the unseen Gaussian's moments changed"
+        );
+        for r in [0, 2] {
+            assert!(
+                means[3 * r] < after_one[3 * r],
+                "seen Gaussian {r} did not move"
+            );
+            assert!(m[3 * r] > moments[3 * r]);
+        }
+        let rest = to_host(field.sh_rest.val(), "sh").unwrap();
+        assert_eq!(rest[9..18], rest_one[9..18]);
+        assert!(rest[..9].iter().zip(&rest_one).all(|(v, one)| v < one));
+        assert_eq!(adam.steps[ParamGroup::Means.index()], 2);
     }
 
     #[test]

@@ -307,6 +307,11 @@ impl<B: Backend> Reducer<B> for PeerLink {
         self.sum_gradients(field, grads)
     }
 
+    /// One all-reduce of `N` floats more a step.
+    fn views_reached(&self, counts: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError> {
+        self.sum(counts)
+    }
+
     fn statistics(
         &self,
         screen_grads: Tensor<B, 2>,

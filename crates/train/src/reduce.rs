@@ -78,6 +78,10 @@ pub trait Reducer<B: Backend>: Send {
         grads: FieldGradients<B>,
     ) -> Result<FieldGradients<B>, TrainError>;
 
+    /// For each Gaussian, its weight in the whole batch's views (`[N]`, positive where a view
+    /// draws it), from this replica's weights (`optim.visible_adam`).
+    fn views_reached(&self, counts: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError>;
+
     /// The densification statistics of the whole batch, `[batch N, 3]` each, from this
     /// replica's rows.
     fn statistics(
@@ -117,6 +121,10 @@ impl<B: Backend> Reducer<B> for OneDevice {
         grads: FieldGradients<B>,
     ) -> Result<FieldGradients<B>, TrainError> {
         Ok(grads)
+    }
+
+    fn views_reached(&self, counts: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError> {
+        Ok(counts)
     }
 
     fn statistics(

@@ -675,14 +675,20 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
 
         let t = Instant::now();
         if let Some(screen_grads) = screen_grads {
-            self.observe(step, &views, screen_grads, extents)?;
+            self.observe(step, &views, screen_grads, extents.clone())?;
         }
         self.end_phase(Phase::Densify, t)?;
 
         let t = Instant::now();
+        let visible = if self.config.optim.visible_adam {
+            Some(self.views_reached(extents)?)
+        } else {
+            None
+        };
         let rates = ParamGroup::ALL.map(|group| self.learning_rate(group, step));
-        self.adam
-            .step(&mut self.field, grads, |group| rates[group.index()]);
+        self.adam.step(&mut self.field, grads, visible, |group| {
+            rates[group.index()]
+        });
         if let Some(appearance) = &mut self.appearance {
             for (&photo, grad) in views.views.iter().zip(appearance_grads) {
                 appearance.update(photo, grad);
@@ -909,6 +915,26 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             self.strategy.observe(step, &stats)?;
         }
         Ok(())
+    }
+
+    /// `[N]`: for each Gaussian, the sum of its projection's `extents [C N, 3]` over the step's
+    /// views (over every replica): positive where any view draws it.
+    fn views_reached(
+        &self,
+        extents: Tensor<Inner<B>, 2, burn::tensor::Int>,
+    ) -> Result<Tensor<Inner<B>, 1>, TrainError> {
+        let n = self.field.num_gaussians();
+        let views = extents.dims()[0] / n.max(1);
+        // `(rx, ry, tiles)` are never negative and all zero where a view culls the Gaussian:
+        // their sum over the columns and views is positive where any view draws it. (A sum
+        // along the rows' own memory: taking the `tiles` column alone is a strided copy, which
+        // cost ndarray 2-3 ms a step at 150 000 Gaussians.)
+        let drawn = extents.sum_dim(1).float();
+        let counts = match views {
+            1 => drawn.reshape([n]),
+            _ => drawn.reshape([views, n]).sum_dim(0).reshape([n]),
+        };
+        self.reducer.views_reached(counts)
     }
 
     /// Densification after the update of (0-based) step `step`; the tile lists follow the

@@ -38,12 +38,13 @@ impl<B: FusionBackend + AdamOps> Operation<B::FusionRuntime> for AdamOp<B> {
     }
 }
 
-/// The recorded groups: inputs `[param, grad, exp_avg, exp_avg_sq]` per group, outputs the
-/// three updated per group.
+/// The recorded groups: inputs `[param, grad, exp_avg, exp_avg_sq]` per group (then `visible`
+/// when `masked`), outputs the three updated per group.
 #[derive(Debug)]
 struct AdamGroupsOp<B> {
     desc: CustomOpIr,
     steps: Vec<AdamStep>,
+    masked: bool,
     _backend: PhantomData<B>,
 }
 
@@ -64,7 +65,12 @@ impl<B: FusionBackend + AdamOps> Operation<B::FusionRuntime> for AdamGroupsOp<B>
                 step: *step,
             })
             .collect();
-        let updated = B::adam_steps(groups);
+        let updated = if self.masked {
+            let visible = self.desc.inputs.last().expect("the mask is the last input");
+            B::adam_steps_visible(groups, h.get_float_tensor::<B>(visible))
+        } else {
+            B::adam_steps(groups)
+        };
         for (irs, out) in self.desc.outputs.chunks_exact(3).zip(updated) {
             h.register_float_tensor::<B>(&irs[0].id, out.param);
             h.register_float_tensor::<B>(&irs[1].id, out.exp_avg);
@@ -75,48 +81,14 @@ impl<B: FusionBackend + AdamOps> Operation<B::FusionRuntime> for AdamGroupsOp<B>
 
 impl<B: FusionBackend + AdamOps> AdamOps for Fusion<B> {
     fn adam_steps(groups: Vec<AdamGroup<Self>>) -> Vec<AdamPrimitives<Self>> {
-        let Some(client) = groups.first().map(|g| g.state.param.client.clone()) else {
-            return Vec::new();
-        };
-        let streams = OperationStreams::with_inputs(groups.iter().flat_map(|g| {
-            [
-                &g.state.param,
-                &g.grad,
-                &g.state.exp_avg,
-                &g.state.exp_avg_sq,
-            ]
-        }));
-        let outputs: Vec<_> = groups
-            .iter()
-            .flat_map(|g| [&g.state.param, &g.state.exp_avg, &g.state.exp_avg_sq])
-            .map(fusion_output_like)
-            .collect();
-        let steps = groups.iter().map(|g| g.step).collect();
-        let inputs: Vec<_> = groups
-            .into_iter()
-            .flat_map(|g| [g.state.param, g.grad, g.state.exp_avg, g.state.exp_avg_sq])
-            .map(|t| t.into_ir())
-            .collect();
-        let desc = CustomOpIr::new("ember_adam_steps", &inputs, &outputs);
-        let op = AdamGroupsOp::<B> {
-            desc: desc.clone(),
-            steps,
-            _backend: PhantomData,
-        };
-        let mut tensors = client
-            .register(streams, OperationIr::Custom(desc), op)
-            .into_iter();
-        let mut updated = Vec::with_capacity(outputs.len() / 3);
-        while let (Some(param), Some(exp_avg), Some(exp_avg_sq)) =
-            (tensors.next(), tensors.next(), tensors.next())
-        {
-            updated.push(AdamPrimitives {
-                param,
-                exp_avg,
-                exp_avg_sq,
-            });
-        }
-        updated
+        record_groups(groups, None)
+    }
+
+    fn adam_steps_visible(
+        groups: Vec<AdamGroup<Self>>,
+        visible: FloatTensor<Self>,
+    ) -> Vec<AdamPrimitives<Self>> {
+        record_groups(groups, Some(visible))
     }
 
     fn adam_step(
@@ -156,4 +128,66 @@ impl<B: FusionBackend + AdamOps> AdamOps for Fusion<B> {
             exp_avg_sq,
         }
     }
+}
+
+/// The groups' updates recorded as one operation ([`AdamGroupsOp`]), with `visible` when given.
+fn record_groups<B: FusionBackend + AdamOps>(
+    groups: Vec<AdamGroup<Fusion<B>>>,
+    visible: Option<FloatTensor<Fusion<B>>>,
+) -> Vec<AdamPrimitives<Fusion<B>>> {
+    let Some(client) = groups.first().map(|g| g.state.param.client.clone()) else {
+        return Vec::new();
+    };
+    let streams = OperationStreams::with_inputs(
+        groups
+            .iter()
+            .flat_map(|g| {
+                [
+                    &g.state.param,
+                    &g.grad,
+                    &g.state.exp_avg,
+                    &g.state.exp_avg_sq,
+                ]
+            })
+            .chain(&visible),
+    );
+    let outputs: Vec<_> = groups
+        .iter()
+        .flat_map(|g| [&g.state.param, &g.state.exp_avg, &g.state.exp_avg_sq])
+        .map(fusion_output_like)
+        .collect();
+    let steps = groups.iter().map(|g| g.step).collect();
+    let masked = visible.is_some();
+    let inputs: Vec<_> = groups
+        .into_iter()
+        .flat_map(|g| [g.state.param, g.grad, g.state.exp_avg, g.state.exp_avg_sq])
+        .chain(visible)
+        .map(|t| t.into_ir())
+        .collect();
+    let name = if masked {
+        "ember_adam_steps_visible"
+    } else {
+        "ember_adam_steps"
+    };
+    let desc = CustomOpIr::new(name, &inputs, &outputs);
+    let op = AdamGroupsOp::<B> {
+        desc: desc.clone(),
+        steps,
+        masked,
+        _backend: PhantomData,
+    };
+    let mut tensors = client
+        .register(streams, OperationIr::Custom(desc), op)
+        .into_iter();
+    let mut updated = Vec::with_capacity(outputs.len() / 3);
+    while let (Some(param), Some(exp_avg), Some(exp_avg_sq)) =
+        (tensors.next(), tensors.next(), tensors.next())
+    {
+        updated.push(AdamPrimitives {
+            param,
+            exp_avg,
+            exp_avg_sq,
+        });
+    }
+    updated
 }

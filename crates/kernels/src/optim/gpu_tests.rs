@@ -3,7 +3,10 @@
 
 use burn::tensor::DType;
 
-use super::tests::{SHAPE, groups_match_single_updates, problem, run, run_tensor_ops};
+use super::tests::{
+    SHAPE, groups_match_single_updates, problem, run, run_tensor_ops,
+    visible_groups_keep_unseen_rows,
+};
 use crate::SplatBackend;
 
 /// The GPU kernel agrees with ndarray and with the tensor ops on its own backend to rounding,
@@ -53,4 +56,17 @@ fn grouped_adam_matches_single_updates_wgpu() {
 #[test]
 fn grouped_adam_matches_single_updates_cuda() {
     groups_match_single_updates::<crate::backend::Cuda>("adam groups cuda", 1e-6);
+}
+
+#[cfg(feature = "wgpu")]
+#[test]
+fn visible_adam_keeps_unseen_rows_wgpu() {
+    visible_groups_keep_unseen_rows::<crate::backend::Wgpu>("adam visible wgpu", 1e-6);
+    visible_groups_keep_unseen_rows::<crate::WgpuCube>("adam visible wgpu (cube)", 1e-6);
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn visible_adam_keeps_unseen_rows_cuda() {
+    visible_groups_keep_unseen_rows::<crate::backend::Cuda>("adam visible cuda", 1e-6);
 }

@@ -10,6 +10,14 @@
 //! p' = p - lr / (1 - beta1^t) * m' / (sqrt(v') / sqrt(1 - beta2^t) + eps)
 //! ```
 //!
+//! # Visible rows only
+//! [`AdamOps::adam_steps_visible`] is the sparse Adam of Taming 3DGS (Mallick et al. 2024; gsplat's
+//! `SelectiveAdam`): given one weight per Gaussian (`visible`, `[N]`, every group's leading
+//! dimension `N`), the rows whose weight is positive take the update above, and the others keep
+//! their parameter and **both moments** bit for bit: a Gaussian no view of the step saw is not
+//! pulled by momentum from earlier steps, and its moments do not decay. `t` still counts the
+//! group's steps, seen or not, as in the paper.
+//!
 //! The scalars are computed in `f64` and rounded once to the tensor's float type; each
 //! product, quotient and sum is then rounded in that type, in the order written, so the CPU
 //! pass gives the same bits as [`adam_step_tensor_ops`] on ndarray. GPU kernels compute the
@@ -18,12 +26,14 @@
 //!
 //! # Implementations
 //! - [`adam_step_tensor_ops`]: Burn tensor ops, the default of [`AdamOps::adam_step`] for any
-//!   other backend, and the reference the others are tested against;
+//!   other backend, and the reference the others are tested against (with
+//!   [`adam_steps_visible_tensor_ops`], which keeps the unseen rows by `mask_where`);
 //! - `cpu.rs`: one rayon pass over the four arrays, for ndarray, where each Burn op would be a
 //!   pass of its own over a fresh buffer;
 //! - `cube.rs`: one CubeCL kernel over the four tensors as flat vectors (`fusion.rs` records it
 //!   as one fusion operation: the host records one operation per parameter group instead of
-//!   the tensor program's dozen, which Burn's fusion would fuse into one kernel);
+//!   the tensor program's dozen, which Burn's fusion would fuse into one kernel); the groups of
+//!   a step, with or without `visible`, in one launch;
 //! - `autodiff.rs`: the inner backend's update on the inner tensors; the result is untracked.
 
 pub(crate) mod autodiff;
@@ -149,6 +159,20 @@ pub trait AdamOps: Backend {
             .map(|g| Self::adam_step(g.state, g.grad, g.step))
             .collect()
     }
+
+    /// [`AdamOps::adam_steps`] for the rows `visible` (`[N]`) marks with a positive weight; the
+    /// other rows keep their parameter and moments (see [Visible rows only](self#visible-rows-only)).
+    /// Every group's leading dimension is `N` (a group without elements is returned as it came).
+    /// The default runs [`adam_steps_visible_tensor_ops`].
+    ///
+    /// # Panics
+    /// When a group with elements does not have `N` leading rows.
+    fn adam_steps_visible(
+        groups: Vec<AdamGroup<Self>>,
+        visible: FloatTensor<Self>,
+    ) -> Vec<AdamPrimitives<Self>> {
+        adam_steps_visible_tensor_ops(groups, visible)
+    }
 }
 
 /// One fused Adam update (see the [module docs](self)) of `param` with `grad`, given the
@@ -234,6 +258,54 @@ pub fn adam_step_tensor_ops<B: Backend>(
         exp_avg: back(m),
         exp_avg_sq: back(v),
     }
+}
+
+/// [`AdamOps::adam_steps_visible`] as Burn tensor ops: each group's [`AdamOps::adam_step`], then
+/// the old values put back where `visible` is not positive (`mask_where`, so the kept rows are
+/// the old bits). The default of that method, and the reference of the others.
+///
+/// # Panics
+/// When a group with elements does not have `visible`'s `N` leading rows.
+pub fn adam_steps_visible_tensor_ops<B: AdamOps>(
+    groups: Vec<AdamGroup<B>>,
+    visible: FloatTensor<B>,
+) -> Vec<AdamPrimitives<B>> {
+    let n = visible.shape().num_elements();
+    let unseen = Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(visible)).lower_equal_elem(0.0);
+    groups
+        .into_iter()
+        .map(|g| {
+            let shape = g.state.param.shape();
+            let elements = shape.num_elements();
+            if elements == 0 {
+                return g.state;
+            }
+            assert_eq!(
+                shape.as_slice().first().copied(),
+                Some(n),
+                "adam_steps_visible: a group's leading dimension is not the mask's length"
+            );
+            let width = elements / n;
+            let old = g.state.clone();
+            let new = B::adam_step(g.state, g.grad, g.step);
+            let rows = unseen.clone().reshape([n, 1]).expand([n, width]);
+            let keep = |old: FloatTensor<B>, new: FloatTensor<B>| {
+                let flat = |t| {
+                    Tensor::<B, 2>::from_primitive(TensorPrimitive::Float(B::float_reshape(
+                        t,
+                        [n, width].into(),
+                    )))
+                };
+                let kept = flat(new).mask_where(rows.clone(), flat(old));
+                B::float_reshape(kept.into_primitive().tensor(), shape.clone())
+            };
+            AdamPrimitives {
+                param: keep(old.param, new.param),
+                exp_avg: keep(old.exp_avg, new.exp_avg),
+                exp_avg_sq: keep(old.exp_avg_sq, new.exp_avg_sq),
+            }
+        })
+        .collect()
 }
 
 #[cfg(all(test, any(feature = "wgpu", feature = "cuda")))]

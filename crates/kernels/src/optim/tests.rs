@@ -2,12 +2,12 @@
 //! same update written as Burn tensor ops, over several steps, in f32 and f64, directly and
 //! through `Autodiff`; and the refusals. On every compiled GPU backend (`gpu_tests.rs`), the
 //! kernel against ndarray and against the tensor ops on the same backend, at sizes that take
-//! vectors of 1, 2 and 4 elements.
+//! vectors of 1, 2 and 4 elements. The visible-rows update against the full one row by row.
 
 use crate::{AdamPrimitives, AdamStep, OptimError, SplatBackend, adam_step, adam_step_tensor_ops};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
-use burn::tensor::{DType, Tensor, TensorData, TensorPrimitive};
+use burn::tensor::{DType, Tensor, TensorData, TensorMetadata, TensorPrimitive};
 
 use ember_test_utils::{fresh_rng, uniform};
 
@@ -250,4 +250,112 @@ fn groups_of_shapes_match_single_updates<B: SplatBackend>(
 #[test]
 fn grouped_adam_matches_single_updates_cpu() {
     groups_match_single_updates::<crate::backend::Cpu>("adam groups cpu", 0.0);
+}
+
+/// `AdamOps::adam_steps_visible`: on rows with a positive weight, what `adam_steps` gives (bit
+/// for bit on ndarray, to `tolerance` on a GPU); on the others the old parameter and moments,
+/// bit for bit everywhere. Groups of several ranks and widths (1, 3, 45 elements a row), an
+/// empty one, weights zero, negative and positive; the tensor-op reference agrees too.
+pub(super) fn visible_groups_keep_unseen_rows<B: SplatBackend>(label: &str, tolerance: f64) {
+    let rows = 1031;
+    let device: B::Device = Default::default();
+    let mut rng = fresh_rng(label);
+    let tensor = |values: Vec<f64>, shape: &[usize]| {
+        let flat = Tensor::<B, 1>::from_data(
+            TensorData::new(values, [shape.iter().product::<usize>()]),
+            (&device, DType::F32),
+        );
+        B::float_reshape(flat.into_primitive().tensor(), shape.to_vec().into())
+    };
+    let shapes = [vec![rows, 3], vec![rows], vec![0, 4], vec![rows, 15, 3]];
+    let groups: Vec<_> = shapes
+        .iter()
+        .enumerate()
+        .map(|(g, shape)| {
+            let n = shape.iter().product::<usize>();
+            let exp_avg_sq = tensor(uniform(&mut rng, n, 0.0, 1.0), shape);
+            let mut values = || tensor(uniform(&mut rng, n, -1.0, 1.0), shape);
+            crate::AdamGroup {
+                state: AdamPrimitives {
+                    param: values(),
+                    exp_avg: values(),
+                    exp_avg_sq,
+                },
+                grad: values(),
+                step: settings(1 + g as u32, 0.01 * (1 + g) as f64),
+            }
+        })
+        .collect();
+    // About a third of the rows unseen, some of them by a negative weight.
+    let weights: Vec<f64> = uniform(&mut rng, rows, -1.0, 2.0)
+        .into_iter()
+        .map(|w| if w.abs() < 0.3 { 0.0 } else { w })
+        .collect();
+    let seen: Vec<bool> = weights.iter().map(|w| *w > 0.0).collect();
+    assert!(seen.iter().any(|s| *s) && seen.iter().any(|s| !*s));
+    let host = |t: burn::tensor::ops::FloatTensor<B>| {
+        let n = t.shape().num_elements();
+        Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(B::float_reshape(t, [n].into())))
+            .into_data()
+            .convert::<f64>()
+            .into_vec::<f64>()
+            .unwrap()
+    };
+    let visible = || tensor(weights.clone(), &[rows]);
+    let full = B::adam_steps(groups.clone());
+    for (how, got) in [
+        ("op", B::adam_steps_visible(groups.clone(), visible())),
+        (
+            "tensor ops",
+            crate::adam_steps_visible_tensor_ops(groups.clone(), visible()),
+        ),
+    ] {
+        assert_eq!(got.len(), groups.len(), "{label} {how}: one update per group");
+        for (g, ((group, got), full)) in groups.iter().zip(got).zip(full.clone()).enumerate() {
+            let n = group.state.param.shape().num_elements();
+            for (name, got, full, old) in [
+                ("param", got.param, full.param, &group.state.param),
+                ("exp_avg", got.exp_avg, full.exp_avg, &group.state.exp_avg),
+                (
+                    "exp_avg_sq",
+                    got.exp_avg_sq,
+                    full.exp_avg_sq,
+                    &group.state.exp_avg_sq,
+                ),
+            ] {
+                let (got, full, old) = (host(got), host(full), host(old.clone()));
+                assert_eq!(got.len(), n, "{label} {how} group {g} {name}: length");
+                if n == 0 {
+                    continue;
+                }
+                let width = n / rows;
+                let (mut got_seen, mut want_seen) = (Vec::new(), Vec::new());
+                for (r, seen) in seen.iter().enumerate() {
+                    let row = r * width..(r + 1) * width;
+                    if *seen {
+                        got_seen.extend_from_slice(&got[row.clone()]);
+                        want_seen.extend_from_slice(&full[row]);
+                    } else {
+                        assert_eq!(
+                            got[row.clone()],
+                            old[row],
+                            "{label} {how} group {g} {name}: unseen row {r} changed"
+                        );
+                    }
+                }
+                assert_ne!(got_seen, old[..got_seen.len()], "{label}: nothing updated");
+                let err = ember_test_utils::rel_err(&got_seen, &want_seen);
+                assert!(
+                    err <= tolerance,
+                    "{label} {how} group {g} {name}: seen rows, relative error {err}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn visible_adam_keeps_unseen_rows_cpu() {
+    visible_groups_keep_unseen_rows::<crate::backend::Cpu>("adam visible cpu", 0.0);
+    visible_groups_keep_unseen_rows::<Autodiff<crate::backend::Cpu>>("adam visible autodiff", 0.0);
 }

@@ -41,6 +41,11 @@ pub struct OptimConfig {
     pub anneal_start: f64,
     /// The factor every rate reaches at the last step when `anneal_start < 1`.
     pub anneal_factor: f64,
+    /// Visible-only updates (the sparse Adam of Taming 3DGS, gsplat's `visible_adam`): a
+    /// Gaussian that no view of the step draws (no tile of any view's image) keeps its
+    /// parameters and moments as they are, so its momentum from earlier steps does not move it
+    /// and the regularisers' gradients do not reach it; the seen ones take the usual update.
+    pub visible_adam: bool,
 }
 
 impl Default for OptimConfig {
@@ -60,6 +65,7 @@ impl Default for OptimConfig {
             sh_interval: 1000,
             anneal_start: 1.0,
             anneal_factor: 0.1,
+            visible_adam: false,
         }
     }
 }

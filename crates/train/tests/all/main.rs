@@ -20,5 +20,6 @@ mod resume;
 mod smoke;
 mod step_paths;
 mod time;
+mod visible_adam;
 #[cfg(feature = "wgpu")]
 mod wgpu;

@@ -145,6 +145,15 @@ fn data_parallel_on_the_cpu() {
     // of each other (summed per peer, then across peers), here identical or nearly so.
     let cpu = Default::default();
     two_peers_match_one_device::<B>("cpu", [cpu, cpu], 50, &[], Some(1e-5));
+    // Visible-only Adam: the replicas update the Gaussians any view of the batch drew, not
+    // only their own views' (they would drift apart).
+    two_peers_match_one_device::<B>(
+        "cpu, visible_adam",
+        [cpu, cpu],
+        20,
+        &["optim.visible_adam=true"],
+        Some(1e-5),
+    );
 
     // A whole run on two peers writes its outputs once; its checkpoint resumes on one device
     // and on two.
