@@ -26,13 +26,13 @@ pub fn adam_update<T: Real>(
         grad.len() == n && exp_avg.len() == n && exp_avg_sq.len() == n,
         "adam_update: slices of different lengths"
     );
-    let update = Update::new(step);
+    let scalars = step.scalars().map(T::from_f64);
     param
         .par_chunks_mut(CHUNK)
         .zip(grad.par_chunks(CHUNK))
         .zip(exp_avg.par_chunks_mut(CHUNK))
         .zip(exp_avg_sq.par_chunks_mut(CHUNK))
-        .for_each(|(((p, g), m), v)| update.apply(p, g, m, v));
+        .for_each(|(((p, g), m), v)| update(&scalars, p, g, m, v));
 }
 
 /// [`adam_update`] of the rows whose weight in `visible` is positive (rows of
@@ -63,7 +63,7 @@ pub fn adam_update_visible<T: Real>(
     if width == 0 {
         return;
     }
-    let update = Update::new(step);
+    let scalars = step.scalars().map(T::from_f64);
     let rows_per_task = CHUNK.div_ceil(width);
     let chunk = rows_per_task * width;
     param
@@ -86,7 +86,8 @@ pub fn adam_update_visible<T: Real>(
                     continue;
                 }
                 let run = first * width..r * width;
-                update.apply(
+                update(
+                    &scalars,
                     &mut p[run.clone()],
                     &g[run.clone()],
                     &mut m[run.clone()],
@@ -96,47 +97,23 @@ pub fn adam_update_visible<T: Real>(
         });
 }
 
-/// One step's scalars in the tensors' type (see [`AdamStep::scalars`]).
-struct Update<T> {
-    beta1: T,
-    one_minus_beta1: T,
-    beta2: T,
-    one_minus_beta2: T,
-    sqrt_bias2: T,
-    eps: T,
-    scale: T,
-}
-
-impl<T: Real> Update<T> {
-    fn new(step: &AdamStep) -> Self {
-        let [
-            beta1,
-            one_minus_beta1,
-            beta2,
-            one_minus_beta2,
-            sqrt_bias2,
-            eps,
-            scale,
-        ] = step.scalars().map(T::from_f64);
-        Update {
-            beta1,
-            one_minus_beta1,
-            beta2,
-            one_minus_beta2,
-            sqrt_bias2,
-            eps,
-            scale,
-        }
-    }
-
-    /// The update of matching elements, in the order of the module docs.
-    #[inline(always)]
-    fn apply(&self, p: &mut [T], g: &[T], m: &mut [T], v: &mut [T]) {
-        for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m).zip(v) {
-            *m = *m * self.beta1 + g * self.one_minus_beta1;
-            *v = *v * self.beta2 + (g * g) * self.one_minus_beta2;
-            let denom = v.sqrt() / self.sqrt_bias2 + self.eps;
-            *p -= *m / denom * self.scale;
-        }
+/// The update of matching elements with `scalars` ([`AdamStep::scalars`] in the tensors'
+/// type), in the order of the module docs.
+#[inline(always)]
+fn update<T: Real>(scalars: &[T; 7], p: &mut [T], g: &[T], m: &mut [T], v: &mut [T]) {
+    let [
+        beta1,
+        one_minus_beta1,
+        beta2,
+        one_minus_beta2,
+        sqrt_bias2,
+        eps,
+        scale,
+    ] = *scalars;
+    for (((p, &g), m), v) in p.iter_mut().zip(g).zip(m).zip(v) {
+        *m = *m * beta1 + g * one_minus_beta1;
+        *v = *v * beta2 + (g * g) * one_minus_beta2;
+        let denom = v.sqrt() / sqrt_bias2 + eps;
+        *p -= *m / denom * scale;
     }
 }

@@ -4,12 +4,16 @@
 //! kernel against ndarray and against the tensor ops on the same backend, at sizes that take
 //! vectors of 1, 2 and 4 elements. The visible-rows update against the full one row by row.
 
-use crate::{AdamPrimitives, AdamStep, OptimError, SplatBackend, adam_step, adam_step_tensor_ops};
+use crate::{
+    AdamGroup, AdamPrimitives, AdamStep, OptimError, SplatBackend, adam_step, adam_step_tensor_ops,
+};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
+use burn::tensor::ops::FloatTensor;
 use burn::tensor::{DType, Tensor, TensorData, TensorMetadata, TensorPrimitive};
 
 use ember_test_utils::{fresh_rng, uniform};
+use rand::rngs::StdRng;
 
 /// 7 217 elements: odd, so the GPU kernel reads one element per unit.
 pub(super) const SHAPE: [usize; 2] = [1031, 7];
@@ -171,6 +175,48 @@ fn adam_refuses_mismatched_shapes_and_step_zero() {
     assert_eq!(err.err(), Some(OptimError::StepZero));
 }
 
+/// `values` as an f32 tensor of `shape` on `B`'s default device.
+fn f32_tensor<B: Backend>(values: Vec<f64>, shape: &[usize]) -> FloatTensor<B> {
+    let flat = Tensor::<B, 1>::from_data(
+        TensorData::new(values, [shape.iter().product::<usize>()]),
+        (&B::Device::default(), DType::F32),
+    );
+    B::float_reshape(flat.into_primitive().tensor(), shape.to_vec().into())
+}
+
+/// A tensor's values, flattened, as `f64`.
+fn host_values<B: Backend>(t: FloatTensor<B>) -> Vec<f64> {
+    let n = t.shape().num_elements();
+    Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(B::float_reshape(t, [n].into())))
+        .into_data()
+        .convert::<f64>()
+        .into_vec::<f64>()
+        .unwrap()
+}
+
+/// One random group per shape (parameter, moments and gradient drawn from `rng`; the second
+/// moment non-negative), group `g` at step `g + 1` with rate `0.01 (g + 1)`.
+fn random_groups<B: Backend>(rng: &mut StdRng, shapes: &[Vec<usize>]) -> Vec<AdamGroup<B>> {
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(g, shape)| {
+            let n = shape.iter().product::<usize>();
+            let exp_avg_sq = f32_tensor::<B>(uniform(rng, n, 0.0, 1.0), shape);
+            let mut values = || f32_tensor::<B>(uniform(rng, n, -1.0, 1.0), shape);
+            AdamGroup {
+                state: AdamPrimitives {
+                    param: values(),
+                    exp_avg: values(),
+                    exp_avg_sq,
+                },
+                grad: values(),
+                step: settings(1 + g as u32, 0.01 * (1 + g) as f64),
+            }
+        })
+        .collect()
+}
+
 /// `AdamOps::adam_steps`: several groups of different sizes and ranks, each with its own
 /// settings, give what `adam_step` gives each group alone: bit for bit on ndarray (one update
 /// after another), to rounding on a GPU (one launch for all of them, or one per group when one
@@ -189,41 +235,8 @@ fn groups_of_shapes_match_single_updates<B: SplatBackend>(
     tolerance: f64,
     shapes: &[Vec<usize>],
 ) {
-    let device: B::Device = Default::default();
     let mut rng = fresh_rng(label);
-    let tensor = |values: Vec<f64>, shape: &[usize]| {
-        Tensor::<B, 1>::from_data(
-            TensorData::new(values, [shape.iter().product::<usize>()]),
-            (&device, DType::F32),
-        )
-        .into_primitive()
-        .tensor()
-    };
-    let groups: Vec<_> = shapes
-        .iter()
-        .enumerate()
-        .map(|(g, shape)| {
-            let n = shape.iter().product::<usize>();
-            let exp_avg_sq = tensor(uniform(&mut rng, n, 0.0, 1.0), shape);
-            let mut values = || tensor(uniform(&mut rng, n, -1.0, 1.0), shape);
-            crate::AdamGroup {
-                state: AdamPrimitives {
-                    param: values(),
-                    exp_avg: values(),
-                    exp_avg_sq,
-                },
-                grad: values(),
-                step: settings(1 + g as u32, 0.01 * (1 + g) as f64),
-            }
-        })
-        .collect();
-    let host = |t| {
-        Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(t))
-            .into_data()
-            .convert::<f64>()
-            .into_vec::<f64>()
-            .unwrap()
-    };
+    let groups = random_groups::<B>(&mut rng, shapes);
     let together = B::adam_steps(groups.clone());
     assert_eq!(
         together.len(),
@@ -237,7 +250,7 @@ fn groups_of_shapes_match_single_updates<B: SplatBackend>(
             ("exp_avg", got.exp_avg, want.exp_avg),
             ("exp_avg_sq", got.exp_avg_sq, want.exp_avg_sq),
         ] {
-            let (got, want) = (host(got), host(want));
+            let (got, want) = (host_values::<B>(got), host_values::<B>(want));
             let err = ember_test_utils::rel_err(&got, &want);
             assert!(
                 err <= tolerance,
@@ -258,34 +271,9 @@ fn grouped_adam_matches_single_updates_cpu() {
 /// empty one, weights zero, negative and positive; the tensor-op reference agrees too.
 pub(super) fn visible_groups_keep_unseen_rows<B: SplatBackend>(label: &str, tolerance: f64) {
     let rows = 1031;
-    let device: B::Device = Default::default();
     let mut rng = fresh_rng(label);
-    let tensor = |values: Vec<f64>, shape: &[usize]| {
-        let flat = Tensor::<B, 1>::from_data(
-            TensorData::new(values, [shape.iter().product::<usize>()]),
-            (&device, DType::F32),
-        );
-        B::float_reshape(flat.into_primitive().tensor(), shape.to_vec().into())
-    };
     let shapes = [vec![rows, 3], vec![rows], vec![0, 4], vec![rows, 15, 3]];
-    let groups: Vec<_> = shapes
-        .iter()
-        .enumerate()
-        .map(|(g, shape)| {
-            let n = shape.iter().product::<usize>();
-            let exp_avg_sq = tensor(uniform(&mut rng, n, 0.0, 1.0), shape);
-            let mut values = || tensor(uniform(&mut rng, n, -1.0, 1.0), shape);
-            crate::AdamGroup {
-                state: AdamPrimitives {
-                    param: values(),
-                    exp_avg: values(),
-                    exp_avg_sq,
-                },
-                grad: values(),
-                step: settings(1 + g as u32, 0.01 * (1 + g) as f64),
-            }
-        })
-        .collect();
+    let groups = random_groups::<B>(&mut rng, &shapes);
     // About a third of the rows unseen, some of them by a negative weight.
     let weights: Vec<f64> = uniform(&mut rng, rows, -1.0, 2.0)
         .into_iter()
@@ -293,15 +281,7 @@ pub(super) fn visible_groups_keep_unseen_rows<B: SplatBackend>(label: &str, tole
         .collect();
     let seen: Vec<bool> = weights.iter().map(|w| *w > 0.0).collect();
     assert!(seen.iter().any(|s| *s) && seen.iter().any(|s| !*s));
-    let host = |t: burn::tensor::ops::FloatTensor<B>| {
-        let n = t.shape().num_elements();
-        Tensor::<B, 1>::from_primitive(TensorPrimitive::Float(B::float_reshape(t, [n].into())))
-            .into_data()
-            .convert::<f64>()
-            .into_vec::<f64>()
-            .unwrap()
-    };
-    let visible = || tensor(weights.clone(), &[rows]);
+    let visible = || f32_tensor::<B>(weights.clone(), &[rows]);
     let full = B::adam_steps(groups.clone());
     for (how, got) in [
         ("op", B::adam_steps_visible(groups.clone(), visible())),
@@ -323,7 +303,7 @@ pub(super) fn visible_groups_keep_unseen_rows<B: SplatBackend>(label: &str, tole
                     &group.state.exp_avg_sq,
                 ),
             ] {
-                let (got, full, old) = (host(got), host(full), host(old.clone()));
+                let (got, full, old) = (host_values::<B>(got), host_values::<B>(full), host_values::<B>(old.clone()));
                 assert_eq!(got.len(), n, "{label} {how} group {g} {name}: length");
                 if n == 0 {
                     continue;
