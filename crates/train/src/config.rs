@@ -19,7 +19,7 @@ mod resolution;
 pub use appearance::{AppearanceConfig, AppearanceInit, AppearanceKind};
 pub use distributed::{DistributedConfig, ReduceStrategyKind, host_port};
 pub use optim::OptimConfig;
-pub use poses::PosesConfig;
+pub use poses::{PoseAnchor, PosesConfig};
 pub use resolution::ResolutionConfig;
 
 /// Every setting of a run. Sections mirror the step's data flow.

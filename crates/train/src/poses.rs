@@ -21,6 +21,22 @@
 //! The held-out cameras keep their given poses: the field the refined cameras teach is measured
 //! from the poses a user gave.
 //!
+//! ## The common frame (`poses.anchor = "mean"`)
+//! Every camera moved by one rigid motion `G` of the world, with the field moved by `G`,
+//! draws the same photos, so nothing in the loss holds the corrections' common part. In the
+//! world's frame camera `v`'s correction is the motion `W_v = V_v^-1 V'_v` (`V_v` the given
+//! world-to-camera map, `V'_v` the corrected one); with `(omega_v, t_v)` its rotation vector
+//! and translation, the common motion is their mean,
+//!
+//! ```text
+//! G = (exp([mean omega_v]x), mean t_v),      V'_v <- V'_v G^-1   for every camera,
+//! ```
+//!
+//! taken out after every step, so the mean stays at zero to first order (each step removes
+//! what that step's few cameras added, divided among all of them). Averaging the six numbers
+//! is independent of where the world's origin lies, to first order: a change of origin maps
+//! every camera's `(omega, t)` by the same linear map.
+//!
 //! ## What it costs
 //! The gradient is four small matrix products over the Gaussians per view and one read of a few
 //! hundred numbers (which waits for the device): the poses are host values, as the cameras
@@ -28,10 +44,10 @@
 //! camera gets its own gradient (the same work as one backward over all of them).
 
 use ember_field::Camera;
-use ember_kernels::project::pose::{compose, rotation_matrix};
+use ember_kernels::project::pose::{compose, invert, rotation_matrix, rotation_vector};
 use serde::{Deserialize, Serialize};
 
-use crate::config::PosesConfig;
+use crate::config::{PoseAnchor, PosesConfig};
 
 /// One training camera's correction and its Adam state.
 #[derive(Debug, Clone, PartialEq)]
@@ -204,6 +220,35 @@ impl CameraPoses {
             &c.rotation,
             &c.translation,
         );
+    }
+
+    /// Takes the corrections' common motion out of every camera (`poses.anchor = "mean"`; see
+    /// the module docs); nothing happens under `"none"`. `given` are the training cameras as
+    /// given, in order.
+    pub fn hold_frame(&mut self, given: &[Camera]) {
+        if self.config.anchor == PoseAnchor::None || self.corrections.is_empty() {
+            return;
+        }
+        let count = self.corrections.len() as f64;
+        let mut omega = [0.0; 3];
+        let mut shift = [0.0; 3];
+        for (c, camera) in self.corrections.iter().zip(given) {
+            let (r, t) = invert(&camera.rotation, &camera.translation);
+            let drawn = camera.moved_by(&c.rotation, &c.translation);
+            let (world_r, world_t) = compose(&r, &t, &drawn.rotation, &drawn.translation);
+            let turn = rotation_vector(&world_r);
+            for k in 0..3 {
+                omega[k] += turn[k] / count;
+                shift[k] += world_t[k] / count;
+            }
+        }
+        let (back_r, back_t) = invert(&rotation_matrix(omega), &shift);
+        for (c, camera) in self.corrections.iter_mut().zip(given) {
+            let drawn = camera.moved_by(&c.rotation, &c.translation);
+            let (held_r, held_t) = compose(&drawn.rotation, &drawn.translation, &back_r, &back_t);
+            let (r, t) = invert(&camera.rotation, &camera.translation);
+            (c.rotation, c.translation) = compose(&held_r, &held_t, &r, &t);
+        }
     }
 
     /// Camera `v`'s correction as `(degrees turned, camera centre moved in scene units)`.

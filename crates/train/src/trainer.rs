@@ -694,10 +694,14 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
                 appearance.update(photo, grad);
             }
         }
-        if let Some(poses) = &mut self.poses {
+        if let Some(poses) = &mut self.poses
+            && !pose_grads.is_empty()
+        {
             for (&camera, grad) in views.views.iter().zip(pose_grads) {
                 poses.update(camera, grad, step);
             }
+            let given: Vec<Camera> = self.scene.train.iter().map(|v| v.camera).collect();
+            poses.hold_frame(&given);
         }
         self.end_phase(Phase::Optimizer, t)?;
 

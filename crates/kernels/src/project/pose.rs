@@ -346,6 +346,46 @@ pub fn compose(
     (rotation, translation)
 }
 
+/// The rigid map inverse to `p -> R p + t`: `(R^T, -R^T t)`, row-major.
+pub fn invert(r: &[f64; 9], t: &[f64; 3]) -> ([f64; 9], [f64; 3]) {
+    let rotation = core::array::from_fn(|e| r[3 * (e % 3) + e / 3]);
+    let translation = core::array::from_fn(|i| -(0..3).map(|k| r[3 * k + i] * t[k]).sum::<f64>());
+    (rotation, translation)
+}
+
+/// The rotation vector of an orthonormal `r` (row-major): the `omega` with angle in `[0, pi]`
+/// whose [`rotation_matrix`] is `r`. Its axis comes from the antisymmetric part of `r`, or
+/// near a half turn (where that part vanishes) from the symmetric part `I + (1 - cos) [a]x^2`.
+pub fn rotation_vector(r: &[f64; 9]) -> [f64; 3] {
+    let cos = ((r[0] + r[4] + r[8] - 1.0) / 2.0).clamp(-1.0, 1.0);
+    let theta = cos.acos();
+    // `r - r^T = 2 sin(theta) [a]x`: this is `2 sin(theta) a`.
+    let twice_sin_axis = [r[7] - r[5], r[2] - r[6], r[3] - r[1]];
+    if theta < 1e-4 {
+        // theta / (2 sin theta) by its series.
+        return twice_sin_axis.map(|v| v * 0.5 * (1.0 + theta * theta / 6.0));
+    }
+    if core::f64::consts::PI - theta > 1e-3 {
+        let scale = theta / (2.0 * theta.sin());
+        return twice_sin_axis.map(|v| v * scale);
+    }
+    // a a^T = ((r + r^T) / 2 - cos I) / (1 - cos): the axis from its largest diagonal's column,
+    // signed so that it agrees with the (small) antisymmetric part.
+    let outer = |i: usize, j: usize| {
+        let symmetric = (r[3 * i + j] + r[3 * j + i]) / 2.0 - if i == j { cos } else { 0.0 };
+        symmetric / (1.0 - cos)
+    };
+    let i = (0..3)
+        .max_by(|&a, &b| outer(a, a).total_cmp(&outer(b, b)))
+        .expect("three axes");
+    let norm = outer(i, i).max(0.0).sqrt();
+    let mut axis = [0, 1, 2].map(|j| outer(i, j) / norm);
+    if (0..3).map(|k| axis[k] * twice_sin_axis[k]).sum::<f64>() < 0.0 {
+        axis = axis.map(|v| -v);
+    }
+    axis.map(|v| v * theta)
+}
+
 /// `exp([omega]x)`, row-major (Rodrigues' formula; its series near zero).
 pub fn rotation_matrix(omega: [f64; 3]) -> [f64; 9] {
     let theta2 = omega.iter().map(|v| v * v).sum::<f64>();

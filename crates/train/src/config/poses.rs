@@ -28,6 +28,26 @@ pub struct PosesConfig {
     /// so late steps at a high rate walk cameras that are already right: on cup_colmap's pose
     /// variant 0.01 measured 29.30 dB held out against 28.82 at 0.1 (BENCHMARKS.md).
     pub lr_final: f64,
+    /// What holds the refined cameras' common frame: `"none"` or `"mean"` (see [`PoseAnchor`]).
+    pub anchor: PoseAnchor,
+}
+
+/// What keeps the refined cameras, as a whole, where the given poses put them.
+///
+/// Turning or shifting every camera and the field together draws the same photos, so the
+/// training loss neither pulls that common motion nor holds it: refined cameras and their
+/// field may drift together, and held-out cameras, which keep their given poses, then see
+/// the field from a frame it left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum PoseAnchor {
+    /// Nothing holds the frame.
+    #[default]
+    None,
+    /// After every step the corrections' mean motion, taken in the world's frame, is removed
+    /// from every refined camera: the cameras keep the given ones' mean pose, and the field the
+    /// given frame (up to the mean of the poses' own errors, which no photo can show).
+    Mean,
 }
 
 impl Default for PosesConfig {
@@ -38,6 +58,7 @@ impl Default for PosesConfig {
             lr_rotation: 2e-3,
             lr_translation: 2e-4,
             lr_final: 0.01,
+            anchor: PoseAnchor::None,
         }
     }
 }

@@ -1,13 +1,19 @@
 //! Camera pose refinement: the procedural scene's training cameras knocked off their poses (a
 //! degree of turn, a shift of 1% of their distance) are brought back by `poses.refine` with the
-//! true field held still, and the refined poses round-trip through `cameras.json`.
+//! true field held still, and the refined poses round-trip through `cameras.json`; anchored
+//! corrections keep the cameras' common frame.
 
 use std::sync::Arc;
 
 use ember_field::Camera;
+use ember_kernels::project::pose::{compose, invert, rotation_matrix, rotation_vector};
+use ember_train::config::{PoseAnchor, PosesConfig};
+use ember_train::poses::{CameraPoses, STATE_PER_CAMERA};
 use ember_train::run::cameras_json;
 use ember_train::scene::procedural_field;
 use ember_train::{TrainConfig, TrainScene, Trainer};
+
+use rand::RngExt;
 
 use crate::common::B;
 
@@ -161,4 +167,134 @@ fn check_refined(batch: usize) {
         missing.to_string().contains("no camera named `nope`"),
         "{missing}"
     );
+}
+
+/// Training cameras at random poses around the origin, 8 units out.
+fn random_cameras(rng: &mut impl RngExt, count: usize) -> Vec<Camera> {
+    (0..count)
+        .map(|_| Camera {
+            rotation: rotation_matrix(core::array::from_fn(|_| rng.random_range(-2.0..2.0))),
+            translation: [
+                rng.random_range(-1.0..1.0),
+                rng.random_range(-1.0..1.0),
+                8.0,
+            ],
+            fx: 100.0,
+            fy: 100.0,
+            cx: 50.0,
+            cy: 40.0,
+            width: 100,
+            height: 80,
+        })
+        .collect()
+}
+
+/// `CameraPoses` over `given` whose corrections move camera `v` to `moved[v]`.
+fn poses_moving(given: &[Camera], moved: &[Camera], anchor: PoseAnchor) -> CameraPoses {
+    let config = PosesConfig {
+        refine: true,
+        anchor,
+        ..PosesConfig::default()
+    };
+    let mut poses =
+        CameraPoses::new(&config, given.len(), (0.9, 0.999, 1e-15), 1.0, 100).expect("refines");
+    let state: Vec<f64> = given
+        .iter()
+        .zip(moved)
+        .flat_map(|(g, m)| {
+            let (r, t) = invert(&g.rotation, &g.translation);
+            let (rotation, translation) = compose(&m.rotation, &m.translation, &r, &t);
+            rotation
+                .into_iter()
+                .chain(translation)
+                .chain([0.0; STATE_PER_CAMERA - 12])
+        })
+        .collect();
+    poses.load_state(&state).expect("the cameras' state");
+    poses
+}
+
+/// The corrections' mean motion in the world's frame: `(rotation vector, translation)`.
+fn common_motion(poses: &CameraPoses, given: &[Camera]) -> [f64; 6] {
+    let mut mean = [0.0; 6];
+    for (v, g) in given.iter().enumerate() {
+        let drawn = poses.camera(v, g);
+        let (r, t) = invert(&g.rotation, &g.translation);
+        let (world_r, world_t) = compose(&r, &t, &drawn.rotation, &drawn.translation);
+        let omega = rotation_vector(&world_r);
+        for k in 0..3 {
+            mean[k] += omega[k] / given.len() as f64;
+            mean[3 + k] += world_t[k] / given.len() as f64;
+        }
+    }
+    mean
+}
+
+/// `poses.anchor = "mean"`: one rigid motion of the world shared by every camera (which no
+/// photo can see) is taken out exactly; cameras each moved their own way keep their own
+/// motions and lose only the common part (the mean left is second order); `"none"` leaves
+/// the corrections as they are, bit for bit.
+#[test]
+fn anchored_corrections_keep_the_cameras_common_frame() {
+    let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(54);
+    let given = random_cameras(&mut rng, 12);
+    let world = (rotation_matrix([0.012, -0.02, 0.008]), [0.05, -0.03, 0.02]);
+    let shared: Vec<Camera> = given
+        .iter()
+        .map(|g| {
+            let (rotation, translation) = compose(&g.rotation, &g.translation, &world.0, &world.1);
+            Camera {
+                rotation,
+                translation,
+                ..*g
+            }
+        })
+        .collect();
+    let mut poses = poses_moving(&given, &shared, PoseAnchor::Mean);
+    poses.hold_frame(&given);
+    for (v, g) in given.iter().enumerate() {
+        let (turn, shift) = pose_error(&poses.camera(v, g), g);
+        assert!(
+            turn < 1e-5 && shift < 1e-10,
+            "camera {v}: {turn}° / {shift} off"
+        );
+    }
+
+    // Each camera moved its own way (up to ~1°, 0.05 units) and all by `world` on top.
+    let own: Vec<Camera> = shared
+        .iter()
+        .map(|s| {
+            let omega = core::array::from_fn(|_| rng.random_range(-0.01..0.01));
+            let tau = core::array::from_fn(|_| rng.random_range(-0.03..0.03));
+            s.moved_by(&rotation_matrix(omega), &tau)
+        })
+        .collect();
+    let free = poses_moving(&given, &own, PoseAnchor::None);
+    let before = common_motion(&free, &given);
+    let mut held = poses_moving(&given, &own, PoseAnchor::Mean);
+    held.hold_frame(&given);
+    let after = common_motion(&held, &given);
+    let norm = |m: &[f64; 6]| m.iter().map(|v| v * v).sum::<f64>().sqrt();
+    assert!(
+        norm(&after) < 0.01 * norm(&before),
+        "common motion {before:?} held to {after:?}"
+    );
+    // Every camera is moved by the same motion of the world, so the cameras stand to one another
+    // as they did.
+    for v in 1..given.len() {
+        let pair = |p: &CameraPoses| {
+            let (a, b) = (p.camera(v - 1, &given[v - 1]), p.camera(v, &given[v]));
+            pose_error(&a, &b)
+        };
+        let (free_pair, held_pair) = (pair(&free), pair(&held));
+        assert!(
+            (free_pair.0 - held_pair.0).abs() < 1e-6 && (free_pair.1 - held_pair.1).abs() < 1e-9,
+            "cameras {} and {v}: {free_pair:?} apart free, {held_pair:?} held",
+            v - 1
+        );
+    }
+
+    let mut untouched = free.clone();
+    untouched.hold_frame(&given);
+    assert_eq!(untouched.state(), free.state(), "`none` holds nothing");
 }

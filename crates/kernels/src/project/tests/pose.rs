@@ -118,3 +118,36 @@ fn pose_gradient_matches_central_differences() {
         }
     }
 }
+
+/// [`rotation_vector`](crate::project::pose::rotation_vector) inverts
+/// [`rotation_matrix`](crate::project::pose::rotation_matrix) from the smallest turns to just
+/// short of a half turn, and [`invert`](crate::project::pose::invert) undoes a rigid map.
+#[test]
+fn rotation_vector_and_invert_undo_their_maps() {
+    use crate::project::pose::{compose, invert, rotation_matrix, rotation_vector};
+    use rand::RngExt;
+
+    let mut rng = fresh_rng("rotation vector");
+    use core::f64::consts::PI;
+    // The last two on either side of the half-turn branch's switch, 1e-3 short of pi.
+    for angle in [0.0, 1e-9, 1e-5, 1e-4, 2e-4, 0.01, 0.5, 2.0, 3.1, PI - 1.5e-3, PI - 3e-6] {
+        for _ in 0..8 {
+            let axis: [f64; 3] = core::array::from_fn(|_| rng.random_range(-1.0..1.0));
+            let norm = axis.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let omega = axis.map(|v| v / norm * angle);
+            let back = rotation_vector(&rotation_matrix(omega));
+            let err = (0..3).map(|k| (back[k] - omega[k]).abs()).fold(0.0, f64::max);
+            assert!(err < 1e-9, "angle {angle}: {omega:?} came back as {back:?}");
+
+            let t: [f64; 3] = core::array::from_fn(|_| rng.random_range(-5.0..5.0));
+            let r = rotation_matrix(omega);
+            let (ri, ti) = invert(&r, &t);
+            let (identity, zero) = compose(&ri, &ti, &r, &t);
+            for e in 0..9 {
+                let expected = f64::from(u8::from(e % 4 == 0));
+                assert!((identity[e] - expected).abs() < 1e-12, "{identity:?}");
+            }
+            assert!(zero.iter().all(|v| v.abs() < 1e-12), "{zero:?}");
+        }
+    }
+}
