@@ -35,7 +35,7 @@ use ember_field::{Camera, GaussianField, RenderOptions, render, render_pass, to_
 use ember_kernels::{LossOptions, LossOutputs, SplatBackend};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{OptimConfig, PosesConfig};
+use crate::config::{OptimConfig, PoseAnchor, PosesConfig};
 use crate::error::TrainError;
 use crate::poses::CameraPoses;
 
@@ -87,6 +87,8 @@ pub fn align_view<B: SplatBackend>(
     let rates = PosesConfig {
         refine: true,
         start: 0,
+        // One camera's correction is all of their mean: anchoring would undo every step.
+        anchor: PoseAnchor::None,
         ..PosesConfig::default()
     };
     let adam = OptimConfig::default();

@@ -101,6 +101,12 @@ pub struct CameraMotion {
     pub mean_shift: f64,
     /// Largest move of the camera centre, scene units.
     pub max_shift: f64,
+    /// The cameras' common turn, degrees: the angle of their corrections' mean rotation vector
+    /// in the world's frame (a turn of the whole rig, which no photo shows; held at zero by
+    /// `poses.anchor = "mean"`, to first order).
+    pub common_degrees: f64,
+    /// How far the cameras' centroid moved, scene units.
+    pub common_shift: f64,
 }
 
 impl CameraPoses {
@@ -222,14 +228,10 @@ impl CameraPoses {
         );
     }
 
-    /// Takes the corrections' common motion out of every camera (`poses.anchor = "mean"`; see
-    /// the module docs); nothing happens under `"none"`. `given` are the training cameras as
-    /// given, in order.
-    pub fn hold_frame(&mut self, given: &[Camera]) {
-        if self.config.anchor == PoseAnchor::None || self.corrections.is_empty() {
-            return;
-        }
-        let count = self.corrections.len() as f64;
+    /// The corrections' mean motion in the world's frame, `(rotation vector, translation)`:
+    /// the means of `W_v = V_v^-1 V'_v`'s (see the module docs).
+    fn common_motion(&self, given: &[Camera]) -> ([f64; 3], [f64; 3]) {
+        let count = self.corrections.len().max(1) as f64;
         let mut omega = [0.0; 3];
         let mut shift = [0.0; 3];
         for (c, camera) in self.corrections.iter().zip(given) {
@@ -242,6 +244,17 @@ impl CameraPoses {
                 shift[k] += world_t[k] / count;
             }
         }
+        (omega, shift)
+    }
+
+    /// Takes the corrections' common motion out of every camera (`poses.anchor = "mean"`; see
+    /// the module docs); nothing happens under `"none"`. `given` are the training cameras as
+    /// given, in order.
+    pub fn hold_frame(&mut self, given: &[Camera]) {
+        if self.config.anchor == PoseAnchor::None || self.corrections.is_empty() {
+            return;
+        }
+        let (omega, shift) = self.common_motion(given);
         let (back_r, back_t) = invert(&rotation_matrix(omega), &shift);
         for (c, camera) in self.corrections.iter_mut().zip(given) {
             let drawn = camera.moved_by(&c.rotation, &c.translation);
@@ -268,11 +281,21 @@ impl CameraPoses {
             .map(|(v, camera)| self.moved(v, camera))
             .collect();
         let count = moved.len().max(1) as f64;
+        let norm = |v: [f64; 3]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let mut centroid_shift = [0.0; 3];
+        for (v, camera) in given.iter().enumerate() {
+            let (a, b) = (camera.center(), self.camera(v, camera).center());
+            for k in 0..3 {
+                centroid_shift[k] += (b[k] - a[k]) / count;
+            }
+        }
         CameraMotion {
             mean_degrees: moved.iter().map(|m| m.0).sum::<f64>() / count,
             max_degrees: moved.iter().map(|m| m.0).fold(0.0, f64::max),
             mean_shift: moved.iter().map(|m| m.1).sum::<f64>() / count,
             max_shift: moved.iter().map(|m| m.1).fold(0.0, f64::max),
+            common_degrees: norm(self.common_motion(given).0).to_degrees(),
+            common_shift: norm(centroid_shift),
         }
     }
 }

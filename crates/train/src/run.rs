@@ -482,7 +482,8 @@ pub(crate) fn run_trainer<B: SplatAutodiffBackend>(
             logs.jsonl.append(
                 &json!({"kind": "poses", "step": report.step, "mean_degrees": motion.mean_degrees,
                     "max_degrees": motion.max_degrees, "mean_shift": motion.mean_shift,
-                    "max_shift": motion.max_shift})
+                    "max_shift": motion.max_shift, "common_degrees": motion.common_degrees,
+                    "common_shift": motion.common_shift})
                 .to_string(),
             )?;
             write_atomically(

@@ -219,11 +219,13 @@ where
     if let Some(m) = summary.camera_motion {
         println!(
             "training cameras moved {:.3} degrees and {:.4} scene units on average (at most \
-             {:.3} and {:.4}); refined poses in {}",
+             {:.3} and {:.4}; all together {:.3} degrees and {:.4}); refined poses in {}",
             m.mean_degrees,
             m.mean_shift,
             m.max_degrees,
             m.max_shift,
+            m.common_degrees,
+            m.common_shift,
             args.out.join("cameras.json").display()
         );
     }

@@ -279,6 +279,14 @@ fn anchored_corrections_keep_the_cameras_common_frame() {
         norm(&after) < 0.01 * norm(&before),
         "common motion {before:?} held to {after:?}"
     );
+    let (free_turn, held_turn) = (
+        free.motion(&given).common_degrees,
+        held.motion(&given).common_degrees,
+    );
+    assert!(
+        free_turn > 1.0 && held_turn < 0.01 * free_turn,
+        "the rig's common turn: {free_turn}° free, {held_turn}° held"
+    );
     // Every camera is moved by the same motion of the world, so the cameras stand to one another
     // as they did.
     for v in 1..given.len() {
