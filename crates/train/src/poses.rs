@@ -22,20 +22,21 @@
 //! from the poses a user gave.
 //!
 //! ## The common frame (`poses.anchor = "mean"`)
-//! Every camera moved by one rigid motion `G` of the world, with the field moved by `G`,
-//! draws the same photos, so nothing in the loss holds the corrections' common part. In the
-//! world's frame camera `v`'s correction is the motion `W_v = V_v^-1 V'_v` (`V_v` the given
-//! world-to-camera map, `V'_v` the corrected one); with `(omega_v, t_v)` its rotation vector
-//! and translation, the common motion is their mean,
+//! Every camera moved by one rigid motion `M` of the world, with the field moved by `M`,
+//! draws the same photos, so nothing in the loss holds the corrections' common part. The rig's
+//! motion is measured as the given noise is made, a turn about each camera's centre and a move
+//! of the centre: with `P_v = V_v^-1` camera `v`'s camera-to-world pose as given (rotation
+//! `R_v^T`, centre `c_v`) and `P'_v` as drawn (`R'_v^T`, `c'_v`),
 //!
 //! ```text
-//! G = (exp([mean omega_v]x), mean t_v),      V'_v <- V'_v G^-1   for every camera,
+//! omega = mean_v log(R'_v^T R_v),      M(x) = exp([omega]x) (x - mean c_v) + mean c'_v,
+//! P'_v <- M^-1 P'_v   (V'_v <- V'_v M)   for every camera,
 //! ```
 //!
-//! taken out after every step, so the mean stays at zero to first order (each step removes
-//! what that step's few cameras added, divided among all of them). Averaging the six numbers
-//! is independent of where the world's origin lies, to first order: a change of origin maps
-//! every camera's `(omega, t)` by the same linear map.
+//! after every step: the drawn cameras' centroid is the given one's exactly, their mean turn
+//! zero to first order (each step removes what that step's few cameras added, divided among all
+//! of them), and the cameras stand to one another as before. A camera turned about its own
+//! centre moves no centre, so it adds to the rig's turn and not to its shift.
 //!
 //! ## What it costs
 //! The gradient is four small matrix products over the Gaussians per view and one read of a few
@@ -90,6 +91,16 @@ pub struct CameraPoses {
 /// two moments (6 each) and the step count.
 pub const STATE_PER_CAMERA: usize = 9 + 3 + 6 + 6 + 1;
 
+/// The rig's common motion ([`CameraPoses::rig_motion`]).
+struct RigMotion {
+    /// Mean rotation vector of the cameras' turns in the world's frame.
+    omega: [f64; 3],
+    /// Centroid of the given cameras' centres.
+    given_centroid: [f64; 3],
+    /// Centroid of the drawn cameras' centres.
+    drawn_centroid: [f64; 3],
+}
+
 /// How far refinement moved a set of cameras.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CameraMotion {
@@ -101,11 +112,11 @@ pub struct CameraMotion {
     pub mean_shift: f64,
     /// Largest move of the camera centre, scene units.
     pub max_shift: f64,
-    /// The cameras' common turn, degrees: the angle of their corrections' mean rotation vector
-    /// in the world's frame (a turn of the whole rig, which no photo shows; held at zero by
-    /// `poses.anchor = "mean"`, to first order).
+    /// The rig's common turn, degrees: the angle of the mean rotation vector of the cameras'
+    /// turns in the world's frame (a turn of the whole rig, which no photo shows; held at zero
+    /// by `poses.anchor = "mean"`, to first order).
     pub common_degrees: f64,
-    /// How far the cameras' centroid moved, scene units.
+    /// How far the cameras' centroid moved, scene units (held at zero by `"mean"`).
     pub common_shift: f64,
 }
 
@@ -228,37 +239,47 @@ impl CameraPoses {
         );
     }
 
-    /// The corrections' mean motion in the world's frame, `(rotation vector, translation)`:
-    /// the means of `W_v = V_v^-1 V'_v`'s (see the module docs).
-    fn common_motion(&self, given: &[Camera]) -> ([f64; 3], [f64; 3]) {
+    /// The rig's common motion (see the module docs): the mean rotation vector `omega` of the
+    /// cameras' turns in the world's frame, and the given and drawn centroids of their centres.
+    fn rig_motion(&self, given: &[Camera]) -> RigMotion {
         let count = self.corrections.len().max(1) as f64;
-        let mut omega = [0.0; 3];
-        let mut shift = [0.0; 3];
+        let mut motion = RigMotion {
+            omega: [0.0; 3],
+            given_centroid: [0.0; 3],
+            drawn_centroid: [0.0; 3],
+        };
         for (c, camera) in self.corrections.iter().zip(given) {
-            let (r, t) = invert(&camera.rotation, &camera.translation);
             let drawn = camera.moved_by(&c.rotation, &c.translation);
-            let (world_r, world_t) = compose(&r, &t, &drawn.rotation, &drawn.translation);
-            let turn = rotation_vector(&world_r);
+            let (drawn_to_world, _) = invert(&drawn.rotation, &[0.0; 3]);
+            let (turn, _) = compose(&drawn_to_world, &[0.0; 3], &camera.rotation, &[0.0; 3]);
+            let (omega, a, b) = (rotation_vector(&turn), camera.center(), drawn.center());
             for k in 0..3 {
-                omega[k] += turn[k] / count;
-                shift[k] += world_t[k] / count;
+                motion.omega[k] += omega[k] / count;
+                motion.given_centroid[k] += a[k] / count;
+                motion.drawn_centroid[k] += b[k] / count;
             }
         }
-        (omega, shift)
+        motion
     }
 
-    /// Takes the corrections' common motion out of every camera (`poses.anchor = "mean"`; see
-    /// the module docs); nothing happens under `"none"`. `given` are the training cameras as
-    /// given, in order.
+    /// Takes the rig's common motion out of every camera (`poses.anchor = "mean"`; see the
+    /// module docs); nothing happens under `"none"`. `given` are the training cameras as given,
+    /// in order.
     pub fn hold_frame(&mut self, given: &[Camera]) {
         if self.config.anchor == PoseAnchor::None || self.corrections.is_empty() {
             return;
         }
-        let (omega, shift) = self.common_motion(given);
-        let (back_r, back_t) = invert(&rotation_matrix(omega), &shift);
+        let rig = self.rig_motion(given);
+        let turn = rotation_matrix(rig.omega);
+        let turned: [f64; 3] = core::array::from_fn(|i| {
+            (0..3)
+                .map(|k| turn[3 * i + k] * rig.given_centroid[k])
+                .sum::<f64>()
+        });
+        let shift: [f64; 3] = core::array::from_fn(|i| rig.drawn_centroid[i] - turned[i]);
         for (c, camera) in self.corrections.iter_mut().zip(given) {
             let drawn = camera.moved_by(&c.rotation, &c.translation);
-            let (held_r, held_t) = compose(&drawn.rotation, &drawn.translation, &back_r, &back_t);
+            let (held_r, held_t) = compose(&drawn.rotation, &drawn.translation, &turn, &shift);
             let (r, t) = invert(&camera.rotation, &camera.translation);
             (c.rotation, c.translation) = compose(&held_r, &held_t, &r, &t);
         }
@@ -281,21 +302,17 @@ impl CameraPoses {
             .map(|(v, camera)| self.moved(v, camera))
             .collect();
         let count = moved.len().max(1) as f64;
+        let rig = self.rig_motion(given);
         let norm = |v: [f64; 3]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let mut centroid_shift = [0.0; 3];
-        for (v, camera) in given.iter().enumerate() {
-            let (a, b) = (camera.center(), self.camera(v, camera).center());
-            for k in 0..3 {
-                centroid_shift[k] += (b[k] - a[k]) / count;
-            }
-        }
         CameraMotion {
             mean_degrees: moved.iter().map(|m| m.0).sum::<f64>() / count,
             max_degrees: moved.iter().map(|m| m.0).fold(0.0, f64::max),
             mean_shift: moved.iter().map(|m| m.1).sum::<f64>() / count,
             max_shift: moved.iter().map(|m| m.1).fold(0.0, f64::max),
-            common_degrees: norm(self.common_motion(given).0).to_degrees(),
-            common_shift: norm(centroid_shift),
+            common_degrees: norm(rig.omega).to_degrees(),
+            common_shift: norm(core::array::from_fn(|k| {
+                rig.drawn_centroid[k] - rig.given_centroid[k]
+            })),
         }
     }
 }

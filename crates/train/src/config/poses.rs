@@ -44,9 +44,10 @@ pub enum PoseAnchor {
     /// Nothing holds the frame.
     #[default]
     None,
-    /// After every step the corrections' mean motion, taken in the world's frame, is removed
-    /// from every refined camera: the cameras keep the given ones' mean pose, and the field the
-    /// given frame (up to the mean of the poses' own errors, which no photo can show).
+    /// After every step the rig's common motion (the mean turn of the cameras in the world's
+    /// frame, and the move of their centres' centroid) is taken out of every refined camera:
+    /// the cameras keep the given ones' centroid and mean orientation, and the field the given
+    /// frame (up to the mean of the poses' own errors, which no photo can show).
     Mean,
 }
 
