@@ -241,7 +241,7 @@ impl CameraPoses {
 
     /// The rig's common motion (see the module docs): the mean rotation vector `omega` of the
     /// cameras' turns in the world's frame, and the given and drawn centroids of their centres.
-    fn rig_motion(&self, given: &[Camera]) -> RigMotion {
+    fn rig_motion<'a>(&self, given: impl Iterator<Item = &'a Camera>) -> RigMotion {
         let count = self.corrections.len().max(1) as f64;
         let mut motion = RigMotion {
             omega: [0.0; 3],
@@ -263,13 +263,13 @@ impl CameraPoses {
     }
 
     /// Takes the rig's common motion out of every camera (`poses.anchor = "mean"`; see the
-    /// module docs); nothing happens under `"none"`. `given` are the training cameras as given,
-    /// in order.
-    pub fn hold_frame(&mut self, given: &[Camera]) {
+    /// module docs); nothing happens under `"none"`. `given` yields the training cameras as
+    /// given, in order (walked twice: once for the motion, once to take it out).
+    pub fn hold_frame<'a>(&mut self, given: impl Iterator<Item = &'a Camera> + Clone) {
         if self.config.anchor == PoseAnchor::None || self.corrections.is_empty() {
             return;
         }
-        let rig = self.rig_motion(given);
+        let rig = self.rig_motion(given.clone());
         let turn = rotation_matrix(rig.omega);
         let turned: [f64; 3] = core::array::from_fn(|i| {
             (0..3)
@@ -302,7 +302,7 @@ impl CameraPoses {
             .map(|(v, camera)| self.moved(v, camera))
             .collect();
         let count = moved.len().max(1) as f64;
-        let rig = self.rig_motion(given);
+        let rig = self.rig_motion(given.iter());
         let norm = |v: [f64; 3]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
         CameraMotion {
             mean_degrees: moved.iter().map(|m| m.0).sum::<f64>() / count,

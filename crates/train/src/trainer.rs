@@ -700,8 +700,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             for (&camera, grad) in views.views.iter().zip(pose_grads) {
                 poses.update(camera, grad, step);
             }
-            let given: Vec<Camera> = self.scene.train.iter().map(|v| v.camera).collect();
-            poses.hold_frame(&given);
+            poses.hold_frame(self.scene.train.iter().map(|v| &v.camera));
         }
         self.end_phase(Phase::Optimizer, t)?;
 

@@ -253,7 +253,7 @@ fn anchored_corrections_keep_the_cameras_common_frame() {
         })
         .collect();
     let mut poses = poses_moving(&given, &shared, PoseAnchor::Mean);
-    poses.hold_frame(&given);
+    poses.hold_frame(given.iter());
     for (v, g) in given.iter().enumerate() {
         let (turn, shift) = pose_error(&poses.camera(v, g), g);
         assert!(
@@ -274,7 +274,7 @@ fn anchored_corrections_keep_the_cameras_common_frame() {
     let free = poses_moving(&given, &own, PoseAnchor::None);
     let before = common_motion(&free, &given);
     let mut held = poses_moving(&given, &own, PoseAnchor::Mean);
-    held.hold_frame(&given);
+    held.hold_frame(given.iter());
     let after = common_motion(&held, &given);
     let norm = |m: &[f64]| m.iter().map(|v| v * v).sum::<f64>().sqrt();
     assert!(
@@ -305,6 +305,6 @@ fn anchored_corrections_keep_the_cameras_common_frame() {
     }
 
     let mut untouched = free.clone();
-    untouched.hold_frame(&given);
+    untouched.hold_frame(given.iter());
     assert_eq!(untouched.state(), free.state(), "`none` holds nothing");
 }
