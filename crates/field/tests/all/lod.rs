@@ -194,6 +194,43 @@ fn a_cut_that_saves_little_is_drawn_as_the_leaves() {
 }
 
 #[test]
+fn the_bound_on_left_out_leaves_holds_in_every_view_and_is_tight_up_close() {
+    let device = Default::default();
+    let (_, hierarchy) = hierarchy_of::<Cpu>(&sheet(60), &device);
+    let l = hierarchy.leaves;
+    let mut near_bound = None;
+    for threshold in [0.5f32, 1.0, 4.0] {
+        for distance in [0.3, 1.0, 1.5, 2.0, 4.0, 8.0, 16.0, 32.0] {
+            let cam = camera(distance, 96, 72);
+            let weights = pixels(
+                lod_cut(&hierarchy, &cam, threshold)
+                    .unwrap()
+                    .weights
+                    .reshape([1, 1, -1]),
+            );
+            let left_out = weights[..l].iter().filter(|&&w| w == 0.0).count();
+            let bound = hierarchy.merged_leaves_at_most(&cam, threshold);
+            println!(
+                "tau {threshold}, distance {distance}: {left_out} leaves left out, bound {bound}"
+            );
+            assert!(
+                bound >= left_out && bound <= l,
+                "tau {threshold}, distance {distance}: bound {bound}, {left_out} left out"
+            );
+            if threshold == 1.0 && distance == 1.0 {
+                near_bound = Some(bound);
+            }
+        }
+    }
+    // Up close the bound alone shows that nothing merges, so the leaves are drawn unweighed.
+    assert_eq!(near_bound, Some(0));
+    assert_eq!(
+        hierarchy.merged_leaves_at_most(&camera(32.0, 160, 120), 0.0),
+        0
+    );
+}
+
+#[test]
 fn moving_away_does_not_pop() {
     let device = Default::default();
     let (field, hierarchy) = hierarchy_of::<Cpu>(&sheet(50), &device);

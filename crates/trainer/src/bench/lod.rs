@@ -4,9 +4,10 @@
 //! Per distance, every view of the orbit is rendered full (the leaves, `render_batch_images`)
 //! and with level of detail (`render_lod_images` at `--threshold`: the cut included), each read
 //! back as a viewer reads its frames, alternating the two `--repeats` times (which of the two
-//! goes first alternates from pair to pair). A row holds the
-//! medians of the two times, their ratio, the mean number of Gaussians the cut drew, and the
-//! mean PSNR of the LOD image against the full one (and its worst view).
+//! goes first alternates from pair to pair). A row holds the medians of the two times, their
+//! ratio, the median time of the cut alone (timed apart), the mean number of Gaussians the cut
+//! drew, the mean bound on the leaves it may leave out (below the minimum saving the CPU skips
+//! weighing the nodes), and the mean PSNR of the LOD image against the full one (and its worst view).
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -77,8 +78,15 @@ struct Row {
     lod_ms: f64,
     /// `full_ms / lod_ms`.
     speedup: f64,
+    /// Median ms of the cut alone (`drawn_cut`: the bound, the weights, the gather or the
+    /// leaves), measured apart from the renders.
+    cut_ms: f64,
     /// Gaussians the cut drew, mean over the views.
     drawn: f64,
+    /// Leaves the hierarchy's bounds let the cut leave out at most, mean over the views
+    /// (`GaussianHierarchy::merged_leaves_at_most`): where that is under `min_saving` of the
+    /// leaves, the CPU draws the leaves without weighing a node.
+    left_out_at_most: f64,
     /// PSNR of the LOD image against the full one, dB, mean over the views.
     psnr_vs_full: f64,
     /// The lowest PSNR of a view.
@@ -195,8 +203,10 @@ pub fn bench_lod<B: SplatBackend>(args: &LodBenchArgs, device: &B::Device) -> Re
         .with_lod_threshold(args.threshold)
         .with_lod_min_saving(args.min_saving);
     let mut rows = Vec::new();
-    println!("| distance | full ms | LOD ms | speed-up | drawn | PSNR vs full (min) |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| distance | full ms | LOD ms | speed-up | cut ms | drawn | left out at most (bound) | PSNR vs full (min) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for &distance in &args.distances {
         let orbit = Orbit {
             radius: info.radius * distance,
@@ -213,13 +223,22 @@ pub fn bench_lod<B: SplatBackend>(args: &LodBenchArgs, device: &B::Device) -> Re
         let with_lod = |camera: &CameraParams| {
             timed::<B>(|| Ok(render_lod_images(&lod, camera, &lod_options)?.rgb))
         };
-        let (mut full_ms, mut lod_ms, mut psnrs, mut drawn) =
-            (Vec::new(), Vec::new(), Vec::new(), 0usize);
+        let (mut full_ms, mut lod_ms, mut psnrs, mut drawn, mut left_out) =
+            (Vec::new(), Vec::new(), Vec::new(), 0usize, 0usize);
         for camera in &cameras {
             let (want, _) = full(camera)?;
             let (got, _) = with_lod(camera)?;
             psnrs.push(psnr(&got, &want));
             drawn += drawn_cut(&lod, camera, &lod_options)?.drawn();
+            left_out += lod.merged_leaves_at_most(camera, args.threshold);
+        }
+        let mut cut_ms = Vec::new();
+        for _ in 0..args.repeats {
+            for camera in &cameras {
+                let started = Instant::now();
+                drawn_cut(&lod, camera, &lod_options)?;
+                cut_ms.push(started.elapsed().as_secs_f64() * 1e3);
+            }
         }
         // Which way goes first alternates: with the full render always first, the medians at
         // 1x on biker put the cut's render 3.7 ms behind it, with the cut first 0.7 ms (its own
@@ -242,17 +261,21 @@ pub fn bench_lod<B: SplatBackend>(args: &LodBenchArgs, device: &B::Device) -> Re
             full_ms,
             lod_ms,
             speedup: full_ms / lod_ms,
+            cut_ms: median(cut_ms),
             drawn: drawn as f64 / cameras.len() as f64,
+            left_out_at_most: left_out as f64 / cameras.len() as f64,
             psnr_vs_full: finite.iter().sum::<f64>() / finite.len() as f64,
             psnr_min: finite.iter().copied().fold(f64::INFINITY, f64::min),
         };
         println!(
-            "| {}x | {:.1} | {:.1} | {:.2}x | {:.0} | {:.1} dB ({:.1}) |",
+            "| {}x | {:.1} | {:.1} | {:.2}x | {:.2} | {:.0} | {:.0} | {:.1} dB ({:.1}) |",
             row.distance,
             row.full_ms,
             row.lod_ms,
             row.speedup,
+            row.cut_ms,
             row.drawn,
+            row.left_out_at_most,
             row.psnr_vs_full,
             row.psnr_min
         );

@@ -152,12 +152,21 @@ fn lod_build_writes_a_hierarchy_that_bench_lod_and_info_read() {
         assert_eq!(distances, [1.0, 2.0, 4.0, 8.0], "{value}");
         let leaves = value["leaves"].as_f64().expect("leaves");
         for row in rows {
-            for key in ["full_ms", "lod_ms", "speedup", "drawn", "psnr_vs_full"] {
+            for key in [
+                "full_ms",
+                "lod_ms",
+                "speedup",
+                "cut_ms",
+                "drawn",
+                "psnr_vs_full",
+            ] {
                 assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {row}");
             }
             assert!(
                 row["drawn"].as_f64().expect("drawn") <= value["nodes"].as_f64().expect("nodes")
             );
+            let bound = row["left_out_at_most"].as_f64().expect("left_out_at_most");
+            assert!((0.0..=leaves).contains(&bound), "{row}");
         }
         // Farther views draw fewer Gaussians.
         let drawn = |i: usize| rows[i]["drawn"].as_f64().expect("drawn");
