@@ -128,7 +128,7 @@ pub enum TrainError {
     ReplicasDiverged {
         /// The step just completed.
         step: usize,
-        /// The peer's rank.
+        /// The rank of the first peer whose parameters differ (every peer reports the same).
         peer: usize,
         /// The hash of its parameters' bits ([`crate::params::parameter_hash`]).
         hash: u64,

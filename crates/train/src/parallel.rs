@@ -8,8 +8,8 @@
 //! densification statistics of the whole batch are summed the same way (each peer contributes
 //! its views' rows, zeros elsewhere), so every replica observes all `B` views in the batch's
 //! order, takes the same Adam step and makes the same clone/split/prune decisions: the replicas
-//! never drift, and [`TrainError::ReplicasDiverged`] says so if they ever do (a hash of every
-//! replica's parameter bits compared with peer 0's, gathered with an all-reduce). Checkpoints,
+//! never drift, and [`TrainError::ReplicasDiverged`] says so on every peer if they ever do (a
+//! hash of every replica's parameter bits compared with peer 0's, gathered with an all-reduce). Checkpoints,
 //! evaluation and logs are peer 0's ([`run_data_parallel`]); a checkpoint holds one replica, so
 //! a run resumes on any `D`.
 //!
@@ -260,9 +260,12 @@ impl PeerLink {
         ))
     }
 
-    /// Compares the hash of `field`'s parameters ([`crate::params::parameter_hash`]) with peer 0's: every
-    /// peer's hash is gathered with one all-reduce (its four 16-bit parts at its own slots,
-    /// zeros elsewhere: sums of one value and zeros are exact).
+    /// Compares every peer's hash of its parameters ([`crate::params::parameter_hash`]) with
+    /// peer 0's: the hashes are gathered with one all-reduce (each peer's four 16-bit parts at
+    /// its own slots, zeros elsewhere: sums of one value and zeros are exact), so every peer
+    /// sees every hash and all of them stop with the same error, naming the first peer that
+    /// differs. Were only the differing peer to stop, the others would wait for it in the next
+    /// step's all-reduce (across nodes, until `distributed.timeout_s`).
     pub(crate) fn check_replica<B: Backend>(
         &self,
         field: &GaussianField<B>,
@@ -276,16 +279,21 @@ impl PeerLink {
         let device = field.means.device();
         let shared = Tensor::<B, 1>::from_data(TensorData::new(slots, [4 * self.peers]), &device);
         let all = to_host(self.sum(shared)?, "the replicas' hashes")?;
-        let reference = (0..4).fold(0u64, |h, part| h | ((all[part] as u64) << (16 * part)));
-        if hash != reference {
-            return Err(TrainError::ReplicasDiverged {
+        let hash_of = |peer: usize| {
+            (0..4).fold(0u64, |h, part| {
+                h | ((all[4 * peer + part] as u64) << (16 * part))
+            })
+        };
+        let reference = hash_of(0);
+        match (1..self.peers).find(|&peer| hash_of(peer) != reference) {
+            Some(peer) => Err(TrainError::ReplicasDiverged {
                 step,
-                peer: self.rank,
-                hash,
+                peer,
+                hash: hash_of(peer),
                 reference,
-            });
+            }),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
