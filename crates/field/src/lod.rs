@@ -115,8 +115,11 @@ impl<B: Backend> GaussianHierarchy<B> {
     }
 
     /// At most how many leaves the cut at `threshold` pixels through `camera` leaves out
-    /// (gives weight zero), from the hierarchy's bounds alone: no node is weighed (see
-    /// [`MergeBound`]). At least the exact count, in every view.
+    /// (gives weight zero), from the hierarchy's bounds alone: no node is weighed. A leaf is
+    /// left out only when its parent's `rho` is at most the threshold, and `rho >= size f / |e -
+    /// x|` for the leaf's centre `x` (the parent's sphere holds it), counted over 2048 groups of
+    /// leaves, each within a sphere. At least the exact count, in every view a cut accepts (a
+    /// finite camera, `ember_kernels::project::check_camera`).
     pub fn merged_leaves_at_most(&self, camera: &CameraParams, threshold: f32) -> usize {
         self.merge_bound.merged_leaves_at_most(camera, threshold)
     }
