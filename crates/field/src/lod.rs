@@ -181,9 +181,9 @@ impl<B: Backend> GaussianField<B> {
 /// are split into [`MergeBound::GROUPS`] groups (subtrees of the hierarchy's top), each bounded
 /// by a sphere around its leaves' centres: a leaf of group `g` is at most
 /// `D_g = |e - centre_g| + radius_g` away, so only the leaves whose parent's `size` is at most
-/// `tau D_g / f` can be left out. With each group's parent sizes sorted, a view counts them with one distance and
-/// one binary search per group, and can learn that its cut saves little without weighing the
-/// nodes.
+/// `tau D_g / f` can be left out. With each group's parent sizes sorted, a view counts them
+/// with one distance and one binary search per group, and can learn that its cut saves little
+/// without weighing the nodes.
 #[derive(Debug, Clone, Default)]
 struct MergeBound {
     /// Per group, the sizes of its leaves' parents, ascending (a leaf that is its own parent,
@@ -232,6 +232,7 @@ impl MergeBound {
                 _ => break,
             }
         }
+        let frontier = frontier.into_vec();
         // Each node's group, parents first (a parent's index is above its children's).
         let mut group = vec![usize::MAX; m];
         for (g, &(_, n)) in frontier.iter().enumerate() {
