@@ -380,7 +380,10 @@ fn cut<B: LodOps>(
     };
     // Up close the bound alone shows that the cut saves little: the leaves, without weighing
     // a node (the weights were most of what a frame paid for the cut there).
-    if B::GATHERS_CUT && saves_little(l - hierarchy.merged_leaves_at_most(camera, threshold)) {
+    if B::GATHERS_CUT
+        && min_saving > 0.0
+        && saves_little(l - hierarchy.merged_leaves_at_most(camera, threshold))
+    {
         return Ok(leaves());
     }
     let weights = lod_weights(

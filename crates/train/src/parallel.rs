@@ -9,8 +9,8 @@
 //! its views' rows, zeros elsewhere), so every replica observes all `B` views in the batch's
 //! order, takes the same Adam step and makes the same clone/split/prune decisions: the replicas
 //! never drift, and [`TrainError::ReplicasDiverged`] says so on every peer if they ever do (a
-//! hash of every replica's parameter bits compared with peer 0's, gathered with an all-reduce). Checkpoints,
-//! evaluation and logs are peer 0's ([`run_data_parallel`]); a checkpoint holds one replica, so
+//! hash of every replica's parameter bits compared with peer 0's, gathered with an
+//! all-reduce). Checkpoints, evaluation and logs are peer 0's ([`run_data_parallel`]); a checkpoint holds one replica, so
 //! a run resumes on any `D`.
 //!
 //! **Across machines** (`distributed.nodes > 1`) each machine runs one process, a *node*, with

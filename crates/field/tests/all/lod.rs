@@ -201,13 +201,13 @@ fn the_bound_on_left_out_leaves_holds_in_every_view_and_is_tight_up_close() {
     let mut near_bound = None;
     for threshold in [0.5f32, 1.0, 4.0] {
         for distance in [0.3, 1.0, 1.5, 2.0, 4.0, 8.0, 16.0, 32.0] {
-            let cam = camera(distance, 96, 72);
-            let weights = pixels(
-                lod_cut(&hierarchy, &cam, threshold)
-                    .unwrap()
-                    .weights
-                    .reshape([1, 1, -1]),
-            );
+            let cam = camera(distance, 160, 120);
+            let weights = lod_cut(&hierarchy, &cam, threshold)
+                .unwrap()
+                .weights
+                .into_data()
+                .into_vec::<f32>()
+                .unwrap();
             let left_out = weights[..l].iter().filter(|&&w| w == 0.0).count();
             let bound = hierarchy.merged_leaves_at_most(&cam, threshold);
             println!(
