@@ -16,6 +16,7 @@
 
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
+use ember_kernels::project::PACKED_COLOR;
 use ember_kernels::project::pose::PoseMoments;
 use ember_kernels::raster::{rasterize_views_backward, rasterize_views_forward};
 use ember_kernels::{
@@ -174,6 +175,34 @@ impl<B: SplatBackend> RenderBackward<B> {
             screen,
             poses,
         })
+    }
+}
+
+impl<B: SplatBackend> RenderBackward<B> {
+    /// `[C N]`: for each view and Gaussian, the pixel weights `pixel_weights` `[C, H, W]`
+    /// summed over the pixels the Gaussian is blended into, each times its blend weight there
+    /// (`alpha_i T_i`, its share of the pixel's colour): `sum_p m_p alpha_i(p) T_i(p)`. A
+    /// pixel's colour is `sum_i c_i alpha_i T_i` plus the background's share, so this is the
+    /// gradient of the colours' first channel under the upstream gradient `m`: the
+    /// rasterizer's backward alone, the projection's skipped. With every weight 1, a view's
+    /// sums add up to its pixels' alphas.
+    pub fn weighted_coverage(
+        self,
+        pixel_weights: Tensor<B, 3>,
+    ) -> Result<Tensor<B, 1>, RenderError> {
+        let [views, height, width] = pixel_weights.dims();
+        let device = pixel_weights.device();
+        let grad_rgb = Tensor::cat(
+            vec![
+                pixel_weights.reshape([views, height, width, 1]),
+                Tensor::zeros([views, height, width, 2], &device),
+            ],
+            3,
+        );
+        let (grad_packed, _) =
+            rasterize_views_backward(self.packed, self.state, grad_rgb, &self.setup)?;
+        let rows = grad_packed.dims()[0];
+        Ok(grad_packed.narrow(1, PACKED_COLOR, 1).reshape([rows]))
     }
 }
 

@@ -330,6 +330,17 @@ pub struct DensifyConfig {
     /// counts as dead at every relocation, from `start` to the end of the run (after `stop`
     /// only these are relocated); 0 turns the fence off.
     pub fence: f64,
+    /// MCMC: how much the multi-view error decides where Gaussians are relocated and added,
+    /// from 0 (by opacity alone, the paper's rule) to 1 (by opacity times the error score
+    /// alone): each live Gaussian is drawn with weight `o_i ((1 - w) + w s_i / mean s)`, `s`
+    /// its blend weight in the high-error pixels of `error_views` training views scored before
+    /// each refinement (FastGS's multi-view error, stated in `src/trainer/densify.rs`).
+    pub error_weight: f64,
+    /// MCMC with `error_weight`: training views scored before each refinement.
+    pub error_views: usize,
+    /// MCMC with `error_weight`: a pixel is a high-error one when its error, scaled to
+    /// `[0, 1]` over its view, exceeds this.
+    pub error_threshold: f64,
 }
 
 impl Default for DensifyConfig {
@@ -347,6 +358,9 @@ impl Default for DensifyConfig {
             max_gaussians: 6_000_000,
             noise_lr: 5e5,
             fence: 3.0,
+            error_weight: 0.0,
+            error_views: 8,
+            error_threshold: 0.1,
         }
     }
 }
@@ -785,6 +799,28 @@ impl TrainConfig {
         if !(self.densify.fence.is_finite() && self.densify.fence >= 0.0) {
             return fail("densify.fence", "must be finite and >= 0 (0: no fence)");
         }
+        let d = &self.densify;
+        if !(0.0..=1.0).contains(&d.error_weight) {
+            return fail(
+                "densify.error_weight",
+                "must be in [0, 1] (0: by opacity alone)",
+            );
+        }
+        if d.error_weight > 0.0 && d.strategy != StrategyKind::Mcmc {
+            return fail(
+                "densify.error_weight",
+                "is read by `strategy = \"mcmc\"` alone",
+            );
+        }
+        if d.error_weight > 0.0 && d.error_views == 0 {
+            return fail(
+                "densify.error_views",
+                "must be at least 1 with an error weight",
+            );
+        }
+        if !(0.0..1.0).contains(&d.error_threshold) {
+            return fail("densify.error_threshold", "must be in [0, 1)");
+        }
         let o = &self.optim;
         for (name, lr) in [
             ("optim.lr_means", o.lr_means),
@@ -935,6 +971,15 @@ mod tests {
             ("steps = \"many\"", "steps"),
             ("[init]\nopacity = 1.5", "init.opacity"),
             ("[densify]\nstrategy = \"sometimes\"", "sometimes"),
+            ("[densify]\nerror_weight = 0.5", "densify.error_weight"),
+            (
+                "[densify]\nstrategy = \"mcmc\"\nerror_weight = 2",
+                "densify.error_weight",
+            ),
+            (
+                "[densify]\nerror_threshold = 1.0",
+                "densify.error_threshold",
+            ),
             ("[loss]\nssim_lambda = -1", "ssim_lambda"),
             ("max_seconds = -1.0", "max_seconds"),
             ("max_seconds = nan", "max_seconds"),

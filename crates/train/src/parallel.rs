@@ -316,8 +316,8 @@ impl<B: Backend> Reducer<B> for PeerLink {
     }
 
     /// One all-reduce of `N` floats more a step.
-    fn views_reached(&self, counts: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError> {
-        self.sum(counts)
+    fn sum_rows(&self, rows: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError> {
+        self.sum(rows)
     }
 
     fn statistics(

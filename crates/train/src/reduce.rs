@@ -78,9 +78,10 @@ pub trait Reducer<B: Backend>: Send {
         grads: FieldGradients<B>,
     ) -> Result<FieldGradients<B>, TrainError>;
 
-    /// For each Gaussian, its weight in the whole batch's views (`[N]`, positive where a view
-    /// draws it), from this replica's weights (`optim.visible_adam`).
-    fn views_reached(&self, counts: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError>;
+    /// A per-Gaussian quantity `[N]` summed over the replicas, the same on every one: each
+    /// Gaussian's weight in the whole batch's views (`optim.visible_adam`), its error scores
+    /// over the views densification scored (`densify.error_weight`).
+    fn sum_rows(&self, rows: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError>;
 
     /// The densification statistics of the whole batch, `[batch N, 3]` each, from this
     /// replica's rows.
@@ -123,8 +124,8 @@ impl<B: Backend> Reducer<B> for OneDevice {
         Ok(grads)
     }
 
-    fn views_reached(&self, counts: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError> {
-        Ok(counts)
+    fn sum_rows(&self, rows: Tensor<B, 1>) -> Result<Tensor<B, 1>, TrainError> {
+        Ok(rows)
     }
 
     fn statistics(

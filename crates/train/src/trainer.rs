@@ -33,7 +33,7 @@ use crate::adam::{AdamSettings, GroupAdam};
 use crate::appearance::{PhotoAppearance, keypoint_log_gains};
 use crate::coarse::{shrink_camera, shrink_image};
 use crate::config::{AppearanceInit, InitMode, LpipsWhen, TrainConfig};
-use crate::densify::{RefineContext, RefineReport, StepStatistics, Strategy, strategy_from_config};
+use crate::densify::{RefineReport, Strategy, strategy_from_config};
 use crate::error::TrainError;
 use crate::eval::{EvalReport, EvalRequest, Evaluator};
 use crate::loss::{LossOptions, psnr_from_mse};
@@ -50,6 +50,8 @@ use crate::timing::{Phase, PhaseTimes};
 use crate::view_cache::CacheStats;
 
 pub use crate::pass::Inner;
+
+mod densify;
 
 /// What one step did.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,6 +167,7 @@ const STREAM_VIEWS: u64 = 1;
 const STREAM_DENSIFY: u64 = 2;
 const STREAM_INIT: u64 = 3;
 const STREAM_BACKGROUND: u64 = 4;
+const STREAM_ERRORS: u64 = 5;
 
 /// The initial field of a run: from the scene's points (colour to SH DC, scale from the mean
 /// distance to the 3 nearest neighbours, the configured opacity), random in the scene bounds,
@@ -749,6 +752,17 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             .map(|j| self.view_at(step * batch + j))
             .collect();
         let background = self.background_at(step);
+        self.views_of(views, step, background)
+    }
+
+    /// The training views `views` as (0-based) step `step` draws them over `background`: their
+    /// cameras (refined, shrunk) and photos on the device.
+    fn views_of(
+        &mut self,
+        views: Vec<usize>,
+        step: usize,
+        background: [f32; 3],
+    ) -> Result<StepViews<Inner<B>>, TrainError> {
         let mut targets = Vec::with_capacity(views.len());
         let mut masks = Vec::new();
         for &v in &views {
@@ -884,42 +898,6 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
         Ok(read)
     }
 
-    /// Hands densification the statistics of every view of the batch: each (view, Gaussian)
-    /// pair is one observation, as gsplat counts a batch.
-    fn observe(
-        &mut self,
-        step: usize,
-        views: &StepViews<Inner<B>>,
-        screen_grads: Tensor<Inner<B>, 2>,
-        extents: Tensor<Inner<B>, 2, burn::tensor::Int>,
-    ) -> Result<(), TrainError> {
-        let batch = self.config.batch_size;
-        let n = self.field.num_gaussians();
-        let (screen_grads, extents) = self.reducer.statistics(screen_grads, extents, batch)?;
-        let camera = views.cameras[0];
-        for j in 0..batch {
-            // A batch of one observes the tensors whole: on a GPU each narrow would be one more
-            // operation for the host to record. The loss averages the views, so each view's
-            // screen gradient is scaled back up by `B` to the size it has in a batch of one.
-            let (view_grads, view_extents) = if batch == 1 {
-                (screen_grads.clone(), extents.clone())
-            } else {
-                (
-                    screen_grads.clone().narrow(0, j * n, n) * batch as f32,
-                    extents.clone().narrow(0, j * n, n),
-                )
-            };
-            let stats = StepStatistics {
-                screen_grads: view_grads,
-                extents: view_extents,
-                width: camera.width,
-                height: camera.height,
-            };
-            self.strategy.observe(step, &stats)?;
-        }
-        Ok(())
-    }
-
     /// `[N]`: for each Gaussian, the sum of its projection's `extents [C N, 3]` over the step's
     /// views (over every replica): positive where any view draws it.
     fn views_reached(
@@ -937,33 +915,7 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             1 => drawn.reshape([n]),
             _ => drawn.reshape([views, n]).sum_dim(0).reshape([n]),
         };
-        self.reducer.views_reached(counts)
-    }
-
-    /// Densification after the update of (0-based) step `step`; the tile lists follow the
-    /// number of Gaussians.
-    fn refine(&mut self, step: usize) -> Result<RefineReport, TrainError> {
-        let before = self.field.num_gaussians();
-        let context = RefineContext {
-            step: step + 1,
-            extent: self.scene.extent,
-            seed: derive_seed(self.config.seed, STREAM_DENSIFY, step as u64 + 1),
-            lr_means: self.learning_rate(ParamGroup::Means, step),
-            region: self.region,
-        };
-        let report = self
-            .strategy
-            .refine(context, &mut self.field, &mut self.adam)?;
-        let after = self.field.num_gaussians();
-        if after != before {
-            self.tile_lists.scale(after as f64 / before.max(1) as f64);
-        }
-        if self.smoothing.is_some()
-            && (after != before || (step + 1).is_multiple_of(SMOOTHING_EVERY))
-        {
-            self.smoothing = smoothing_filter(&self.config, &self.scene, &self.field);
-        }
-        Ok(report)
+        self.reducer.sum_rows(counts)
     }
 }
 

@@ -3,6 +3,7 @@
 // Seeded inputs and the gsplat oracle cases, shared with the kernels' tests.
 use ember_test_utils as common;
 
+mod coverage;
 mod field_model;
 mod lod;
 mod panorama;

@@ -54,13 +54,44 @@ const MAX_COPIES: usize = 51;
 #[derive(Debug, Clone)]
 pub struct McmcDensity {
     config: DensifyConfig,
+    /// The error scores `[N]` of the coming refinement (`densify.error_weight`).
+    scores: Option<Vec<f32>>,
 }
 
 impl McmcDensity {
     /// The strategy with `config`'s schedule, cap and noise rate.
     pub fn new(config: DensifyConfig) -> Self {
-        McmcDensity { config }
+        McmcDensity {
+            config,
+            scores: None,
+        }
     }
+
+    /// Whether the refinement after step `step` (steps completed) relocates the dead and grows.
+    fn densifies_at(&self, step: usize) -> bool {
+        let c = &self.config;
+        step > c.start && step.is_multiple_of(c.interval) && step < c.stop
+    }
+}
+
+/// The draw weights of `rows`: each row's opacity, times `(1 - w) + w s / mean s` with the
+/// rows' error scores `s` when there are any (see [`DensifyConfig::error_weight`]).
+fn draw_weights(
+    rows: Vec<usize>,
+    opacity: &[f32],
+    scores: Option<&[f32]>,
+    weight: f64,
+) -> Vec<(usize, f32)> {
+    let mean = scores.map_or(0.0, |s| {
+        rows.iter().map(|&i| f64::from(s[i])).sum::<f64>() / rows.len().max(1) as f64
+    });
+    let factor = |i: usize| match scores {
+        Some(s) if mean > 0.0 => ((1.0 - weight) + weight * f64::from(s[i]) / mean) as f32,
+        _ => 1.0,
+    };
+    rows.into_iter()
+        .map(|i| (i, opacity[i] * factor(i)))
+        .collect()
 }
 
 /// Opacity and scale factor of each of `n` copies of a Gaussian of opacity `o` (see the module
@@ -166,6 +197,18 @@ impl<B: NoiseOps> Strategy<B> for McmcDensity {
         Ok(())
     }
 
+    fn error_views(&self, step: usize) -> usize {
+        match self.config.error_weight > 0.0 && self.densifies_at(step) {
+            true => self.config.error_views,
+            false => 0,
+        }
+    }
+
+    fn observe_errors(&mut self, scores: Tensor<B, 1>) -> Result<(), TrainError> {
+        self.scores = Some(to_host(scores, "error scores")?);
+        Ok(())
+    }
+
     fn refine(
         &mut self,
         context: RefineContext,
@@ -178,7 +221,12 @@ impl<B: NoiseOps> Strategy<B> for McmcDensity {
         let mut rng = StdRng::seed_from_u64(context.seed);
         let relocating = s > c.start && s.is_multiple_of(c.interval) && field.num_gaussians() > 0;
         // After `stop` only the escaped are relocated (when the fence is on).
-        let densifying = relocating && s < c.stop;
+        let densifying = relocating && self.densifies_at(s);
+        // Scores of another set of Gaussians than this one's are never read.
+        let mut scores = self
+            .scores
+            .take()
+            .filter(|s| densifying && s.len() == field.num_gaussians());
         let escaped = if relocating && (densifying || c.fence > 0.0) {
             escaped(field, context.region, c.fence)?
         } else {
@@ -196,10 +244,14 @@ impl<B: NoiseOps> Strategy<B> for McmcDensity {
             // Relocate the dead (and the escaped) onto live Gaussians drawn by opacity.
             let is_dead = |i: usize| escaped[i] || (densifying && opacity[i] <= min_opacity);
             let dead: Vec<usize> = (0..n).filter(|&i| is_dead(i)).collect();
-            let alive: Vec<(usize, f32)> = (0..n)
-                .filter(|&i| !is_dead(i) && opacity[i] > min_opacity)
-                .map(|i| (i, opacity[i]))
-                .collect();
+            let alive = draw_weights(
+                (0..n)
+                    .filter(|&i| !is_dead(i) && opacity[i] > min_opacity)
+                    .collect(),
+                &opacity,
+                scores.as_deref(),
+                c.error_weight,
+            );
             report.escaped = escaped.iter().filter(|&&e| e).count();
             let sources = draw(&alive, dead.len(), &mut rng);
             if !sources.is_empty() {
@@ -212,6 +264,9 @@ impl<B: NoiseOps> Strategy<B> for McmcDensity {
                 let mut from: Vec<usize> = (0..n).collect();
                 for (&d, &src) in dead.iter().zip(&sources) {
                     from[d] = src;
+                }
+                if let Some(s) = &mut scores {
+                    *s = from.iter().map(|&i| s[i]).collect();
                 }
                 let logits_moved: Vec<f32> = from.iter().map(|&i| logits[i]).collect();
                 let scales_moved: Vec<f32> = from
@@ -244,7 +299,12 @@ impl<B: NoiseOps> Strategy<B> for McmcDensity {
             };
             let extra = target.saturating_sub(n);
             let opacity: Vec<f32> = logits.iter().map(|l| 1.0 / (1.0 + (-l).exp())).collect();
-            let weights: Vec<(usize, f32)> = (0..n).map(|i| (i, opacity[i])).collect();
+            let weights = draw_weights(
+                (0..n).collect(),
+                &opacity,
+                scores.as_deref(),
+                c.error_weight,
+            );
             let sources = draw(&weights, extra, &mut rng);
             if !sources.is_empty() {
                 let mut copies = std::collections::HashMap::new();
@@ -473,6 +533,91 @@ mod tests {
         for (a, b) in unit.iter().zip(&ten) {
             assert!((b - 10.0 * a).abs() <= 1e-3 * largest, "{a} -> {b}");
         }
+    }
+
+    /// With `error_weight = 1` only Gaussians with an error score are relocated onto and
+    /// copied; scores are asked for only before a densifying refinement, and scores of another
+    /// number of Gaussians are not read.
+    #[test]
+    fn error_scores_decide_where_copies_go() {
+        let device = Default::default();
+        let n = 200;
+        // Gaussian i at x = i, all alike but the last, which is dead.
+        let means: Vec<f32> = (0..n).flat_map(|i| [i as f32, 0.0, 0.0]).collect();
+        let mut logits = vec![1.0f32; n];
+        logits[n - 1] = -8.0;
+        let scored = 20;
+        let scores: Vec<f32> = (0..n).map(|i| if i < scored { 0.5 } else { 0.0 }).collect();
+        let config = DensifyConfig {
+            strategy: crate::config::StrategyKind::Mcmc,
+            start: 0,
+            stop: 100,
+            interval: 5,
+            noise_lr: 0.0,
+            error_weight: 1.0,
+            error_views: 4,
+            ..DensifyConfig::default()
+        };
+        let refine = |scores: Option<Vec<f32>>| {
+            let tensor = |v: Vec<f32>, shape: [usize; 2]| {
+                Tensor::<Cpu, 2>::from_data(TensorData::new(v, shape), &device)
+            };
+            let mut field = GaussianField::from_tensors(
+                tensor(means.clone(), [n, 3]),
+                tensor([1.0, 0.0, 0.0, 0.0].repeat(n), [n, 4]),
+                tensor(vec![-3.0; 3 * n], [n, 3]),
+                tensor(logits.clone(), [n, 1]).reshape([n]),
+                tensor(vec![0.0; 3 * n], [n, 3]).reshape([n, 1, 3]),
+                Tensor::zeros([n, 0, 3], &device),
+                None,
+            )
+            .expect("a valid field");
+            let mut adam = GroupAdam::new(
+                crate::AdamSettings {
+                    beta1: 0.9,
+                    beta2: 0.999,
+                    eps: 1e-15,
+                },
+                &field,
+            );
+            let mut strategy = McmcDensity::new(config.clone());
+            assert_eq!(Strategy::<Cpu>::error_views(&strategy, 5), 4);
+            assert_eq!(Strategy::<Cpu>::error_views(&strategy, 6), 0);
+            assert_eq!(Strategy::<Cpu>::error_views(&strategy, 100), 0);
+            if let Some(scores) = scores {
+                let len = scores.len();
+                Strategy::<Cpu>::observe_errors(
+                    &mut strategy,
+                    Tensor::from_data(TensorData::new(scores, [len]), &device),
+                )
+                .expect("scores");
+            }
+            let context = RefineContext {
+                step: 5,
+                extent: 1.0,
+                seed: 9,
+                lr_means: 1.6e-4,
+                region: ([0.0; 3], 1e3),
+            };
+            let report = strategy
+                .refine(context, &mut field, &mut adam)
+                .expect("refined");
+            assert_eq!((report.relocated, report.added), (1, 10));
+            let moved = host(field.means.val());
+            // The dead one's row and the ten appended rows: where their sources were.
+            let mut copies: Vec<f32> = vec![moved[3 * (n - 1)]];
+            copies.extend((n..n + 10).map(|i| moved[3 * i]));
+            copies
+        };
+        let copies = refine(Some(scores.clone()));
+        assert!(
+            copies.iter().all(|&x| x < scored as f32),
+            "copies of unscored Gaussians: {copies:?}"
+        );
+        // By opacity alone some of the eleven draws land on the other 179.
+        let unscored = refine(None);
+        assert!(unscored.iter().any(|&x| x >= scored as f32), "{unscored:?}");
+        assert_eq!(refine(Some(scores[..n - 1].to_vec())), unscored);
     }
 
     /// Gaussians beyond the fence are relocated onto live ones inside it, also after `stop`

@@ -81,6 +81,19 @@ pub trait Strategy<B: Backend>: Send {
     /// Accumulates one step's statistics (before the optimizer step).
     fn observe(&mut self, step: usize, stats: &StepStatistics<B>) -> Result<(), TrainError>;
 
+    /// How many training views to score for error before the refinement after step `step`
+    /// (steps completed): the trainer then hands their scores to [`Strategy::observe_errors`]
+    /// first (the scores are stated in `src/trainer/densify.rs`). `0`, the default: none.
+    fn error_views(&self, _step: usize) -> usize {
+        0
+    }
+
+    /// Each Gaussian's error score `[N]` over the views [`Strategy::error_views`] asked for,
+    /// just before the [`Strategy::refine`] of the same step.
+    fn observe_errors(&mut self, _scores: Tensor<B, 1>) -> Result<(), TrainError> {
+        Ok(())
+    }
+
     /// After the optimizer step of step `context.step`: may clone, split, prune or reset, on
     /// `field` and `adam` together.
     fn refine(

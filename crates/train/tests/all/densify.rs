@@ -223,6 +223,39 @@ fn mcmc_respects_the_cap_and_keeps_state_aligned() {
     trainer.field().validate().unwrap();
 }
 
+/// MCMC drawing by the multi-view error: the trainer scores views before each densifying
+/// refinement; the run grows to the cap with the state aligned, repeats itself to the bit,
+/// and chooses other sources than the draw by opacity alone.
+#[test]
+fn error_driven_mcmc_changes_the_draws_and_repeats() {
+    let train = |error_weight: &str| {
+        let config = common::tiny_config()
+            .with_overrides(&[
+                "densify.strategy=mcmc",
+                "densify.start=2",
+                "densify.interval=2",
+                "densify.max_gaussians=230",
+                "densify.opacity_reset_interval=0",
+                "densify.error_views=3",
+                &format!("densify.error_weight={error_weight}"),
+            ])
+            .unwrap();
+        let scene = common::scene(&config);
+        let mut trainer =
+            ember_train::Trainer::<common::B>::new(config, scene, &Default::default()).unwrap();
+        for _ in 0..12 {
+            trainer.step().unwrap();
+            assert_eq!(trainer.adam().len(), trainer.num_gaussians());
+        }
+        assert_eq!(trainer.num_gaussians(), 230);
+        trainer.field().validate().unwrap();
+        to_host(trainer.field().means.val(), "means").unwrap()
+    };
+    let scored = train("1.0");
+    assert_eq!(scored, train("1.0"), "a scored run repeats itself");
+    assert_ne!(scored, train("0.0"), "the scores changed the draws");
+}
+
 #[test]
 fn mcmc_relocation_preserves_the_composited_opacity() {
     for (o, n) in [(0.3f32, 2usize), (0.9, 3), (0.05, 5)] {

@@ -154,6 +154,21 @@ fn data_parallel_on_the_cpu() {
         &["optim.visible_adam=true"],
         Some(1e-5),
     );
+    // Error-driven MCMC: each peer scores two of the four views before a refinement and the
+    // scores are summed over the peers, so both draw the same copies.
+    two_peers_match_one_device::<B>(
+        "cpu, error-driven mcmc",
+        [cpu, cpu],
+        20,
+        &[
+            "densify.strategy=mcmc",
+            "densify.opacity_reset_interval=0",
+            "densify.max_gaussians=300",
+            "densify.error_weight=1",
+            "densify.error_views=4",
+        ],
+        Some(1e-5),
+    );
 
     // A whole run on two peers writes its outputs once; its checkpoint resumes on one device
     // and on two.
