@@ -535,6 +535,35 @@ mod tests {
         }
     }
 
+    /// Gaussians at `means` (`[N, 3]`, row-major) with opacity logits `logits`, round (unit
+    /// quaternions, scales e^-3), black, SH degree 0.
+    fn round_field(means: &[f32], logits: &[f32]) -> GaussianField<Cpu> {
+        let device = Default::default();
+        let n = logits.len();
+        let tensor = |v: Vec<f32>, shape: [usize; 2]| {
+            Tensor::<Cpu, 2>::from_data(TensorData::new(v, shape), &device)
+        };
+        GaussianField::from_tensors(
+            tensor(means.to_vec(), [n, 3]),
+            tensor([1.0, 0.0, 0.0, 0.0].repeat(n), [n, 4]),
+            tensor(vec![-3.0; 3 * n], [n, 3]),
+            tensor(logits.to_vec(), [n, 1]).reshape([n]),
+            tensor(vec![0.0; 3 * n], [n, 3]).reshape([n, 1, 3]),
+            Tensor::zeros([n, 0, 3], &device),
+            None,
+        )
+        .expect("a valid field")
+    }
+
+    fn fresh_adam(field: &GaussianField<Cpu>) -> GroupAdam<Cpu> {
+        let settings = crate::AdamSettings {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-15,
+        };
+        GroupAdam::new(settings, field)
+    }
+
     /// With `error_weight = 1` only Gaussians with an error score are relocated onto and
     /// copied; scores are asked for only before a densifying refinement, and scores of another
     /// number of Gaussians are not read.
@@ -559,27 +588,8 @@ mod tests {
             ..DensifyConfig::default()
         };
         let refine = |scores: Option<Vec<f32>>| {
-            let tensor = |v: Vec<f32>, shape: [usize; 2]| {
-                Tensor::<Cpu, 2>::from_data(TensorData::new(v, shape), &device)
-            };
-            let mut field = GaussianField::from_tensors(
-                tensor(means.clone(), [n, 3]),
-                tensor([1.0, 0.0, 0.0, 0.0].repeat(n), [n, 4]),
-                tensor(vec![-3.0; 3 * n], [n, 3]),
-                tensor(logits.clone(), [n, 1]).reshape([n]),
-                tensor(vec![0.0; 3 * n], [n, 3]).reshape([n, 1, 3]),
-                Tensor::zeros([n, 0, 3], &device),
-                None,
-            )
-            .expect("a valid field");
-            let mut adam = GroupAdam::new(
-                crate::AdamSettings {
-                    beta1: 0.9,
-                    beta2: 0.999,
-                    eps: 1e-15,
-                },
-                &field,
-            );
+            let mut field = round_field(&means, &logits);
+            let mut adam = fresh_adam(&field);
             let mut strategy = McmcDensity::new(config.clone());
             assert_eq!(Strategy::<Cpu>::error_views(&strategy, 5), 4);
             assert_eq!(Strategy::<Cpu>::error_views(&strategy, 6), 0);
@@ -624,7 +634,6 @@ mod tests {
     /// (where nothing else is relocated or added); the fence off, they stay.
     #[test]
     fn the_fence_relocates_the_escaped() {
-        let device = Default::default();
         let n = 6;
         // Gaussians 1 and 4 far out (10 and 40 region radii), 2 nearly transparent.
         let means = [
@@ -632,21 +641,6 @@ mod tests {
             -0.4, 0.0,
         ];
         let logits = [2.0, 2.0, -8.0, 1.0, 2.0, 0.5];
-        let field = || {
-            let tensor = |v: Vec<f32>, shape: [usize; 2]| {
-                Tensor::<Cpu, 2>::from_data(TensorData::new(v, shape), &device)
-            };
-            GaussianField::from_tensors(
-                tensor(means.to_vec(), [n, 3]),
-                tensor([1.0, 0.0, 0.0, 0.0].repeat(n), [n, 4]),
-                tensor(vec![-3.0; 3 * n], [n, 3]),
-                tensor(logits.to_vec(), [n, 1]).reshape([n]),
-                tensor(vec![0.0; 3 * n], [n, 3]).reshape([n, 1, 3]),
-                Tensor::zeros([n, 0, 3], &device),
-                None,
-            )
-            .expect("a valid field")
-        };
         let config = DensifyConfig {
             start: 0,
             stop: 10,
@@ -655,15 +649,8 @@ mod tests {
             ..DensifyConfig::default()
         };
         let refine = |fence: f64, step: usize| {
-            let mut field = field();
-            let mut adam = GroupAdam::new(
-                crate::AdamSettings {
-                    beta1: 0.9,
-                    beta2: 0.999,
-                    eps: 1e-15,
-                },
-                &field,
-            );
+            let mut field = round_field(&means, &logits);
+            let mut adam = fresh_adam(&field);
             let context = RefineContext {
                 step,
                 extent: 1.0,
