@@ -4,7 +4,8 @@
 //! [`GaussianHierarchy`] drawn by the cut each view needs, [`render_lod`]), and [`Similarity`] transforms of a whole field
 //! ([`GaussianField::transformed`], [`transform_camera`]), and 360° panoramas
 //! ([`render_panorama`]: every Gaussian projected onto the sphere, or a cube's faces stitched
-//! into the equirectangular map), and Mip-Splatting's 3D smoothing filter
+//! into the equirectangular map; [`panorama_pass`] the sphere's with its backward, to fit a
+//! field to panoramas directly), and Mip-Splatting's 3D smoothing filter
 //! ([`SmoothingFilter`]: the training cameras' sampling rate folded into scales and opacities).
 //!
 //! `ember-field` knows no file format: [`splats`] turns `ember-data`'s host [`ember_data::Splats`]
@@ -17,6 +18,7 @@ mod gaussian_field;
 mod init;
 pub mod lod;
 mod panorama;
+mod panorama_pass;
 mod pass;
 mod render;
 pub mod sh;
@@ -33,6 +35,7 @@ pub use lod::{
     render_lod, render_lod_images,
 };
 pub use panorama::{PanoramaProjection, cube_rig, render_panorama, rig_cameras};
+pub use panorama_pass::{PanoramaBackward, PanoramaPass, panorama_pass};
 pub use pass::{PassImages, RenderBackward, RenderGradients, RenderPass, render_pass};
 pub use render::{
     BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, project,

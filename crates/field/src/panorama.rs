@@ -4,17 +4,14 @@
 //! batched render) and stitches them into the sphere's map with `ember-data`'s filtered
 //! resampler ([`ember_data::equirect`]).
 
-use burn::tensor::{Int, Tensor, TensorData};
 use ember_data::camera::camera_params;
 use ember_data::equirect::{Pyramid, RigCamera, stitch};
 use ember_data::{EquirectRig, Pose};
-use ember_kernels::project::cpu::ProjectArrays;
-use ember_kernels::project::cpu::equirect::{self, EquirectSplats};
-use ember_kernels::{CameraParams, PACKED_WIDTH, RasterSetup, SplatBackend, rasterize};
+use ember_kernels::{CameraParams, RasterSetup, SplatBackend, rasterize};
 
 use crate::gaussian_field::{GaussianField, to_host};
+use crate::panorama_pass::{HostField, SphereRows};
 use crate::render::{RenderError, RenderOptions, render_batch_images};
-use crate::splats::splats_from_field;
 
 /// How [`render_panorama`] draws the sphere.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -98,40 +95,15 @@ fn render_sphere<B: SplatBackend>(
     width: u32,
     options: &RenderOptions,
 ) -> Result<Vec<u8>, RenderError> {
-    let splats = splats_from_field(field).map_err(|e| RenderError::ReadBack(e.to_string()))?;
-    let rest = splats.sh_rest_coefficients();
-    let sh: Vec<f32> = (0..splats.len())
-        .flat_map(|i| {
-            splats.sh_dc[i].into_iter().chain(
-                splats.sh_rest[3 * rest * i..3 * rest * (i + 1)]
-                    .iter()
-                    .copied(),
-            )
-        })
-        .collect();
-    let arrays = ProjectArrays {
-        means: splats.means.as_flattened(),
-        quats: splats.quats.as_flattened(),
-        log_scales: splats.log_scales.as_flattened(),
-        opacity_logits: &splats.opacity_logits,
-        sh: &sh,
-        sh_coeffs: rest + 1,
-    };
     let camera = CameraParams {
         width,
         height: width / 2,
         ..*pose
     };
-    let EquirectSplats { outputs, .. } = equirect::forward(&arrays, &camera, &options.project)?;
-    let rows = outputs.depth.len();
-    let (packed, extents) = outputs.into_rows();
-    let device = field.means.device();
-    let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
-    let packed = Tensor::<B, 2>::from_data(
-        TensorData::new(packed, [rows, PACKED_WIDTH]),
-        (&device, dtype),
-    );
-    let extents = Tensor::<B, 2, Int>::from_data(TensorData::new(extents, [rows, 3]), &device);
+    let host = HostField::read(field)?;
+    let SphereRows {
+        packed, extents, ..
+    } = SphereRows::<B>::project(&host, &camera, options, &field.means.device())?;
     let setup = RasterSetup::new(width, width / 2).with_background(options.background);
     let image = rasterize(packed, extents, &setup)?;
     let rgb =

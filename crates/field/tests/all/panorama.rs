@@ -1,12 +1,17 @@
 //! `render_panorama` both ways: the sphere's projection against the cube's stitched faces, the
-//! same panorama on every compiled backend, an empty field, and the size check.
+//! same panorama on every compiled backend, an empty field, and the size check; `panorama_pass`
+//! against it and its gradients against f64 central differences.
 
-use ember_field::{Camera, PanoramaProjection, RenderError, RenderOptions, render_panorama};
+use ember_field::{
+    Camera, PanoramaProjection, RenderError, RenderOptions, panorama_pass, render_panorama,
+};
 use ember_kernels::SplatBackend;
+use ember_kernels::backend::Cpu64;
 use rand::RngExt;
+use rand::rngs::StdRng;
 
-use crate::common::fresh_rng;
-use crate::render::{Cpu, Scene, field_of};
+use crate::common::{fresh_rng, join_sh, rel_err, uniform};
+use crate::render::{Cpu, GRAD_NAMES, Scene, field_of, host};
 
 /// No Gaussian, SH degree 0.
 fn empty_scene() -> Scene {
@@ -112,6 +117,143 @@ fn an_empty_field_draws_the_background_and_a_bad_width_is_refused() {
     for projection in [PanoramaProjection::Sphere, PanoramaProjection::Cube] {
         let err = render_panorama(&field, &camera(), 63, projection, &options);
         assert!(matches!(err, Err(RenderError::PanoramaSize { width: 63 })));
+    }
+}
+
+/// A 64x32 panorama of a dozen large Gaussians around the camera (each pixel they reach sees
+/// them well inside their extents, so no alpha threshold sits within a step), one of them
+/// across the back meridian (drawn on both edges), SH degree 1.
+fn wide_scene(rng: &mut StdRng) -> Scene {
+    let mut scene = Scene {
+        k: 4,
+        ..empty_scene()
+    };
+    let longitudes: Vec<f64> = (0..11)
+        .map(|j| -2.9 + 0.52 * f64::from(j))
+        .chain([std::f64::consts::PI - 0.05])
+        .collect();
+    for lon in longitudes {
+        let lat: f64 = rng.random_range(-0.5..0.5);
+        let r = rng.random_range(2.0..3.0);
+        let p = [
+            r * lat.cos() * lon.sin(),
+            -r * lat.sin(),
+            r * lat.cos() * lon.cos(),
+        ];
+        // The camera's centre is `-t` (identity rotation).
+        let t = camera().translation;
+        scene.means.extend((0..3).map(|a| p[a] - t[a]));
+        scene.quats.extend(uniform(rng, 4, -1.0, 1.0));
+        scene.log_scales.extend(uniform(rng, 3, -0.9, -0.5));
+        scene.logits.push(rng.random_range(-1.0..0.5));
+        scene.sh.extend(uniform(rng, 12, -0.8, 0.8));
+    }
+    scene
+}
+
+/// `panorama_pass` draws `render_panorama`'s sphere, and its gradients (the rasterizer's
+/// backward, then the sphere's projection backward on the host, the copy's rows added into
+/// their Gaussian) match f64 central differences of a weighted sum of the panorama's colour.
+#[test]
+fn the_panorama_pass_gradients_match_central_differences() {
+    let mut rng = fresh_rng("panorama pass gradients");
+    let scene = wide_scene(&mut rng);
+    let camera = Camera {
+        width: 64,
+        height: 32,
+        ..camera()
+    };
+    let options = RenderOptions::default().with_background([0.3, 0.1, 0.6]);
+    let device = Default::default();
+    let weights = uniform(&mut rng, 64 * 32 * 3, -1.0, 1.0);
+    let draw = |s: &Scene| {
+        let field = field_of::<Cpu64>(s, &device);
+        match panorama_pass(&field, &camera, &options) {
+            Ok(pass) => pass,
+            Err(e) => panic!("the panorama pass refused a valid scene: {e}"),
+        }
+    };
+    let pass = draw(&scene);
+    let drawn: Vec<u8> = host(pass.rgb.clone())
+        .iter()
+        .map(|v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)
+        .collect();
+    let field = field_of::<Cpu64>(&scene, &device);
+    let sphere = render_panorama(&field, &camera, 64, PanoramaProjection::Sphere, &options)
+        .expect("the panorama");
+    // The pass rasterizes with the backward's forward, `render_panorama` with the images-only
+    // one: the same sums, but a value at a half level may round to either side.
+    let worst = drawn.iter().zip(&sphere).map(|(a, b)| a.abs_diff(*b)).max();
+    assert_eq!(drawn.len(), sphere.len());
+    assert!(
+        worst <= Some(1),
+        "the pass draws the sphere's panorama: {worst:?} levels off"
+    );
+    let grad_rgb = burn::tensor::Tensor::from_data(
+        burn::tensor::TensorData::new(weights.clone(), [32, 64, 3]),
+        &device,
+    );
+    let g = match pass.backward.run(grad_rgb) {
+        Ok(g) => g,
+        Err(e) => panic!("the panorama pass's backward failed: {e}"),
+    };
+    let got = [
+        host(g.means),
+        host(g.quats),
+        host(g.log_scales),
+        host(g.opacity_logits),
+        join_sh(&host(g.sh_dc), &host(g.sh_rest)),
+    ];
+    let loss = |s: &Scene| -> f64 {
+        let rgb = host(draw(s).rgb);
+        rgb.iter().zip(&weights).map(|(x, w)| x * w).sum()
+    };
+    fn select(s: &mut Scene, which: usize) -> &mut Vec<f64> {
+        match which {
+            0 => &mut s.means,
+            1 => &mut s.quats,
+            2 => &mut s.log_scales,
+            3 => &mut s.logits,
+            _ => &mut s.sh,
+        }
+    }
+    let slope = |which: usize, j: usize, eps: f64| {
+        let (mut plus, mut minus) = (scene.clone(), scene.clone());
+        select(&mut plus, which)[j] += eps;
+        select(&mut minus, which)[j] -= eps;
+        (loss(&plus) - loss(&minus)) / (2.0 * eps)
+    };
+    for (which, name) in GRAD_NAMES.iter().enumerate() {
+        // A pixel whose alpha crosses 1/255 within a step makes a jump, not a slope: where the
+        // differences over two steps disagree, the element is left out (about one run in 60
+        // meets one; a wrong gradient disagrees everywhere).
+        let per = got[which].len() / scene.n();
+        let mut got = got[which].clone();
+        let mut numeric = Vec::with_capacity(got.len());
+        let mut jumps = 0;
+        for j in (0..got.len()).rev() {
+            let (wide, narrow) = (slope(which, j, 1e-6), slope(which, j, 5e-7));
+            if (wide - narrow).abs() > 1e-6 * (1.0 + wide.abs()) {
+                jumps += 1;
+                got.remove(j);
+            } else {
+                numeric.push(wide);
+            }
+        }
+        numeric.reverse();
+        assert!(jumps <= 1, "{name}: {jumps} elements sit on a threshold");
+        let err = rel_err(&got, &numeric);
+        println!("{name}: relative error {err:.2e}, {jumps} element on a threshold");
+        assert!(
+            err < 1e-5,
+            "{name}: the pass's backward vs central differences {err:.2e}"
+        );
+        // The Gaussian across the back meridian (the last) moves the loss.
+        let last = &numeric[numeric.len() - per..];
+        assert!(
+            last.iter().any(|v| v.abs() > 1e-6),
+            "{name}: the wrapped Gaussian"
+        );
     }
 }
 

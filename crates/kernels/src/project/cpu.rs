@@ -20,8 +20,10 @@ use super::{CameraParams, ProjectError, ProjectOptions, check_setup};
 use crate::quat::UnitQuat;
 use crate::real::Real;
 use crate::simd;
+use grads::{Upstream, backward_one};
 
 pub mod equirect;
+mod grads;
 mod lanes;
 
 /// Edge of the square screen tiles the rasterizer bins splats into, pixels.
@@ -456,27 +458,8 @@ struct Projected<T> {
     clamped: [bool; 2],
     /// `A = J W`, 2x3 row-major: world-space covariance to pixel covariance.
     a: [T; 6],
-    /// The normalised quaternion.
-    quat: UnitQuat<T>,
-    /// `Rq`, row-major.
-    rq: [T; 9],
-    scale: [T; 3],
-    /// `M = Rq S` and `B = A M` (so that `C = B B^T`), row-major.
-    m: [T; 9],
-    b: [T; 6],
-    /// Un-dilated and dilated 2D covariance `(xx, xy, yy)`, and the dilated one's determinant.
-    cov: [T; 3],
-    cov_d: [T; 3],
-    det: T,
-    /// `sigmoid(logit)` and the anti-aliasing compensation (1 when off).
-    sigmoid: T,
-    comp: T,
-    /// Unit view direction and the camera-to-mean distance it was normalised by.
-    dir: [T; 3],
-    dist: T,
-    basis: [T; 16],
-    /// `SH(dir) + 0.5` before the clamp at zero.
-    raw_color: [T; 3],
+    shape: SplatShape<T>,
+    colour: ViewColour<T>,
 }
 
 /// Whether every value is finite.
@@ -572,20 +555,8 @@ fn project_one<T: Real>(
         uv: [uc, vc],
         clamped: [clamped_x, clamped_y],
         a: am,
-        quat: shape.quat,
-        rq: shape.rq,
-        scale: shape.scale,
-        m: shape.m,
-        b: shape.b,
-        cov: shape.cov,
-        cov_d: shape.cov_d,
-        det: shape.det,
-        sigmoid: shape.sigmoid,
-        comp: shape.comp,
-        dir: colour.dir,
-        dist: colour.dist,
-        basis: colour.basis,
-        raw_color: colour.raw,
+        shape,
+        colour,
     })
 }
 
@@ -856,145 +827,4 @@ pub(crate) fn sh_basis_vjp<T: Real>(degree: usize, [x, y, z]: [T; 3], s: &[T; 16
         }
     }
     g
-}
-
-/// The loss gradient with respect to one Gaussian's outputs.
-struct Upstream<T> {
-    xy: [T; 2],
-    depth: T,
-    conic: [T; 3],
-    color: [T; 3],
-    opacity: T,
-}
-
-/// One Gaussian's input gradients (the SH part is written in place).
-struct InputGrads<T> {
-    mean: [T; 3],
-    quat: [T; 4],
-    log_scale: [T; 3],
-    logit: T,
-}
-
-/// The backward of [`project_one`] for a kept Gaussian; writes `v_sh` (`[K, 3]`).
-#[inline(always)]
-fn backward_one<T: Real>(
-    g: &Projected<T>,
-    cam: &Camera<T>,
-    degree: usize,
-    sh: &[T],
-    up: &Upstream<T>,
-    v_sh: &mut [T],
-) -> InputGrads<T> {
-    let two = T::from_f64(2.0);
-    let half = T::from_f64(0.5);
-
-    // Opacity = sigmoid(logit) * comp.
-    let logit = up.opacity * g.comp * g.sigmoid * (T::ONE - g.sigmoid);
-
-    // Conic = inverse of the dilated covariance [[a, b], [b, c]] (b one scalar): the
-    // gradient with respect to (a, b, c).
-    let [ca, cb, cc] = g.cov_d;
-    let inv_det2 = T::ONE / (g.det * g.det);
-    let [g0, g1, g2] = up.conic;
-    let mut ga = (-cc * cc * g0 + cb * cc * g1 - cb * cb * g2) * inv_det2;
-    let mut gb = (two * cb * cc * g0 - (ca * cc + cb * cb) * g1 + two * ca * cb * g2) * inv_det2;
-    let mut gc = (-cb * cb * g0 + ca * cb * g1 - ca * ca * g2) * inv_det2;
-    if cam.antialiased {
-        // comp = sqrt(det C / det C'): d comp = comp/2 (d det C / det C - d det C' / det C').
-        // comp >= 1/255 here (the Gaussian was kept), so det C > 0.
-        let g_comp = up.opacity * g.sigmoid;
-        let g_det_c = half * g_comp / (g.comp * g.det);
-        let g_det_d = -half * g_comp * g.comp / g.det;
-        let [c0, c1, c2] = g.cov;
-        ga += g_det_c * c2 + g_det_d * cc;
-        gc += g_det_c * c0 + g_det_d * ca;
-        gb -= two * (g_det_c * c1 + g_det_d * cb);
-    }
-
-    // C = B B^T: C_xx = |B_0|^2, C_xy = B_0 . B_1, C_yy = |B_1|^2.
-    let b = &g.b;
-    let gbm: [T; 6] = core::array::from_fn(|e| {
-        let col = e % 3;
-        if e < 3 {
-            two * ga * b[col] + gb * b[3 + col]
-        } else {
-            gb * b[col] + two * gc * b[3 + col]
-        }
-    });
-    // B = A M: dA = dB M^T, dM = A^T dB.
-    let m = &g.m;
-    let am = &g.a;
-    let ga_m: [T; 6] = core::array::from_fn(|e| {
-        let (r, k) = (e / 3, e % 3);
-        gbm[3 * r] * m[3 * k] + gbm[3 * r + 1] * m[3 * k + 1] + gbm[3 * r + 2] * m[3 * k + 2]
-    });
-    let gm: [T; 9] = core::array::from_fn(|e| {
-        let (k, j) = (e / 3, e % 3);
-        am[k] * gbm[j] + am[3 + k] * gbm[3 + j]
-    });
-    // M = Rq diag(s): dRq_kj = dM_kj s_j, ds_j = sum_k dM_kj Rq_kj, d log s = s ds.
-    let g_rq: [T; 9] = core::array::from_fn(|e| gm[e] * g.scale[e % 3]);
-    let log_scale: [T; 3] = core::array::from_fn(|j| {
-        let ds = gm[j] * g.rq[j] + gm[3 + j] * g.rq[3 + j] + gm[6 + j] * g.rq[6 + j];
-        ds * g.scale[j]
-    });
-    let quat = g.quat.backward(&g_rq);
-
-    // A row r = f_r / z (W_r - c_r W_2), c = the clamped (u, v): dA/dz = -A/z at fixed c, and
-    // dA_r/dc_r = -f_r W_2 / z.
-    let w = &cam.w;
-    let inv_z = g.inv_z;
-    let mut gp = [T::ZERO; 3];
-    let mut dot_aa = T::ZERO;
-    for e in 0..6 {
-        dot_aa += ga_m[e] * am[e];
-    }
-    gp[2] -= dot_aa * inv_z;
-    let focal = [cam.fx, cam.fy];
-    for r in 0..2 {
-        if !g.clamped[r] {
-            // c_r = p_r / z; when the clamp is active c_r is a constant.
-            let g_c = -focal[r]
-                * inv_z
-                * (ga_m[3 * r] * w[6] + ga_m[3 * r + 1] * w[7] + ga_m[3 * r + 2] * w[8]);
-            gp[r] += g_c * inv_z;
-            gp[2] -= g_c * g.uv[r] * inv_z;
-        }
-    }
-    // xy = f (p_r / z) + c, with the unclamped ratio; depth = z.
-    for r in 0..2 {
-        let g_ratio = up.xy[r] * focal[r];
-        gp[r] += g_ratio * inv_z;
-        gp[2] -= g_ratio * g.p[r] * inv_z * inv_z;
-    }
-    gp[2] += up.depth;
-    // p = W mu + t.
-    let mut mean: [T; 3] =
-        core::array::from_fn(|j| w[j] * gp[0] + w[3 + j] * gp[1] + w[6 + j] * gp[2]);
-
-    // Colour = max(SH(dir) + 0.5, 0): no gradient where it clamps.
-    let g_raw: [T; 3] = core::array::from_fn(|c| T::select(g.raw_color[c] > T::ZERO, up.color[c]));
-    let used = (degree + 1) * (degree + 1);
-    let mut s = [T::ZERO; 16];
-    for kk in 0..used {
-        for c in 0..3 {
-            v_sh[3 * kk + c] = g.basis[kk] * g_raw[c];
-            s[kk] += sh[3 * kk + c] * g_raw[c];
-        }
-    }
-    if cam.view_dir_grad && degree > 0 {
-        let gd = sh_basis_vjp(degree, g.dir, &s);
-        // dir = view / |view|, view = mu - centre.
-        let d = g.dir;
-        let along = gd[0] * d[0] + gd[1] * d[1] + gd[2] * d[2];
-        for j in 0..3 {
-            mean[j] += (gd[j] - d[j] * along) / g.dist;
-        }
-    }
-    InputGrads {
-        mean,
-        quat,
-        log_scale,
-        logit,
-    }
 }

@@ -76,7 +76,7 @@
 //! # Onto a sphere
 //! [`cpu::equirect`] projects onto an equirectangular panorama instead (the map's own Jacobian,
 //! depth = distance, splats across the back meridian drawn on both edges), for the same
-//! rasterizer: forward only, on the CPU.
+//! rasterizer: forward and backward, on the CPU (no device kernel, no `ProjectOps` entry).
 
 pub(crate) mod autodiff;
 pub mod cpu;
@@ -593,6 +593,17 @@ pub enum ProjectError {
         value: f64,
         /// What it must be.
         rule: &'static str,
+    },
+    /// A panorama's copy row names a Gaussian past the last
+    /// ([`cpu::equirect::backward`]'s `copies`).
+    #[error("projection: copy row {row} draws Gaussian {gaussian}, but there are {n}")]
+    CopyRow {
+        /// The row.
+        row: usize,
+        /// The Gaussian it names.
+        gaussian: u32,
+        /// The number of Gaussians.
+        n: usize,
     },
     /// [`project_views`] was given no camera.
     #[error("projection: no camera to project through")]

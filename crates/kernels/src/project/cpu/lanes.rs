@@ -388,19 +388,19 @@ mod tests {
                         cam.fx * (g.p[0] * g.inv_z) + cam.cx,
                         cam.fy * (g.p[1] * g.inv_z) + cam.cy,
                     ];
-                    let inv_det = T::ONE / g.det;
-                    let opacity = g.sigmoid * g.comp;
+                    let inv_det = T::ONE / g.shape.det;
+                    let opacity = g.shape.sigmoid * g.shape.comp;
                     let (radius, tiles) =
-                        screen_box(cam, xy, g.cov_d, opacity).expect("kept by project_one");
+                        screen_box(cam, xy, g.shape.cov_d, opacity).expect("kept by project_one");
                     rows.xy[2 * i..2 * i + 2].copy_from_slice(&xy);
                     rows.depth[i] = g.p[2];
                     rows.conic[3 * i..3 * i + 3].copy_from_slice(&[
-                        g.cov_d[2] * inv_det,
-                        -g.cov_d[1] * inv_det,
-                        g.cov_d[0] * inv_det,
+                        g.shape.cov_d[2] * inv_det,
+                        -g.shape.cov_d[1] * inv_det,
+                        g.shape.cov_d[0] * inv_det,
                     ]);
                     for c in 0..3 {
-                        let raw = g.raw_color[c];
+                        let raw = g.colour.raw[c];
                         rows.color[3 * i + c] = if raw > T::ZERO { raw } else { T::ZERO };
                     }
                     rows.opacity[i] = opacity;

@@ -1,9 +1,9 @@
 //! The projection onto a sphere ([`crate::project::cpu::equirect`]): each splat against the
 //! equirectangular map evaluated independently (its position, and its covariance through the
-//! map's Jacobian by f64 central differences), the copies across the back meridian, the poles,
-//! culling and the camera check.
+//! map's Jacobian by f64 central differences), the backward against central differences of the
+//! forward, the copies across the back meridian, the poles, culling and the camera check.
 
-use super::{Scene, random_camera, to_world};
+use super::{GROUPS, INPUTS, Scene, Selector, Weights, analytic, random_camera, to_world};
 use crate::project::cpu::equirect::{self, EquirectSplats};
 use crate::project::cpu::{TILE_SIZE, sh_basis};
 use crate::project::{CameraParams, ProjectError, ProjectOptions};
@@ -156,6 +156,153 @@ fn a_splat_is_the_equirectangular_maps_linearisation() {
         }
         assert!(kept >= 30, "{kept} of 40 kept");
     }
+}
+
+/// Gaussians all around a panorama, two across the back meridian (drawn twice) and two within
+/// a pixel row of a pole (where `rho` is held), SH degree `k` coefficients.
+fn gradient_scene(rng: &mut StdRng, camera: &CameraParams, k: usize) -> Scene {
+    // (longitude, cos(latitude), up or down)
+    let mut directions: Vec<(f64, f64, f64)> = (0..8)
+        .map(|_| {
+            let up = if rng.random::<bool>() { 1.0 } else { -1.0 };
+            (rng.random_range(-2.8..2.8), rng.random_range(0.4..1.0), up)
+        })
+        .collect();
+    // Behind, either side of the back meridian, a pixel or less from it; then `cos(lat) =
+    // 0.01` against the hold's `sin(π / H)`, 0.025 at H = 128.
+    directions.extend([
+        (PI - 0.02, 0.9, 1.0),
+        (-PI + 0.03, 0.8, -1.0),
+        (0.7, 0.01, 1.0),
+        (-2.0, 0.01, -1.0),
+    ]);
+    let mut scene = Scene::empty(k);
+    for (lon, cos_lat, up) in directions {
+        let r = rng.random_range(1.5..4.0);
+        let sin_lat = up * (1.0 - cos_lat * cos_lat).sqrt();
+        let p = [r * cos_lat * lon.sin(), -r * sin_lat, r * cos_lat * lon.cos()];
+        scene.push(&gaussian_at(rng, camera, p, k));
+    }
+    scene
+}
+
+/// The backward of every input against f64 central differences of `sum(output * weights)`
+/// over every row the forward drew, the copies' included, one output group at a time, for SH
+/// degrees 0 to 3, with and without the antialiasing compensation and the view direction's
+/// gradient.
+#[test]
+fn gradients_match_central_differences() {
+    let mut rng = fresh_rng("equirect gradients");
+    let mut worst = 0.0f64;
+    for degree in 0..=3u32 {
+        for (antialiased, view_dir_grad) in [(false, true), (true, false), (true, true)] {
+            let k = ((degree + 1) * (degree + 1)) as usize;
+            let camera = panorama(random_camera(&mut rng), 256);
+            let options = ProjectOptions {
+                antialiased,
+                view_dir_grad,
+                ..ProjectOptions::default()
+            };
+            let scene = gradient_scene(&mut rng, &camera, k);
+            let EquirectSplats { outputs, copies } = project(&scene, &camera, &options);
+            let n = scene.n();
+            assert!(
+                copies.len() >= 2 && (8..12).all(|i| outputs.radius[2 * i] > 0),
+                "the scene draws its wrapped and polar Gaussians: copies {copies:?}"
+            );
+            for (group, group_name) in GROUPS.iter().enumerate() {
+                let w = Weights::random_group(&mut rng, n + copies.len(), group);
+                let got = match equirect::backward(
+                    &scene.arrays(),
+                    &camera,
+                    &options,
+                    &w.grads(),
+                    &copies,
+                ) {
+                    Ok(g) => g,
+                    Err(e) => panic!("the sphere's backward refused a valid scene: {e}"),
+                };
+                for (name, select) in INPUTS {
+                    let got = analytic(&got, name);
+                    if !view_dir_grad && name == "means" && *group_name == "color" {
+                        // The colour reaches the means only through the (detached) view
+                        // direction.
+                        assert!(got.iter().all(|v| *v == 0.0), "detached colour moved the means");
+                        continue;
+                    }
+                    let want = numeric(&scene, &camera, &options, &w, &copies, select);
+                    let err = rel_err(got, &want);
+                    worst = worst.max(err);
+                    assert!(
+                        err < 1e-5,
+                        "degree {degree}, aa {antialiased}, view grad {view_dir_grad}: d \
+                         {group_name} / d {name}: analytic {got:?} vs numeric {want:?} \
+                         (rel err {err:e})"
+                    );
+                }
+                let reaches = match *group_name {
+                    "color" => "sh",
+                    "opacity" => "opacity_logits",
+                    _ => "means",
+                };
+                let (_, select) = INPUTS.iter().find(|(name, _)| *name == reaches).unwrap();
+                let want = numeric(&scene, &camera, &options, &w, &copies, *select);
+                assert!(
+                    want.iter().any(|v| v.abs() > 1e-6),
+                    "d {group_name} / d {reaches}: the check must see a non-zero gradient"
+                );
+            }
+        }
+    }
+    println!("the sphere's backward: worst relative error {worst:.2e}");
+}
+
+/// Central differences of the weighted loss over the forward's rows with respect to every
+/// element of one input; every perturbed forward draws the same copies.
+fn numeric(
+    scene: &Scene,
+    camera: &CameraParams,
+    options: &ProjectOptions,
+    w: &Weights,
+    copies: &[u32],
+    select: Selector,
+) -> Vec<f64> {
+    let eps = 1e-6;
+    let len = select(&mut scene.clone()).len();
+    let loss = |s: &Scene| {
+        let out = project(s, camera, options);
+        assert_eq!(out.copies, copies, "a step of {eps} changed which splats wrap");
+        w.loss(&out.outputs)
+    };
+    (0..len)
+        .map(|e| {
+            let mut plus = scene.clone();
+            select(&mut plus)[e] += eps;
+            let mut minus = scene.clone();
+            select(&mut minus)[e] -= eps;
+            (loss(&plus) - loss(&minus)) / (2.0 * eps)
+        })
+        .collect()
+}
+
+/// A copy of no Gaussian, and gradients of another length, are refused by name.
+#[test]
+fn the_backward_refuses_rows_it_did_not_draw() {
+    let mut rng = fresh_rng("equirect backward rows");
+    let camera = panorama(random_camera(&mut rng), 128);
+    let scene = gaussian_at(&mut rng, &camera, [0.0, 0.0, 2.0], 1);
+    let options = ProjectOptions::default();
+    let w = Weights::zeros(2);
+    let err = equirect::backward(&scene.arrays(), &camera, &options, &w.grads(), &[1]);
+    assert!(
+        matches!(err, Err(ProjectError::CopyRow { row: 1, gaussian: 1, n: 1 })),
+        "{err:?}"
+    );
+    let err = equirect::backward(&scene.arrays(), &camera, &options, &w.grads(), &[]);
+    assert!(
+        matches!(err, Err(ProjectError::Length { name: "grad xy", .. })),
+        "{err:?}"
+    );
 }
 
 /// A splat across the back meridian is drawn on both edges: the copy is the same splat `W`
