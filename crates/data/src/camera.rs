@@ -71,6 +71,17 @@ impl Intrinsics {
     }
 }
 
+/// How a view's camera maps directions to pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CameraModel {
+    /// A pinhole camera through its [`Intrinsics`].
+    #[default]
+    Pinhole,
+    /// A whole 360° equirectangular panorama `W x W / 2` in the pose's axes (the map of
+    /// [`crate::equirect`]); of its intrinsics only the size is used.
+    Equirectangular,
+}
+
 /// Lens distortion in the OpenCV (Brown-Conrady) model, acting on normalised image coordinates
 /// `(x, y) = (X / Z, Y / Z)`:
 ///

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use ember_kernels::CameraParams;
 use rayon::prelude::*;
 
-use crate::camera::{Distortion, Intrinsics, Pose, camera_params};
+use crate::camera::{CameraModel, Distortion, Intrinsics, Pose, camera_params};
 use crate::colmap::{ColmapFormat, ColmapModel, find_model_dir};
 use crate::equirect::{EquirectRig, PANORAMA_INDEX};
 use crate::error::{DataError, Result};
@@ -59,6 +59,20 @@ pub struct DatasetOptions {
     /// into; they share the frame's pose and split, and their size is divided by
     /// `downsample` like a photo's.
     pub equirect: EquirectRig,
+    /// A training panorama is one view of the whole panorama ([`CameraModel::Equirectangular`],
+    /// its width divided by `downsample`, rounded to even) instead of its rig's views; the
+    /// held-out ones are still cut into the rig. `max_side` is measured on the rig's views.
+    pub whole_panoramas: bool,
+}
+
+impl DatasetOptions {
+    /// The options the held-out splits load with: every panorama cut into its rig.
+    fn held_out(&self) -> DatasetOptions {
+        DatasetOptions {
+            whole_panoramas: false,
+            ..self.clone()
+        }
+    }
 }
 
 impl Default for DatasetOptions {
@@ -74,6 +88,7 @@ impl Default for DatasetOptions {
             max_side: None,
             alpha_as_mask: false,
             equirect: EquirectRig::default(),
+            whole_panoramas: false,
         }
     }
 }
@@ -122,8 +137,11 @@ pub struct View {
     pub name: String,
     /// World-to-camera pose, OpenCV axes.
     pub pose: Pose,
-    /// Pinhole intrinsics of the delivered image (after downsampling).
+    /// Pinhole intrinsics of the delivered image (after downsampling); of a whole panorama's,
+    /// only the size.
     pub intrinsics: Intrinsics,
+    /// Pinhole, or a whole equirectangular panorama ([`DatasetOptions::whole_panoramas`]).
+    pub model: CameraModel,
     /// Distortion still present in the delivered image: zero when the camera is pinhole or the
     /// image is undistorted on load ([`DatasetOptions::undistort`]). Ember's projection
     /// (`ember-kernels`) is pinhole only and does not apply it.
@@ -195,6 +213,7 @@ impl Dataset {
         }
         let longest = dataset
             .all_views()
+            .filter(|v| v.model == CameraModel::Pinhole)
             .map(|v| v.intrinsics.width.max(v.intrinsics.height))
             .max()
             .unwrap_or(0);
@@ -378,6 +397,7 @@ fn finish_views(
                 name: p.name,
                 pose: p.pose,
                 intrinsics: file_intrinsics.resized(size.0, size.1),
+                model: CameraModel::Pinhole,
                 distortion: if undistort {
                     Distortion::default()
                 } else {
@@ -776,12 +796,14 @@ fn load_transforms(root: &Path, path: &Path, options: &DatasetOptions) -> Result
                 .map(|l| l.iter().map(|s| clean(s)).collect())
                 .collect();
             let mut out: [Vec<View>; 3] = Default::default();
-            for (slot, set) in out.iter_mut().zip(&sets) {
+            let held_out = options.held_out();
+            for (split, (slot, set)) in out.iter_mut().zip(&sets).enumerate() {
                 let chosen: Vec<&TransformsFrame> = frames
                     .iter()
                     .copied()
                     .filter(|f| set.contains(&clean(&f.file_path)))
                     .collect();
+                let options = if split == 0 { options } else { &held_out };
                 *slot = transforms_views(&file, chosen, None, options)?;
             }
             out
@@ -794,7 +816,7 @@ fn load_transforms(root: &Path, path: &Path, options: &DatasetOptions) -> Result
             [
                 transforms_views(&file, train, masked, options)?,
                 Vec::new(),
-                transforms_views(&file, test, masked, options)?,
+                transforms_views(&file, test, masked, &options.held_out())?,
             ]
         }
     };

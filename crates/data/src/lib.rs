@@ -75,8 +75,8 @@ pub mod transforms_json;
 use std::path::Path;
 
 pub use camera::{
-    Distortion, Intrinsics, Pose, find_camera, opengl_c2w_to_opencv_w2c, parse_camera_file,
-    parse_camera_list,
+    CameraModel, Distortion, Intrinsics, Pose, find_camera, opengl_c2w_to_opencv_w2c,
+    parse_camera_file, parse_camera_list,
 };
 pub use camera_path::{CameraPath, Keyframe, PathRender, parse_camera_path};
 pub use dataset::{Dataset, DatasetFormat, DatasetOptions, View, evenly_spaced};

@@ -35,7 +35,7 @@ pub use lod::{
     render_lod, render_lod_images,
 };
 pub use panorama::{PanoramaProjection, cube_rig, render_panorama, rig_cameras};
-pub use panorama_pass::{PanoramaBackward, PanoramaPass, panorama_pass};
+pub use panorama_pass::{PanoramaBackward, PanoramaPass, panorama_batch_pass, panorama_pass};
 pub use pass::{PassImages, RenderBackward, RenderGradients, RenderPass, render_pass};
 pub use render::{
     BatchImages, BatchRenderOutput, RenderAux, RenderError, RenderOptions, RenderOutput, project,

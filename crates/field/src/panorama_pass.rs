@@ -10,6 +10,8 @@
 //! field back and uploads its splats (the projection has no device kernel yet), so the host
 //! bounds it there.
 
+use std::sync::Arc;
+
 use burn::tensor::backend::Backend;
 use burn::tensor::{Int, Tensor, TensorData, TensorPrimitive};
 use ember_kernels::project::cpu::equirect::{self, EquirectSplats};
@@ -20,8 +22,8 @@ use ember_kernels::{
 };
 
 use crate::gaussian_field::GaussianField;
-use crate::pass::RenderGradients;
-use crate::render::{RenderError, RenderOptions};
+use crate::pass::{PassImages, RenderBackward, RenderGradients, RenderPass};
+use crate::render::{RenderError, RenderOptions, batch_setup};
 
 /// [`panorama_pass`]'s result: the panorama and its backward.
 pub struct PanoramaPass<B: SplatBackend> {
@@ -39,7 +41,7 @@ pub struct PanoramaBackward<B: SplatBackend> {
     packed: Tensor<B, 2>,
     state: RasterState<B>,
     setup: RasterSetup,
-    host: HostField,
+    host: Arc<HostField>,
     copies: Vec<u32>,
     camera: CameraParams,
     project: ProjectOptions,
@@ -58,21 +60,85 @@ pub fn panorama_pass<B: SplatBackend>(
     camera: &CameraParams,
     options: &RenderOptions,
 ) -> Result<PanoramaPass<B>, RenderError> {
-    let host = HostField::read(field)?;
+    let host = Arc::new(HostField::read(field)?);
+    let drawn = draw_sphere(host, camera, options, &field.means.device())?;
+    let (height, width) = (camera.height as usize, camera.width as usize);
+    Ok(PanoramaPass {
+        rgb: drawn
+            .image
+            .narrow(0, 0, 3 * height * width)
+            .reshape([height, width, 3]),
+        extents: drawn.extents,
+        backward: drawn.backward,
+    })
+}
+
+/// [`crate::render_pass`] for whole panoramas: each of `cameras` (2:1, all of one size) drawn
+/// as by [`panorama_pass`] (the field read back once), as one [`RenderPass`] whose images,
+/// `extents` `[C N, 3]` and backward are the batch's. Its backward gives no pose gradients
+/// and no weighted coverage ([`RenderError::Panorama`]).
+///
+/// # Errors
+/// As [`panorama_pass`], and cameras of different sizes.
+pub fn panorama_batch_pass<B: SplatBackend>(
+    field: &GaussianField<B>,
+    cameras: &[CameraParams],
+    options: &RenderOptions,
+) -> Result<RenderPass<B>, RenderError> {
+    let setup = batch_setup(cameras, options)?;
+    let host = Arc::new(HostField::read(field)?);
     let device = field.means.device();
-    let sphere = SphereRows::project(&host, camera, options, &device)?;
+    let mut images = Vec::with_capacity(cameras.len());
+    let mut extents = Vec::with_capacity(cameras.len());
+    let mut pairs = Vec::with_capacity(cameras.len());
+    let mut passes = Vec::with_capacity(cameras.len());
+    for camera in cameras {
+        let drawn = draw_sphere(host.clone(), camera, options, &device)?;
+        images.push(drawn.image);
+        extents.push(drawn.extents);
+        pairs.push(drawn.tile_pairs);
+        passes.push(drawn.backward);
+    }
+    Ok(RenderPass {
+        images: PassImages {
+            image: Tensor::cat(images, 0),
+            views: cameras.len(),
+            height: setup.height as usize,
+            width: setup.width as usize,
+        },
+        extents: Tensor::cat(extents, 0),
+        tile_pairs: pairs
+            .into_iter()
+            .reduce(|sum, view| sum + view)
+            .ok_or(RenderError::NoCameras)?,
+        backward: RenderBackward::panoramas(passes),
+    })
+}
+
+/// One panorama drawn: its flat image (`IMAGE_CHANNELS` planes, colour first), each
+/// Gaussian's extents `[N, 3]`, its tile pairs `[2]` and its backward.
+struct DrawnSphere<B: SplatBackend> {
+    image: Tensor<B, 1>,
+    extents: Tensor<B, 2, Int>,
+    tile_pairs: Tensor<B, 1, Int>,
+    backward: PanoramaBackward<B>,
+}
+
+fn draw_sphere<B: SplatBackend>(
+    host: Arc<HostField>,
+    camera: &CameraParams,
+    options: &RenderOptions,
+    device: &B::Device,
+) -> Result<DrawnSphere<B>, RenderError> {
+    let sphere = SphereRows::<B>::project(&host, camera, options, device)?;
     let setup = RasterSetup::new(camera.width, camera.height).with_background(options.background);
     let raster = rasterize_views_forward(sphere.packed.clone(), sphere.extents, &setup)?;
-    let (height, width) = (camera.height as usize, camera.width as usize);
-    let image: Tensor<B, 1> = Tensor::from_primitive(TensorPrimitive::Float(raster.image));
-    let rgb = image
-        .narrow(0, 0, 3 * height * width)
-        .reshape([height, width, 3]);
     let n = host.len();
-    let extents = sphere.own_extents;
-    Ok(PanoramaPass {
-        rgb,
-        extents: Tensor::from_data(TensorData::new(extents, [n, 3]), &device),
+    let tile_pairs: Tensor<B, 1, Int> = Tensor::from_primitive(raster.state.pairs.clone());
+    Ok(DrawnSphere {
+        image: Tensor::from_primitive(TensorPrimitive::Float(raster.image)),
+        extents: Tensor::from_data(TensorData::new(sphere.own_extents, [n, 3]), device),
+        tile_pairs,
         backward: PanoramaBackward {
             packed: sphere.packed,
             state: raster.state,
@@ -81,7 +147,7 @@ pub fn panorama_pass<B: SplatBackend>(
             copies: sphere.copies,
             camera: *camera,
             project: options.project,
-            device,
+            device: device.clone(),
         },
     })
 }

@@ -25,6 +25,7 @@ use ember_kernels::{
 };
 
 use crate::GaussianField;
+use crate::panorama_pass::PanoramaBackward;
 use crate::render::{RenderError, RenderOptions, batch_setup, project};
 
 /// [`render_pass`]'s result: the images, the projection's by-products and the backward.
@@ -44,10 +45,10 @@ pub struct RenderPass<B: SplatBackend> {
 /// The images of a [`RenderPass`]: `C` views of `H x W` pixels, each as `IMAGE_CHANNELS`
 /// planes, colour first.
 pub struct PassImages<B: Backend> {
-    image: Tensor<B, 1>,
-    views: usize,
-    height: usize,
-    width: usize,
+    pub(crate) image: Tensor<B, 1>,
+    pub(crate) views: usize,
+    pub(crate) height: usize,
+    pub(crate) width: usize,
 }
 
 impl<B: Backend> PassImages<B> {
@@ -73,12 +74,30 @@ impl<B: Backend> PassImages<B> {
 /// What a [`RenderPass`]'s backward replays: the projection's inputs and outputs and the
 /// rasterizer's state.
 pub struct RenderBackward<B: SplatBackend> {
-    packed: Tensor<B, 2>,
-    state: RasterState<B>,
-    setup: RasterSetup,
-    inputs: ProjectInputs<B>,
-    cameras: Vec<CameraParams>,
-    project: ProjectOptions,
+    kind: BackwardKind<B>,
+}
+
+enum BackwardKind<B: SplatBackend> {
+    /// Pinhole views, projected and rasterized as one batch.
+    Views {
+        packed: Tensor<B, 2>,
+        state: RasterState<B>,
+        setup: RasterSetup,
+        inputs: ProjectInputs<B>,
+        cameras: Vec<CameraParams>,
+        project: ProjectOptions,
+    },
+    /// Whole panoramas, one pass each ([`crate::panorama_batch_pass`]).
+    Panoramas(Vec<PanoramaBackward<B>>),
+}
+
+impl<B: SplatBackend> RenderBackward<B> {
+    /// The backward of panorama passes, in view order.
+    pub(crate) fn panoramas(passes: Vec<PanoramaBackward<B>>) -> Self {
+        RenderBackward {
+            kind: BackwardKind::Panoramas(passes),
+        }
+    }
 }
 
 /// The gradients of a [`RenderPass`], each the shape of its parameter.
@@ -124,19 +143,21 @@ pub fn render_pass<B: SplatBackend>(
         extents: projected.extents,
         tile_pairs: Tensor::from_primitive(raster.state.pairs.clone()),
         backward: RenderBackward {
-            packed: projected.packed,
-            state: raster.state,
-            setup,
-            inputs: ProjectInputs {
-                means: field.means.val().into_primitive().tensor(),
-                quats: field.quats.val().into_primitive().tensor(),
-                log_scales: field.log_scales.val().into_primitive().tensor(),
-                opacity_logits: field.opacity_logits.val().into_primitive().tensor(),
-                sh_dc: field.sh_dc.val().into_primitive().tensor(),
-                sh_rest: field.sh_rest.val().into_primitive().tensor(),
+            kind: BackwardKind::Views {
+                packed: projected.packed,
+                state: raster.state,
+                setup,
+                inputs: ProjectInputs {
+                    means: field.means.val().into_primitive().tensor(),
+                    quats: field.quats.val().into_primitive().tensor(),
+                    log_scales: field.log_scales.val().into_primitive().tensor(),
+                    opacity_logits: field.opacity_logits.val().into_primitive().tensor(),
+                    sh_dc: field.sh_dc.val().into_primitive().tensor(),
+                    sh_rest: field.sh_rest.val().into_primitive().tensor(),
+                },
+                cameras: cameras.to_vec(),
+                project: options.project,
             },
-            cameras: cameras.to_vec(),
-            project: options.project,
         },
     })
 }
@@ -144,25 +165,38 @@ pub fn render_pass<B: SplatBackend>(
 impl<B: SplatBackend> RenderBackward<B> {
     /// The gradients from `grad_rgb` `[C, H, W, 3]`, the gradient of the colour images; with
     /// `poses`, the projection's backward runs one view at a time and each camera's pose
-    /// gradient comes with them.
+    /// gradient comes with them (pinhole views only).
     pub fn run(
         self,
         grad_rgb: Tensor<B, 4>,
         poses: bool,
     ) -> Result<RenderGradients<B>, RenderError> {
-        let (grad_packed, screen) =
-            rasterize_views_backward(self.packed, self.state, grad_rgb, &self.setup)?;
+        let (packed, state, setup, inputs, cameras, project) = match self.kind {
+            BackwardKind::Views {
+                packed,
+                state,
+                setup,
+                inputs,
+                cameras,
+                project,
+            } => (packed, state, setup, inputs, cameras, project),
+            BackwardKind::Panoramas(_) if poses => {
+                return Err(RenderError::Panorama("a camera's pose gradient"));
+            }
+            BackwardKind::Panoramas(passes) => return panoramas_backward(passes, grad_rgb),
+        };
+        let (grad_packed, screen) = rasterize_views_backward(packed, state, grad_rgb, &setup)?;
         let (g, poses) = match poses {
             false => (
                 B::project_backward(
-                    self.inputs,
+                    inputs,
                     grad_packed.into_primitive().tensor(),
-                    &self.cameras,
-                    self.project,
+                    &cameras,
+                    project,
                 ),
                 Vec::new(),
             ),
-            true => per_view_backward(self.inputs, grad_packed, &self.cameras, self.project),
+            true => per_view_backward(inputs, grad_packed, &cameras, project),
         };
         let float = |t| TensorPrimitive::Float(t);
         Ok(RenderGradients {
@@ -190,6 +224,15 @@ impl<B: SplatBackend> RenderBackward<B> {
         self,
         pixel_weights: Tensor<B, 3>,
     ) -> Result<Tensor<B, 1>, RenderError> {
+        let BackwardKind::Views {
+            packed,
+            state,
+            setup,
+            ..
+        } = self.kind
+        else {
+            return Err(RenderError::Panorama("the weighted coverage"));
+        };
         let [views, height, width] = pixel_weights.dims();
         let device = pixel_weights.device();
         let grad_rgb = Tensor::cat(
@@ -199,11 +242,42 @@ impl<B: SplatBackend> RenderBackward<B> {
             ],
             3,
         );
-        let (grad_packed, _) =
-            rasterize_views_backward(self.packed, self.state, grad_rgb, &self.setup)?;
+        let (grad_packed, _) = rasterize_views_backward(packed, state, grad_rgb, &setup)?;
         let rows = grad_packed.dims()[0];
         Ok(grad_packed.narrow(1, PACKED_COLOR, 1).reshape([rows]))
     }
+}
+
+/// The backward of whole panoramas, one at a time: the field's gradients summed over them and
+/// the screen statistics stacked `[C N, 3]`.
+fn panoramas_backward<B: SplatBackend>(
+    passes: Vec<PanoramaBackward<B>>,
+    grad_rgb: Tensor<B, 4>,
+) -> Result<RenderGradients<B>, RenderError> {
+    let [views, height, width, _] = grad_rgb.dims();
+    let mut total: Option<RenderGradients<B>> = None;
+    let mut screens = Vec::with_capacity(views);
+    for (v, pass) in passes.into_iter().enumerate() {
+        let view_grad = grad_rgb.clone().narrow(0, v, 1).reshape([height, width, 3]);
+        let g = pass.run(view_grad)?;
+        screens.push(g.screen.clone());
+        total = Some(match total {
+            None => g,
+            Some(sum) => RenderGradients {
+                means: sum.means + g.means,
+                quats: sum.quats + g.quats,
+                log_scales: sum.log_scales + g.log_scales,
+                opacity_logits: sum.opacity_logits + g.opacity_logits,
+                sh_dc: sum.sh_dc + g.sh_dc,
+                sh_rest: sum.sh_rest + g.sh_rest,
+                screen: sum.screen,
+                poses: Vec::new(),
+            },
+        });
+    }
+    let mut total = total.ok_or(RenderError::NoCameras)?;
+    total.screen = Tensor::cat(screens, 0);
+    Ok(total)
 }
 
 /// The projection's backward one view at a time, so that each camera's pose gradient comes

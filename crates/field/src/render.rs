@@ -33,6 +33,10 @@ pub enum RenderError {
         /// The width asked for, pixels.
         width: u32,
     },
+    /// A render of whole panoramas ([`crate::panorama_batch_pass`]) was asked for what only
+    /// pinhole views give.
+    #[error("{0} is not available for whole panoramas")]
+    Panorama(&'static str),
     /// [`render_batch`] was given no camera.
     #[error("render_batch needs at least one camera")]
     NoCameras,

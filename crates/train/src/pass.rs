@@ -32,7 +32,7 @@ use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Int, Tensor, TensorPrimitive};
 use ember_field::{
     Camera, GaussianField, RenderBackward, RenderOptions, RenderPass, SmoothingFilter,
-    SplatAutodiffBackend, render_batch, render_pass,
+    SplatAutodiffBackend, panorama_batch_pass, render_batch, render_pass,
 };
 use ember_kernels::{LossOps, LossOptions, LossOutputs, SplatBackend};
 
@@ -96,6 +96,9 @@ pub(crate) struct PassInputs<'a, I: burn::tensor::backend::Backend> {
     pub wants_poses: bool,
     /// The field's 3D smoothing filter, when the run draws through one.
     pub smoothing: Option<&'a SmoothingFilter<I>>,
+    /// The cameras are whole equirectangular panoramas (`data.whole_panoramas`), drawn by
+    /// [`ember_field::panorama_batch_pass`] (the direct pass only).
+    pub panoramas: bool,
 }
 
 impl<I: burn::tensor::backend::Backend> PassInputs<'_, I> {
@@ -269,8 +272,11 @@ pub(crate) fn direct_forward<B: SplatAutodiffBackend>(
         extents,
         tile_pairs,
         backward: render,
-    } = render_pass(drawn.as_ref().unwrap_or(field), cameras, &inputs.render)
-        .map_err(render_error)?;
+    } = match inputs.panoramas {
+        false => render_pass(drawn.as_ref().unwrap_or(field), cameras, &inputs.render),
+        true => panorama_batch_pass(drawn.as_ref().unwrap_or(field), cameras, &inputs.render),
+    }
+    .map_err(render_error)?;
     let mut losses = Vec::with_capacity(views);
     let mut grads = Vec::with_capacity(views);
     let mut appearance_grads = Vec::with_capacity(inputs.appearance.len());
@@ -639,6 +645,7 @@ mod tests {
             wants_mse: false,
             wants_poses: false,
             smoothing: Some(&filter),
+            panoramas: false,
         };
         let direct = direct_forward::<B>(&field, &inputs)
             .unwrap()
@@ -708,6 +715,7 @@ mod tests {
                 wants_mse: false,
                 wants_poses: false,
                 smoothing: None,
+                panoramas: false,
             };
             let forward = match autodiff {
                 false => direct_forward::<B>(&field, &inputs).unwrap(),

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use burn::tensor::Tensor;
 use burn::tensor::backend::Backend;
-use ember_data::{Dataset, DatasetOptions, DecodedImage, ImageLoader, LoaderOptions, View};
+use ember_data::{
+    CameraModel, Dataset, DatasetOptions, DecodedImage, ImageLoader, LoaderOptions, View,
+};
 use ember_field::{Camera, GaussianField, RenderOptions, SplatBackend, render};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -20,7 +22,8 @@ use ember_field::to_host;
 pub struct SceneView {
     /// The image's name (file name, or `procedural_NNN`).
     pub name: String,
-    /// Pinhole camera, OpenCV axes, world to camera.
+    /// The camera, OpenCV axes, world to camera: a pinhole's, or a whole panorama's (the
+    /// training views when [`TrainScene::panoramas`]).
     pub camera: Camera,
 }
 
@@ -70,6 +73,9 @@ pub struct TrainScene {
     /// What the user should know about how the scene was read (photos left out, a raised
     /// downsample factor), one line each.
     pub notes: Vec<String>,
+    /// The training views are whole equirectangular panoramas (`data.whole_panoramas`): a step
+    /// draws them onto the sphere, not through a pinhole.
+    pub panoramas: bool,
     train_images: Images,
     eval_images: Images,
 }
@@ -164,6 +170,7 @@ impl TrainScene {
             point_cloud: config.point_cloud.clone(),
             alpha_as_mask: config.alpha_as_mask,
             equirect: config.equirect.clone(),
+            whole_panoramas: config.whole_panoramas,
             ..DatasetOptions::default()
         };
         let dataset = Dataset::load(path, &options)?;
@@ -246,6 +253,10 @@ impl TrainScene {
             extent: dataset.extent,
             background: config.background,
             notes,
+            panoramas: dataset
+                .train
+                .iter()
+                .all(|v| v.model == CameraModel::Equirectangular),
             train_images: train_images.clone(),
             eval_images: if config.eval_split == EvalSplit::Train {
                 train_images
@@ -323,6 +334,13 @@ impl TrainScene {
         fraction: f64,
         rng: &mut impl rand::Rng,
     ) -> Result<(Vec<f32>, Vec<f32>), TrainError> {
+        if self.panoramas {
+            return Err(TrainError::Scene(format!(
+                "{}: the view volume is what the pinhole training cameras see, and these are \
+                 whole panoramas: start from the scene's points or at random (`init.mode`)",
+                self.name
+            )));
+        }
         let cameras: Vec<Camera> = self.train.iter().map(|v| v.camera).collect();
         let needed = ((fraction * cameras.len() as f64).ceil() as usize).max(1);
         let poses: Vec<ember_data::Pose> = cameras
@@ -653,6 +671,7 @@ pub fn procedural<B: SplatBackend>(
         extent,
         background,
         notes: Vec::new(),
+        panoramas: false,
         train_images: Images::Memory(train_images),
         eval_images: Images::Memory(eval_images),
     })

@@ -844,7 +844,17 @@ impl<B: SplatAutodiffBackend> Trainer<B> {
             wants_mse: reads.psnr,
             wants_poses: self.poses.as_ref().is_some_and(|p| p.active_at(step)),
             smoothing: self.smoothing.as_ref(),
+            panoramas: self.scene.panoramas,
         };
+        if inputs.panoramas && (self.loss_fn.is_some() || self.field.num_gaussians() == 0) {
+            return Err(TrainError::Config {
+                origin: "config".to_string(),
+                message: "`data.whole_panoramas` trains through the built-in loss's pass on a \
+                          non-empty field: a loss of one's own (`Trainer::set_loss`) or an \
+                          empty start trains on the rig's views"
+                    .to_string(),
+            });
+        }
         if inputs.wants_poses && self.loss_fn.is_some() {
             return Err(TrainError::Config {
                 origin: "config".to_string(),

@@ -9,7 +9,7 @@ use super::{
     Dataset, DatasetOptions, PendingView, View, colmap_dataset, evenly_spaced, finish_views,
     read_colmap_model, split_every,
 };
-use crate::camera::{Distortion, Pose};
+use crate::camera::{CameraModel, Distortion, Intrinsics, Pose};
 use crate::equirect::{IndexedPanorama, PANORAMA_INDEX, PanoramaIndex};
 use crate::error::{DataError, Result};
 use crate::images::{ImageSource, image_dimensions};
@@ -61,6 +61,34 @@ pub(super) fn panorama_views(
             height: file_size.1,
         });
     }
+    if options.whole_panoramas {
+        // Even, so that the panorama is exactly twice as wide as high.
+        let width = (2 * (f64::from(native_width) / f64::from(2 * n)).round() as u32).max(2);
+        let (w, h) = (f64::from(width), f64::from(width / 2));
+        return Ok(vec![View {
+            name: p.name,
+            pose: p.pose,
+            intrinsics: Intrinsics {
+                fx: w / std::f64::consts::TAU,
+                fy: w / std::f64::consts::TAU,
+                cx: w / 2.0,
+                cy: h / 2.0,
+                width,
+                height: width / 2,
+            },
+            model: CameraModel::Equirectangular,
+            distortion: Distortion::default(),
+            source: ImageSource {
+                path: p.path,
+                file_size,
+                size: (width, width / 2),
+                background: options.background,
+                undistort: None,
+                mask: p.mask,
+                panorama_view: None,
+            },
+        }]);
+    }
     let rig = &options.equirect;
     let size = ((f64::from(rig.native_size(native_width)) / f64::from(n)).round() as u32).max(1);
     Ok(rig
@@ -70,6 +98,7 @@ pub(super) fn panorama_views(
             name: format!("{}#{}", p.name, camera.index),
             pose: p.pose.turned(&camera.rotation),
             intrinsics: camera.intrinsics,
+            model: CameraModel::Pinhole,
             distortion: Distortion::default(),
             source: ImageSource {
                 path: p.path.clone(),
@@ -210,7 +239,7 @@ pub(super) fn load_colmap_panoramas(
     let views = [
         finish_views(train, &index_path, &dir, options)?,
         Vec::new(),
-        finish_views(test, &index_path, &dir, options)?,
+        finish_views(test, &index_path, &dir, &options.held_out())?,
     ];
     let mut dataset = colmap_dataset(root, model_dir, format, &model, views, options)?;
     dataset.unregistered = unregistered;

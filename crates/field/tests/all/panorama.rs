@@ -226,7 +226,7 @@ fn the_panorama_pass_gradients_match_central_differences() {
     for (which, name) in GRAD_NAMES.iter().enumerate() {
         // A pixel whose alpha crosses 1/255 within a step makes a jump, not a slope: where the
         // differences over two steps disagree, the element is left out (about one run in 60
-        // meets one; a wrong gradient disagrees everywhere).
+        // meets one, one in a few hundred two; a wrong gradient disagrees everywhere).
         let per = got[which].len() / scene.n();
         let mut got = got[which].clone();
         let mut numeric = Vec::with_capacity(got.len());
@@ -241,9 +241,9 @@ fn the_panorama_pass_gradients_match_central_differences() {
             }
         }
         numeric.reverse();
-        assert!(jumps <= 1, "{name}: {jumps} elements sit on a threshold");
+        assert!(jumps <= 3, "{name}: {jumps} elements sit on a threshold");
         let err = rel_err(&got, &numeric);
-        println!("{name}: relative error {err:.2e}, {jumps} element on a threshold");
+        println!("{name}: relative error {err:.2e}, {jumps} elements on a threshold");
         assert!(
             err < 1e-5,
             "{name}: the pass's backward vs central differences {err:.2e}"

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ember_data::{Dataset, DatasetOptions, EquirectRig, Pose, Splats, write_splats};
+use ember_data::{CameraModel, Dataset, DatasetOptions, EquirectRig, Pose, Splats, write_splats};
 
 use crate::common::{arg, data_path, fresh_folder, stdout, trainer};
 
@@ -56,6 +56,112 @@ fn ok(out: &std::process::Output, what: &str) {
 fn error_of(out: &std::process::Output) -> String {
     assert!(!out.status.success(), "{}", stdout(out));
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `data.whole_panoramas`: a walk's training frames load as whole panoramas (its held-out
+/// frames still as the rig's views, which evaluation measures), a run trains on them and its
+/// loss falls, and what needs pinhole training views is refused by key.
+#[test]
+fn a_walk_trains_on_its_whole_panoramas() {
+    let dir = folder("whole");
+    let scene = dir.join("scene.ply");
+    write_surrounding_scene(&scene);
+    let walk = dir.join("walk");
+    let out = trainer(&[
+        "data",
+        "walk360",
+        arg(&scene),
+        "--out",
+        arg(&walk),
+        "--frames",
+        "9",
+        "--width",
+        "128",
+        "--radius",
+        "0.5",
+        "--png",
+        "--points",
+        "400",
+    ]);
+    ok(&out, "walk360");
+    let options = DatasetOptions {
+        whole_panoramas: true,
+        ..DatasetOptions::default()
+    };
+    let dataset = Dataset::load(&walk, &options).expect("the walk loads whole");
+    assert_eq!((dataset.train.len(), dataset.test.len()), (7, 20));
+    for view in &dataset.train {
+        assert_eq!(view.model, CameraModel::Equirectangular, "{}", view.name);
+        assert_eq!((view.intrinsics.width, view.intrinsics.height), (128, 64));
+    }
+    assert!(dataset.test.iter().all(|v| v.model == CameraModel::Pinhole));
+
+    let run = dir.join("run");
+    let out = trainer(&[
+        "--data",
+        arg(&walk),
+        "--out",
+        arg(&run),
+        "--steps",
+        "60",
+        "--set",
+        "data.whole_panoramas=true",
+        "--set",
+        "eval.every=60",
+        "--set",
+        "eval.lpips=\"never\"",
+        "--set",
+        "output.log_every=10",
+        "--set",
+        "output.loss_every=10",
+    ]);
+    ok(&out, "training on whole panoramas");
+    let csv = std::fs::read_to_string(run.join("train.csv")).expect("train.csv");
+    let losses: Vec<f64> = csv
+        .lines()
+        .skip(1)
+        .map(|line| line.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    // Each logged loss is one panorama's; the run is deterministic (the preset's seed). Its
+    // 400 Gaussians are about a pixel of these 128x64 panoramas each: the loss falls slowly.
+    let (first, last) = (losses[0], losses[losses.len() - 1]);
+    assert!(last < 0.95 * first, "the loss falls: {losses:?}");
+    let eval = std::fs::read_to_string(run.join("eval.csv")).expect("eval.csv");
+    // The preset's rig is the cube's six faces: two held-out frames, twelve views.
+    assert_eq!(
+        eval.lines().filter(|l| l.starts_with("60,frames/")).count(),
+        12,
+        "the held-out frames are measured through the rig: {eval}"
+    );
+
+    let refused = dir.join("refused");
+    for (name, sets) in [
+        ("poses.refine", &["poses.refine=true"][..]),
+        (
+            "resolution.start",
+            &["resolution.start=2", "resolution.full_at=100"],
+        ),
+        ("data.eval_split", &["data.eval_split=\"train\""]),
+    ] {
+        let mut args = vec![
+            "--data",
+            arg(&walk),
+            "--out",
+            arg(&refused),
+            "--steps",
+            "1",
+            "--set",
+            "data.whole_panoramas=true",
+        ];
+        for set in sets {
+            args.extend(["--set", set]);
+        }
+        let err = error_of(&trainer(&args));
+        assert!(
+            err.contains(&format!("`{name}`")) && err.contains("pinhole"),
+            "{name}: {err}"
+        );
+    }
 }
 
 #[test]
