@@ -752,6 +752,7 @@ fn transforms_views(
 fn load_transform_splits(root: &Path, options: &DatasetOptions) -> Result<Dataset> {
     let mut splits: [Vec<View>; 3] = Default::default();
     let mut points = None;
+    let held_out = options.held_out();
     for (slot, split) in splits.iter_mut().zip(["train", "val", "test"]) {
         let path = root.join(format!("transforms_{split}.json"));
         if split != "train" && !path.is_file() {
@@ -762,6 +763,7 @@ fn load_transform_splits(root: &Path, options: &DatasetOptions) -> Result<Datase
             .into_iter()
             .map(|i| &file.frames[i])
             .collect();
+        let options = if split == "train" { options } else { &held_out };
         *slot = transforms_views(&file, frames, None, options)?;
         if split == "train"
             && let Some(ply) = &file.ply_file_path

@@ -58,15 +58,13 @@ fn error_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-/// `data.whole_panoramas`: a walk's training frames load as whole panoramas (its held-out
-/// frames still as the rig's views, which evaluation measures), a run trains on them and its
-/// loss falls, and what needs pinhole training views is refused by key.
-#[test]
-fn a_walk_trains_on_its_whole_panoramas() {
-    let dir = folder("whole");
+/// `data walk360` through the scene of [`write_surrounding_scene`]: nine PNG frames `width` wide
+/// on a circle of radius 0.5, with `points` points; the walk's folder and the command's output.
+fn write_walk(dir: &Path, width: u32, points: u32) -> (PathBuf, std::process::Output) {
     let scene = dir.join("scene.ply");
     write_surrounding_scene(&scene);
     let walk = dir.join("walk");
+    let (width, points) = (width.to_string(), points.to_string());
     let out = trainer(&[
         "data",
         "walk360",
@@ -76,14 +74,24 @@ fn a_walk_trains_on_its_whole_panoramas() {
         "--frames",
         "9",
         "--width",
-        "128",
+        &width,
         "--radius",
         "0.5",
         "--png",
         "--points",
-        "400",
+        &points,
     ]);
     ok(&out, "walk360");
+    (walk, out)
+}
+
+/// `data.whole_panoramas`: a walk's training frames load as whole panoramas (its held-out
+/// frames still as the rig's views, which evaluation measures), a run trains on them and its
+/// loss falls, and what needs pinhole training views is refused by key.
+#[test]
+fn a_walk_trains_on_its_whole_panoramas() {
+    let dir = folder("whole");
+    let (walk, _) = write_walk(&dir, 128, 400);
     let options = DatasetOptions {
         whole_panoramas: true,
         ..DatasetOptions::default()
@@ -167,25 +175,8 @@ fn a_walk_trains_on_its_whole_panoramas() {
 #[test]
 fn a_walk_splits_into_the_views_training_cuts_and_renders_back_seamlessly() {
     let dir = folder("walk");
+    let (walk, out) = write_walk(&dir, 256, 100);
     let scene = dir.join("scene.ply");
-    write_surrounding_scene(&scene);
-    let walk = dir.join("walk");
-    let out = trainer(&[
-        "data",
-        "walk360",
-        arg(&scene),
-        "--out",
-        arg(&walk),
-        "--frames",
-        "9",
-        "--width",
-        "256",
-        "--radius",
-        "0.5",
-        "--png",
-        "--points",
-        "100",
-    ]);
     ok(&out, "walk360");
     assert!(
         stdout(&out).contains("9 frames of 256x128"),
