@@ -193,18 +193,14 @@ impl<B: SplatBackend> PanoramaBackward<B> {
             (dc, rest)
         };
         let device = &self.device;
-        let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
-        let upload = |values: Vec<f64>, shape: Vec<usize>| {
-            TensorData::new(values, shape).convert_dtype(dtype)
-        };
         Ok(RenderGradients {
-            means: Tensor::from_data(upload(g.means, vec![n, 3]), device),
-            quats: Tensor::from_data(upload(g.quats, vec![n, 4]), device),
-            log_scales: Tensor::from_data(upload(g.log_scales, vec![n, 3]), device),
-            opacity_logits: Tensor::from_data(upload(g.opacity_logits, vec![n]), device),
-            sh_dc: Tensor::from_data(upload(sh_dc, vec![n, 1, 3]), device),
-            sh_rest: Tensor::from_data(upload(sh_rest, vec![n, k - 1, 3]), device),
-            screen: Tensor::from_data(upload(screen, vec![n, 3]), device),
+            means: upload(g.means, [n, 3], device),
+            quats: upload(g.quats, [n, 4], device),
+            log_scales: upload(g.log_scales, [n, 3], device),
+            opacity_logits: upload(g.opacity_logits, [n], device),
+            sh_dc: upload(sh_dc, [n, 1, 3], device),
+            sh_rest: upload(sh_rest, [n, k - 1, 3], device),
+            screen: upload(screen, [n, 3], device),
             poses: Vec::new(),
         })
     }
@@ -284,12 +280,8 @@ impl<B: Backend> SphereRows<B> {
         for (j, &gaussian) in copies.iter().enumerate() {
             own_extents[3 * gaussian as usize + 2] += extents[3 * (n + j) + 2];
         }
-        let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
         Ok(SphereRows {
-            packed: Tensor::from_data(
-                TensorData::new(packed, [rows, PACKED_WIDTH]).convert_dtype(dtype),
-                device,
-            ),
+            packed: upload(packed, [rows, PACKED_WIDTH], device),
             extents: Tensor::from_data(TensorData::new(extents, [rows, 3]), device),
             copies,
             own_extents,
@@ -335,6 +327,18 @@ impl PackedGrads {
             opacity: &self.opacity,
         }
     }
+}
+
+/// `values` on `device` as a tensor of `shape` in `B`'s float type. The dtype is named: a
+/// device's default float dtype is shared by its backends (`NdArray<f32>` and `NdArray<f64>`),
+/// and another test or caller may have set it.
+fn upload<B: Backend, const D: usize>(
+    values: Vec<f64>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Tensor<B, D> {
+    let dtype = <B::FloatElem as burn::tensor::Element>::dtype();
+    Tensor::from_data(TensorData::new(values, shape), (device, dtype))
 }
 
 /// A tensor's values on the host as `f64`; `what` names it in the error.

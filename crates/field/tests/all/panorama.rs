@@ -11,7 +11,7 @@ use rand::RngExt;
 use rand::rngs::StdRng;
 
 use crate::common::{fresh_rng, join_sh, rel_err, uniform};
-use crate::render::{Cpu, GRAD_NAMES, Scene, field_of, host};
+use crate::render::{Cpu, GRAD_NAMES, Scene, field_of, float_dtype, host};
 
 /// No Gaussian, SH degree 0.
 fn empty_scene() -> Scene {
@@ -191,7 +191,7 @@ fn the_panorama_pass_gradients_match_central_differences() {
     );
     let grad_rgb = burn::tensor::Tensor::from_data(
         burn::tensor::TensorData::new(weights.clone(), [32, 64, 3]),
-        &device,
+        (&device, float_dtype::<Cpu64>()),
     );
     let g = match pass.backward.run(grad_rgb) {
         Ok(g) => g,
